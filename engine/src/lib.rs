@@ -1,0 +1,46 @@
+//! The rules of Lockwright distributed locks, with no IO and no clock.
+//!
+//! This crate reads no clock, touches no network or disk and draws no randomness: time
+//! comes in as an argument (`now`), and every lock transition is a function of the lock
+//! table, the request and `now` that returns the outcome and changes the table in place
+//! (clone the table first to keep the old state). The in-memory store, the MongoDB store's
+//! decoders, the model checker and the simulator all call these same functions, so there is
+//! one copy of the rules.
+//!
+//! - [`LockTable::xlock`] and [`LockTable::slock`] grant locks on one resource;
+//! - [`table::unlock`], [`table::renew`], [`table::status`] and [`table::purge`] work on a
+//!   group of locks across one or more tables (shards);
+//! - [`LockStore`] is the port that backends implement.
+//!
+//! ```
+//! use std::time::Duration;
+//! use lockwright_engine::{LockDetails, LockRequest, LockTable, Timestamp};
+//!
+//! let mut table = LockTable::new();
+//! let now = Timestamp::from_millis(1_000);
+//! let a = LockRequest::new("report", "worker-a", &LockDetails::new().ttl(Duration::from_secs(10)))?;
+//! let b = LockRequest::new("report", "worker-b", &LockDetails::new())?;
+//! let granted = table.xlock(&a, now)?;
+//! assert!(table.xlock(&b, now).is_err()); // a live exclusive lock blocks
+//! let later = now.saturating_add(Duration::from_secs(10));
+//! let taken_over = table.xlock(&b, later)?; // expired at `later`: taken over
+//! assert!(taken_over.fence > granted.fence);
+//! # Ok::<(), lockwright_engine::Error>(())
+//! ```
+#![forbid(unsafe_code)]
+
+pub mod error;
+pub mod filter;
+pub mod lock;
+pub mod names;
+pub mod port;
+pub mod table;
+pub mod time;
+
+pub use error::{BoxError, Error};
+pub use filter::Filter;
+pub use lock::{LockDetails, LockRequest, LockStatus, Mode, SharedLimit, StoredLock};
+pub use names::{LockId, Resource};
+pub use port::LockStore;
+pub use table::{LockTable, ResourceState};
+pub use time::{ManualClock, Timestamp, Ttl};

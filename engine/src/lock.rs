@@ -1,0 +1,292 @@
+//! Locks: what a caller asks for, what a store keeps, and what it reports.
+
+use std::fmt;
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+use crate::names::{LockId, MAX_DETAIL_LEN, Resource, check_text};
+use crate::time::{Timestamp, Ttl};
+
+/// Exclusive or shared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// At most one holder, and no shared holders beside it.
+    Exclusive,
+    /// Any number of holders (up to a limit the caller gives), and no exclusive holder.
+    Shared,
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mode::Exclusive => "exclusive",
+            Mode::Shared => "shared",
+        })
+    }
+}
+
+/// Optional facts about a lock, as the caller gives them. Checked when a lock is requested.
+///
+/// ```
+/// use std::time::Duration;
+/// use lockwright_engine::LockDetails;
+///
+/// let details = LockDetails::new().owner("billing-worker").ttl(Duration::from_secs(30));
+/// assert_eq!(details.ttl, Some(Duration::from_secs(30)));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct LockDetails {
+    /// Who is taking the lock (a user or service name).
+    pub owner: Option<String>,
+    /// The host the lock is taken from.
+    pub host: Option<String>,
+    /// Free text, e.g. the job the lock protects.
+    pub comment: Option<String>,
+    /// How long the lock lives unless renewed; `None`: until unlocked.
+    pub ttl: Option<Duration>,
+}
+
+impl LockDetails {
+    /// No owner, host, comment or TTL.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the owner.
+    #[must_use]
+    pub fn owner(mut self, owner: impl Into<String>) -> Self {
+        self.owner = Some(owner.into());
+        self
+    }
+
+    /// Sets the host.
+    #[must_use]
+    pub fn host(mut self, host: impl Into<String>) -> Self {
+        self.host = Some(host.into());
+        self
+    }
+
+    /// Sets the comment.
+    #[must_use]
+    pub fn comment(mut self, comment: impl Into<String>) -> Self {
+        self.comment = Some(comment.into());
+        self
+    }
+
+    /// Sets the TTL.
+    #[must_use]
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+}
+
+fn check_detail(field: &'static str, value: Option<&String>) -> Result<(), Error> {
+    value.map_or(Ok(()), |v| check_text(field, v, MAX_DETAIL_LEN))
+}
+
+/// A validated request for one lock; the mode comes from the operation.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct LockRequest {
+    /// The resource to lock.
+    pub resource: Resource,
+    /// The group the lock joins.
+    pub lock_id: LockId,
+    /// Who is taking the lock.
+    pub owner: Option<String>,
+    /// The host the lock is taken from.
+    pub host: Option<String>,
+    /// Free text.
+    pub comment: Option<String>,
+    /// Time to live; `None`: until unlocked.
+    pub ttl: Option<Ttl>,
+}
+
+impl LockRequest {
+    /// Checks every argument of a lock request.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming the first bad field: `resource`, `lock_id`, `owner`, `host`,
+    /// `comment` (empty or too long) or `ttl` (zero, under 1 ms, or over 100 years).
+    pub fn new(resource: &str, lock_id: &str, details: &LockDetails) -> Result<Self, Error> {
+        let resource = Resource::new(resource)?;
+        let lock_id = LockId::new(lock_id)?;
+        check_detail("owner", details.owner.as_ref())?;
+        check_detail("host", details.host.as_ref())?;
+        check_detail("comment", details.comment.as_ref())?;
+        let ttl = details.ttl.map(Ttl::new).transpose()?;
+        Ok(LockRequest {
+            resource,
+            lock_id,
+            owner: details.owner.clone(),
+            host: details.host.clone(),
+            comment: details.comment.clone(),
+            ttl,
+        })
+    }
+}
+
+/// The most shared locks a resource may hold at once, as asked by one `slock` call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "u32", into = "u32")]
+pub struct SharedLimit(NonZeroU32);
+
+impl SharedLimit {
+    /// Validates a limit.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming `limit` for zero (use `None` for "unlimited").
+    pub fn new(limit: u32) -> Result<Self, Error> {
+        NonZeroU32::new(limit).map(SharedLimit).ok_or_else(|| {
+            Error::invalid("limit", "must be at least 1 (use None for no limit)")
+        })
+    }
+
+    /// The limit.
+    #[must_use]
+    pub fn get(self) -> u32 {
+        self.0.get()
+    }
+}
+
+impl TryFrom<u32> for SharedLimit {
+    type Error = Error;
+    fn try_from(v: u32) -> Result<Self, Error> {
+        SharedLimit::new(v)
+    }
+}
+
+impl From<SharedLimit> for u32 {
+    fn from(l: SharedLimit) -> u32 {
+        l.get()
+    }
+}
+
+/// One lock as a store keeps it, inside its resource (which also gives its mode).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct StoredLock {
+    /// The group the lock belongs to.
+    pub lock_id: LockId,
+    /// Who took it.
+    pub owner: Option<String>,
+    /// Where it was taken from.
+    pub host: Option<String>,
+    /// Free text.
+    pub comment: Option<String>,
+    /// When it was granted (the store's clock).
+    pub created_at: Timestamp,
+    /// When it was last renewed.
+    pub renewed_at: Option<Timestamp>,
+    /// When it expires; `None`: never.
+    pub expires_at: Option<Timestamp>,
+    /// Its fencing token: greater than every fence granted before on the resource.
+    pub fence: u64,
+}
+
+impl StoredLock {
+    /// A lock granted at `now` with `fence`.
+    #[must_use]
+    pub fn granted(request: &LockRequest, now: Timestamp, fence: u64) -> Self {
+        StoredLock {
+            lock_id: request.lock_id.clone(),
+            owner: request.owner.clone(),
+            host: request.host.clone(),
+            comment: request.comment.clone(),
+            created_at: now,
+            renewed_at: None,
+            expires_at: request.ttl.map(|t| now.saturating_add(t.as_duration())),
+            fence,
+        }
+    }
+
+    /// Expired at `now`: `expires_at <= now`. The one expiry predicate of every rule.
+    #[must_use]
+    pub fn is_expired(&self, now: Timestamp) -> bool {
+        self.expires_at.is_some_and(|e| e <= now)
+    }
+
+    /// Live at `now`: not expired (locks without a TTL are always live).
+    #[must_use]
+    pub fn is_live(&self, now: Timestamp) -> bool {
+        !self.is_expired(now)
+    }
+
+    /// The remaining TTL at `now`: `None` without a TTL, zero once expired.
+    #[must_use]
+    pub fn remaining_ttl(&self, now: Timestamp) -> Option<Duration> {
+        self.expires_at.map(|e| e.saturating_duration_since(now))
+    }
+
+    /// The status report of this lock on `resource` at `now`.
+    #[must_use]
+    pub fn status(&self, resource: &Resource, mode: Mode, now: Timestamp) -> LockStatus {
+        LockStatus {
+            resource: resource.clone(),
+            lock_id: self.lock_id.clone(),
+            mode,
+            owner: self.owner.clone(),
+            host: self.host.clone(),
+            comment: self.comment.clone(),
+            created_at: self.created_at,
+            renewed_at: self.renewed_at,
+            expires_at: self.expires_at,
+            ttl: self.remaining_ttl(now),
+            fence: self.fence,
+        }
+    }
+}
+
+/// What a store reports about one lock.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct LockStatus {
+    /// The locked resource.
+    pub resource: Resource,
+    /// The group the lock belongs to.
+    pub lock_id: LockId,
+    /// Exclusive or shared.
+    pub mode: Mode,
+    /// Who took it.
+    pub owner: Option<String>,
+    /// Where it was taken from.
+    pub host: Option<String>,
+    /// Free text.
+    pub comment: Option<String>,
+    /// When it was granted (the store's clock).
+    pub created_at: Timestamp,
+    /// When it was last renewed.
+    pub renewed_at: Option<Timestamp>,
+    /// When it expires; `None`: never.
+    pub expires_at: Option<Timestamp>,
+    /// Remaining time to live when reported: `None` without a TTL, zero once expired.
+    pub ttl: Option<Duration>,
+    /// The fencing token of the grant.
+    pub fence: u64,
+}
+
+impl LockStatus {
+    /// The creation order of locks: by creation time, then resource name, then fence (the
+    /// per-resource grant sequence). Every operation that orders locks uses this key.
+    #[must_use]
+    pub fn creation_key(&self) -> (Timestamp, &Resource, u64) {
+        (self.created_at, &self.resource, self.fence)
+    }
+}
+
+/// Sorts oldest first by [`LockStatus::creation_key`].
+pub fn sort_oldest_first(locks: &mut [LockStatus]) {
+    locks.sort_by(|a, b| a.creation_key().cmp(&b.creation_key()));
+}
+
+/// Sorts newest first by [`LockStatus::creation_key`].
+pub fn sort_newest_first(locks: &mut [LockStatus]) {
+    locks.sort_by(|a, b| b.creation_key().cmp(&a.creation_key()));
+}

@@ -1,0 +1,143 @@
+//! Validated names: the resource being locked and the lock id that owns a group of locks.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+
+/// The longest resource name accepted, in UTF-8 bytes.
+pub const MAX_RESOURCE_LEN: usize = 512;
+/// The longest lock id accepted, in UTF-8 bytes.
+pub const MAX_LOCK_ID_LEN: usize = 256;
+/// The longest owner, host or comment accepted, in UTF-8 bytes.
+pub const MAX_DETAIL_LEN: usize = 1024;
+
+pub(crate) fn check_text(field: &'static str, value: &str, max: usize) -> Result<(), Error> {
+    if value.is_empty() {
+        return Err(Error::invalid(field, "must not be empty"));
+    }
+    if value.len() > max {
+        return Err(Error::invalid(
+            field,
+            format!("must be at most {max} bytes, got {}", value.len()),
+        ));
+    }
+    Ok(())
+}
+
+macro_rules! validated_name {
+    ($(#[$doc:meta])* $name:ident, $field:literal, $max:expr) => {
+        $(#[$doc])*
+        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            /// Validates the name.
+            ///
+            /// # Errors
+            #[doc = concat!("`InvalidArgument` naming `", $field, "` when empty or too long.")]
+            pub fn new(value: impl Into<String>) -> Result<Self, Error> {
+                let value = value.into();
+                check_text($field, &value, $max)?;
+                Ok($name(value))
+            }
+
+            /// The name as a string slice.
+            #[must_use]
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = Error;
+            fn try_from(value: String) -> Result<Self, Error> {
+                $name::new(value)
+            }
+        }
+
+        impl TryFrom<&str> for $name {
+            type Error = Error;
+            fn try_from(value: &str) -> Result<Self, Error> {
+                $name::new(value)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(name: $name) -> String {
+                name.0
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}({:?})", stringify!($name), self.0)
+            }
+        }
+    };
+}
+
+validated_name!(
+    /// The name of the thing being locked: non-empty UTF-8, at most [`MAX_RESOURCE_LEN`] bytes.
+    Resource,
+    "resource",
+    MAX_RESOURCE_LEN
+);
+
+validated_name!(
+    /// The caller's secret handle for a group of locks: non-empty, at most
+    /// [`MAX_LOCK_ID_LEN`] bytes.
+    ///
+    /// Knowing a resource name is never enough to unlock or renew: the lock id is the
+    /// capability, so generate it randomly and do not log it. [`LockId::from_random`] turns
+    /// 128 random bits into one.
+    LockId,
+    "lock_id",
+    MAX_LOCK_ID_LEN
+);
+
+impl LockId {
+    /// A lock id from 128 bits the caller drew from a cryptographically secure generator,
+    /// written as 32 lowercase hex digits.
+    #[must_use]
+    pub fn from_random(bits: u128) -> Self {
+        LockId(format!("{bits:032x}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_are_checked_in_bytes() {
+        assert!(Resource::new("").is_err());
+        assert!(Resource::new("é".repeat(256)).is_ok()); // 512 bytes
+        assert!(Resource::new(format!("{}x", "é".repeat(256))).is_err());
+        assert!(LockId::new("x".repeat(256)).is_ok());
+        let err = LockId::new("x".repeat(257)).unwrap_err();
+        assert!(err.to_string().contains("lock_id"), "{err}");
+    }
+
+    #[test]
+    fn serde_validates() {
+        assert!(serde_json::from_str::<Resource>("\"\"").is_err());
+        let r: Resource = serde_json::from_str("\"a\"").unwrap();
+        assert_eq!(r.as_str(), "a");
+        assert_eq!(LockId::from_random(0xab).as_str().len(), 32);
+    }
+}

@@ -1,0 +1,46 @@
+//! The port every backend implements. Interface only: the engine does no IO.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::error::Error;
+use crate::filter::Filter;
+use crate::lock::{LockRequest, LockStatus, SharedLimit};
+use crate::names::LockId;
+use crate::time::Ttl;
+
+/// A place where locks live (in memory, in MongoDB). Implementations apply the rules of
+/// this crate with their own clock and must pass the conformance suite of the `lockwright`
+/// crate. Arguments arrive validated; results follow the same order conventions as
+/// [`crate::table`].
+pub trait LockStore: Send + Sync + 'static {
+    /// Grants an exclusive lock ([`crate::LockTable::xlock`]).
+    fn xlock(&self, request: &LockRequest) -> impl Future<Output = Result<LockStatus, Error>> + Send;
+
+    /// Grants a shared lock ([`crate::LockTable::slock`]).
+    fn slock(
+        &self,
+        request: &LockRequest,
+        limit: Option<SharedLimit>,
+    ) -> impl Future<Output = Result<LockStatus, Error>> + Send;
+
+    /// Removes a group ([`crate::table::unlock`]).
+    fn unlock(&self, lock_id: &LockId) -> impl Future<Output = Result<Vec<LockStatus>, Error>> + Send;
+
+    /// Renews a group ([`crate::table::renew`]).
+    fn renew(
+        &self,
+        lock_id: &LockId,
+        ttl: Ttl,
+        margin: Duration,
+    ) -> impl Future<Output = Result<Vec<LockStatus>, Error>> + Send;
+
+    /// Reports matching locks ([`crate::table::status`]).
+    fn status(&self, filter: &Filter) -> impl Future<Output = Result<Vec<LockStatus>, Error>> + Send;
+
+    /// Purges expired groups ([`crate::table::purge`]).
+    fn purge(&self) -> impl Future<Output = Result<Vec<LockStatus>, Error>> + Send;
+
+    /// Creates the indexes the store needs; idempotent. A no-op where there are none.
+    fn create_indexes(&self) -> impl Future<Output = Result<(), Error>> + Send;
+}

@@ -1,0 +1,504 @@
+//! The lock table and every lock transition, as pure functions of (state, request, now).
+//!
+//! Single-resource operations (`xlock`, `slock`) touch one [`ResourceState`]. Group
+//! operations (`unlock`, `renew`, `status`, `purge`) work over a slice of tables, so a store
+//! that shards its resources (the in-memory store does) applies the same code to all shards
+//! at once; a single table is the one-shard case.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::{Deref, DerefMut};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+use crate::filter::Filter;
+use crate::lock::{
+    LockRequest, LockStatus, Mode, SharedLimit, StoredLock, sort_newest_first, sort_oldest_first,
+};
+use crate::names::{LockId, Resource};
+use crate::time::{Timestamp, Ttl};
+
+/// Fences issued per millisecond of the clock before a resource's counter runs ahead of it.
+pub const FENCES_PER_MS: u64 = 1024;
+
+/// The smallest fence a grant at `now` may carry: `now` in ms times [`FENCES_PER_MS`].
+///
+/// A grant's fence is `max(counter + 1, fence_floor(now))`. Because of the floor, a resource
+/// document may be deleted once its counter is below the floor: a later grant on the same
+/// resource starts at a floor at least as high, so fences keep increasing across deletion,
+/// provided the store's clock does not go backwards.
+#[must_use]
+pub fn fence_floor(now: Timestamp) -> u64 {
+    now.as_millis().saturating_mul(FENCES_PER_MS)
+}
+
+/// The locks of one resource: an exclusive lock, or shared locks, or none; and the fence
+/// counter (the last fence granted on it).
+///
+/// Invariant kept by the grants: never an exclusive and a shared lock together, and at most
+/// one lock per lock id.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ResourceState {
+    /// The last fence granted on this resource.
+    pub fence: u64,
+    /// The exclusive lock, if any (live or expired).
+    pub exclusive: Option<StoredLock>,
+    /// The shared locks in grant order (live or expired).
+    pub shared: Vec<StoredLock>,
+}
+
+impl ResourceState {
+    /// A resource state from stored parts (used by stores that decode documents).
+    #[must_use]
+    pub fn from_parts(fence: u64, exclusive: Option<StoredLock>, shared: Vec<StoredLock>) -> Self {
+        ResourceState {
+            fence,
+            exclusive,
+            shared,
+        }
+    }
+
+    /// No lock at all, live or expired.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.exclusive.is_none() && self.shared.is_empty()
+    }
+
+    /// Every lock with its mode.
+    pub fn locks(&self) -> impl Iterator<Item = (Mode, &StoredLock)> {
+        self.exclusive
+            .iter()
+            .map(|l| (Mode::Exclusive, l))
+            .chain(self.shared.iter().map(|l| (Mode::Shared, l)))
+    }
+
+    /// The lock `lock_id` holds here, if any.
+    #[must_use]
+    pub fn lock_of(&self, lock_id: &LockId) -> Option<(Mode, &StoredLock)> {
+        self.locks().find(|(_, l)| &l.lock_id == lock_id)
+    }
+
+    /// The number of live shared locks at `now`.
+    #[must_use]
+    pub fn live_shared(&self, now: Timestamp) -> usize {
+        self.shared.iter().filter(|l| l.is_live(now)).count()
+    }
+
+    /// The exclusive rule: no live exclusive lock and no live shared lock.
+    #[must_use]
+    pub fn can_xlock(&self, now: Timestamp) -> bool {
+        self.exclusive.as_ref().is_none_or(|l| l.is_expired(now))
+            && self.shared.iter().all(|l| l.is_expired(now))
+    }
+
+    /// The shared rule: no live exclusive lock, `lock_id` holds no live lock here, and fewer
+    /// than `limit` live shared locks.
+    #[must_use]
+    pub fn can_slock(&self, lock_id: &LockId, limit: Option<SharedLimit>, now: Timestamp) -> bool {
+        let live_shared = self.live_shared(now);
+        self.exclusive.as_ref().is_none_or(|l| l.is_expired(now))
+            && self
+                .shared
+                .iter()
+                .all(|l| &l.lock_id != lock_id || l.is_expired(now))
+            && limit.is_none_or(|m| live_shared < m.get() as usize)
+    }
+
+    /// The fence the next grant at `now` gets.
+    #[must_use]
+    pub fn next_fence(&self, now: Timestamp) -> u64 {
+        self.fence.saturating_add(1).max(fence_floor(now))
+    }
+
+    /// Whether the (empty) resource may be forgotten at `now` without breaking fences.
+    #[must_use]
+    pub fn can_delete(&self, now: Timestamp) -> bool {
+        self.is_empty() && self.fence < fence_floor(now)
+    }
+
+    /// Grants `request` in `mode` at `now`, which the caller has checked is allowed: removes
+    /// every expired lock (takeover), takes the next fence and stores the lock. Returns the
+    /// new lock and the lock ids whose expired locks were removed.
+    fn grant(&mut self, mode: Mode, request: &LockRequest, now: Timestamp) -> (StoredLock, Vec<LockId>) {
+        let mut removed = Vec::new();
+        if self.exclusive.as_ref().is_some_and(|l| l.is_expired(now)) {
+            if let Some(l) = self.exclusive.take() {
+                removed.push(l.lock_id);
+            }
+        }
+        self.shared.retain(|l| {
+            let keep = l.is_live(now);
+            if !keep {
+                removed.push(l.lock_id.clone());
+            }
+            keep
+        });
+        self.fence = self.next_fence(now);
+        let lock = StoredLock::granted(request, now, self.fence);
+        match mode {
+            Mode::Exclusive => self.exclusive = Some(lock.clone()),
+            Mode::Shared => self.shared.push(lock.clone()),
+        }
+        (lock, removed)
+    }
+
+    /// Removes the lock of `lock_id` when `pred` holds for it.
+    fn remove_if(
+        &mut self,
+        lock_id: &LockId,
+        pred: impl Fn(&StoredLock) -> bool,
+    ) -> Option<(Mode, StoredLock)> {
+        if self
+            .exclusive
+            .as_ref()
+            .is_some_and(|l| &l.lock_id == lock_id && pred(l))
+        {
+            return self.exclusive.take().map(|l| (Mode::Exclusive, l));
+        }
+        let i = self
+            .shared
+            .iter()
+            .position(|l| &l.lock_id == lock_id && pred(l))?;
+        Some((Mode::Shared, self.shared.remove(i)))
+    }
+}
+
+/// Every lock of a store: resources by name, plus an index from lock id to the resources its
+/// group holds. `Clone + Eq + Hash` with ordered containers only, so a model checker can hold
+/// it and its fingerprint is stable.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct LockTable {
+    resources: BTreeMap<Resource, ResourceState>,
+    groups: BTreeMap<LockId, BTreeSet<Resource>>,
+}
+
+impl LockTable {
+    /// The empty table.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A table holding `resources` (for stores that decode stored documents).
+    #[must_use]
+    pub fn from_resources(resources: impl IntoIterator<Item = (Resource, ResourceState)>) -> Self {
+        let mut table = LockTable::new();
+        for (name, state) in resources {
+            for (_, lock) in state.locks() {
+                table.index(&lock.lock_id, &name);
+            }
+            table.resources.insert(name, state);
+        }
+        table
+    }
+
+    /// The resources, by name, including emptied ones not yet deleted by a purge.
+    #[must_use]
+    pub fn resources(&self) -> &BTreeMap<Resource, ResourceState> {
+        &self.resources
+    }
+
+    /// One resource's state.
+    #[must_use]
+    pub fn resource(&self, name: &Resource) -> Option<&ResourceState> {
+        self.resources.get(name)
+    }
+
+    /// The number of locks, live or expired.
+    #[must_use]
+    pub fn lock_count(&self) -> usize {
+        self.resources.values().map(|r| r.locks().count()).sum()
+    }
+
+    fn index(&mut self, lock_id: &LockId, resource: &Resource) {
+        self.groups
+            .entry(lock_id.clone())
+            .or_default()
+            .insert(resource.clone());
+    }
+
+    fn unindex(&mut self, lock_id: &LockId, resource: &Resource) {
+        if let Some(set) = self.groups.get_mut(lock_id) {
+            set.remove(resource);
+            if set.is_empty() {
+                self.groups.remove(lock_id);
+            }
+        }
+    }
+
+    /// Grants an exclusive lock iff the resource has no live lock; expired locks are taken
+    /// over. Not re-entrant.
+    ///
+    /// # Errors
+    /// `AlreadyLocked` when a live lock (of any lock id, this one included) is present.
+    pub fn xlock(&mut self, request: &LockRequest, now: Timestamp) -> Result<LockStatus, Error> {
+        let allowed = self
+            .resources
+            .get(&request.resource)
+            .is_none_or(|r| r.can_xlock(now));
+        self.grant_if(allowed, Mode::Exclusive, request, now)
+    }
+
+    /// Grants a shared lock iff there is no live exclusive lock, the lock id holds no live
+    /// lock on the resource, and fewer than `limit` live shared locks exist (`None`: no
+    /// limit). A fresh resource obeys the limit like any other.
+    ///
+    /// # Errors
+    /// `AlreadyLocked` when the rule refuses.
+    pub fn slock(
+        &mut self,
+        request: &LockRequest,
+        limit: Option<SharedLimit>,
+        now: Timestamp,
+    ) -> Result<LockStatus, Error> {
+        let allowed = match self.resources.get(&request.resource) {
+            Some(r) => r.can_slock(&request.lock_id, limit, now),
+            None => ResourceState::default().can_slock(&request.lock_id, limit, now),
+        };
+        self.grant_if(allowed, Mode::Shared, request, now)
+    }
+
+    fn grant_if(
+        &mut self,
+        allowed: bool,
+        mode: Mode,
+        request: &LockRequest,
+        now: Timestamp,
+    ) -> Result<LockStatus, Error> {
+        if !allowed {
+            return Err(Error::AlreadyLocked {
+                resource: request.resource.clone(),
+            });
+        }
+        let state = self.resources.entry(request.resource.clone()).or_default();
+        let (lock, taken_over) = state.grant(mode, request, now);
+        for lock_id in &taken_over {
+            self.unindex(lock_id, &request.resource);
+        }
+        self.index(&request.lock_id, &request.resource);
+        Ok(lock.status(&request.resource, mode, now))
+    }
+
+    /// The locks of `lock_id`, with their resource and mode.
+    pub fn group<'a>(
+        &'a self,
+        lock_id: &LockId,
+    ) -> impl Iterator<Item = (&'a Resource, Mode, &'a StoredLock)> + 'a {
+        let lock_id = lock_id.clone();
+        self.groups
+            .get(&lock_id)
+            .into_iter()
+            .flatten()
+            .filter_map(move |name| {
+                let state = self.resources.get(name)?;
+                let (mode, lock) = state.lock_of(&lock_id)?;
+                Some((name, mode, lock))
+            })
+    }
+
+    /// Removes the locks of `lock_id` for which `pred` holds; returns their statuses at `now`.
+    fn remove_group_where(
+        &mut self,
+        lock_id: &LockId,
+        now: Timestamp,
+        pred: impl Fn(&StoredLock) -> bool,
+        out: &mut Vec<LockStatus>,
+    ) {
+        let Some(names) = self.groups.get(lock_id).cloned() else {
+            return;
+        };
+        for name in names {
+            let Some(state) = self.resources.get_mut(&name) else {
+                continue;
+            };
+            if let Some((mode, lock)) = state.remove_if(lock_id, &pred) {
+                out.push(lock.status(&name, mode, now));
+                self.unindex(lock_id, &name);
+            }
+        }
+    }
+
+    /// Unlocks a group; see [`unlock`].
+    pub fn unlock(&mut self, lock_id: &LockId, now: Timestamp) -> Vec<LockStatus> {
+        unlock(&mut [self], lock_id, now)
+    }
+
+    /// Renews a group; see [`renew`].
+    ///
+    /// # Errors
+    /// As [`renew`].
+    pub fn renew(
+        &mut self,
+        lock_id: &LockId,
+        ttl: Ttl,
+        margin: Duration,
+        now: Timestamp,
+    ) -> Result<Vec<LockStatus>, Error> {
+        renew(&mut [self], lock_id, ttl, margin, now)
+    }
+
+    /// Reports matching locks; see [`status`].
+    #[must_use]
+    pub fn status(&self, filter: &Filter, now: Timestamp) -> Vec<LockStatus> {
+        status(&[self], filter, now)
+    }
+
+    /// Purges expired groups; see [`purge`].
+    pub fn purge(&mut self, now: Timestamp) -> Vec<LockStatus> {
+        purge(&mut [self], now)
+    }
+
+    fn expired_groups(&self, now: Timestamp, out: &mut BTreeSet<LockId>) {
+        for state in self.resources.values() {
+            for (_, lock) in state.locks() {
+                if lock.is_expired(now) {
+                    out.insert(lock.lock_id.clone());
+                }
+            }
+        }
+    }
+}
+
+/// Removes every lock of `lock_id`, live or expired, from all `shards`, and returns each
+/// one's status as it was just before removal, newest first. Unknown lock id: empty list.
+/// Emptied resources stay (with their fence counter) until a purge deletes them.
+pub fn unlock<T: DerefMut<Target = LockTable>>(
+    shards: &mut [T],
+    lock_id: &LockId,
+    now: Timestamp,
+) -> Vec<LockStatus> {
+    let mut out = Vec::new();
+    for table in shards.iter_mut() {
+        table.remove_group_where(lock_id, now, |_| true, &mut out);
+    }
+    sort_newest_first(&mut out);
+    out
+}
+
+/// Sets `expires_at = now + ttl` and `renewed_at = now` on every lock of `lock_id`, locks
+/// without a TTL included, and returns the renewed statuses oldest first. All or nothing.
+///
+/// # Errors
+/// `LockNotFound` when the group holds no lock; `NotRenewable` (nothing changed) when any
+/// lock has `expires_at <= now + margin`, listing those locks.
+pub fn renew<T: DerefMut<Target = LockTable>>(
+    shards: &mut [T],
+    lock_id: &LockId,
+    ttl: Ttl,
+    margin: Duration,
+    now: Timestamp,
+) -> Result<Vec<LockStatus>, Error> {
+    let deadline = now.saturating_add(margin);
+    let mut found = false;
+    let mut refused = Vec::new();
+    for table in shards.iter() {
+        for (name, mode, lock) in table.group(lock_id) {
+            found = true;
+            if lock.expires_at.is_some_and(|e| e <= deadline) {
+                refused.push(lock.status(name, mode, now));
+            }
+        }
+    }
+    if !found {
+        return Err(Error::LockNotFound);
+    }
+    if !refused.is_empty() {
+        sort_oldest_first(&mut refused);
+        return Err(Error::NotRenewable { locks: refused });
+    }
+    let expires_at = now.saturating_add(ttl.as_duration());
+    let mut renewed = Vec::new();
+    for table in shards.iter_mut() {
+        let table: &mut LockTable = table;
+        let Some(names) = table.groups.get(lock_id) else {
+            continue;
+        };
+        for name in names {
+            let Some(state) = table.resources.get_mut(name) else {
+                continue;
+            };
+            let slot = state
+                .exclusive
+                .iter_mut()
+                .map(|l| (Mode::Exclusive, l))
+                .chain(state.shared.iter_mut().map(|l| (Mode::Shared, l)))
+                .find(|(_, l)| &l.lock_id == lock_id);
+            if let Some((mode, lock)) = slot {
+                lock.expires_at = Some(expires_at);
+                lock.renewed_at = Some(now);
+                renewed.push(lock.status(name, mode, now));
+            }
+        }
+    }
+    sort_oldest_first(&mut renewed);
+    Ok(renewed)
+}
+
+/// The locks matching every set field of `filter` at `now`, oldest first.
+#[must_use]
+pub fn status<T: Deref<Target = LockTable>>(
+    shards: &[T],
+    filter: &Filter,
+    now: Timestamp,
+) -> Vec<LockStatus> {
+    let mut out = Vec::new();
+    let by_name = filter.resource.as_deref().and_then(|r| Resource::new(r).ok());
+    let by_group = filter.lock_id.as_deref().and_then(|l| LockId::new(l).ok());
+    for table in shards {
+        let mut push = |name: &Resource, state: &ResourceState| {
+            for (mode, lock) in state.locks() {
+                if filter.matches(name, mode, lock, now) {
+                    out.push(lock.status(name, mode, now));
+                }
+            }
+        };
+        if let Some(name) = &by_name {
+            if let Some(state) = table.resources.get(name) {
+                push(name, state);
+            }
+        } else if let Some(lock_id) = &by_group {
+            for name in table.groups.get(lock_id).into_iter().flatten() {
+                if let Some(state) = table.resources.get(name) {
+                    push(name, state);
+                }
+            }
+        } else {
+            for (name, state) in &table.resources {
+                push(name, state);
+            }
+        }
+    }
+    sort_oldest_first(&mut out);
+    out
+}
+
+/// Purge at `now`: let G be the lock ids with at least one lock expired at `now`; remove
+/// every lock whose lock id is in G and that was created no later than `now`. Then delete
+/// the resources left with no lock whose fence counter is below [`fence_floor`]`(now)`.
+/// Returns everything removed in [`sort_purged`] order.
+pub fn purge<T: DerefMut<Target = LockTable>>(shards: &mut [T], now: Timestamp) -> Vec<LockStatus> {
+    let mut expired = BTreeSet::new();
+    for table in shards.iter() {
+        table.expired_groups(now, &mut expired);
+    }
+    let mut removed = Vec::new();
+    for table in shards.iter_mut() {
+        for lock_id in &expired {
+            table.remove_group_where(lock_id, now, |l| l.created_at <= now, &mut removed);
+        }
+        table.resources.retain(|_, state| !state.can_delete(now));
+    }
+    sort_purged(&mut removed);
+    removed
+}
+
+/// The order purge reports in: grouped by lock id (ascending), newest first in a group.
+pub fn sort_purged(locks: &mut [LockStatus]) {
+    locks.sort_by(|a, b| {
+        a.lock_id
+            .cmp(&b.lock_id)
+            .then_with(|| b.creation_key().cmp(&a.creation_key()))
+    });
+}
