@@ -1,0 +1,194 @@
+//! The client: validated lock operations on any backend.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lockwright_engine::time::validate_margin;
+use lockwright_engine::{
+    Error, Filter, LockDetails, LockId, LockRequest, LockStatus, LockStore, SharedLimit, Ttl,
+};
+
+/// The renew margin used unless [`Client::with_renew_margin`] sets another.
+pub const DEFAULT_RENEW_MARGIN: Duration = Duration::from_secs(1);
+
+/// A lock client on the backend `S`. Cloning is cheap and shares the backend.
+///
+/// Every method checks its arguments first: a bad one is [`Error::InvalidArgument`] naming
+/// the field, and nothing reaches the backend.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), lockwright::Error> {
+/// use std::time::Duration;
+/// use lockwright::{Client, LockDetails, MemStore, generate_lock_id};
+///
+/// let client = Client::new(MemStore::new());
+/// let lock_id = generate_lock_id();
+/// let details = LockDetails::new().owner("nightly-report").ttl(Duration::from_secs(30));
+/// let lock = client.xlock("reports/2026-11-22", &lock_id, &details).await?;
+/// println!("holding with fence {}", lock.fence);
+///
+/// // Another group is refused while the lock is live.
+/// let other = generate_lock_id();
+/// assert!(client.xlock("reports/2026-11-22", &other, &details).await.is_err());
+///
+/// // Renew and release the whole group at once.
+/// client.renew(&lock_id, Duration::from_secs(30)).await?;
+/// let released = client.unlock(&lock_id).await?;
+/// assert_eq!(released.len(), 1);
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Client<S> {
+    inner: Arc<Inner<S>>,
+}
+
+#[derive(Debug)]
+struct Inner<S> {
+    store: S,
+    renew_margin: Duration,
+}
+
+impl<S> Clone for Client<S> {
+    fn clone(&self) -> Self {
+        Client {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<S: LockStore> Client<S> {
+    /// A client on `store` with the default renew margin ([`DEFAULT_RENEW_MARGIN`]).
+    pub fn new(store: S) -> Self {
+        Client {
+            inner: Arc::new(Inner {
+                store,
+                renew_margin: DEFAULT_RENEW_MARGIN,
+            }),
+        }
+    }
+
+    /// A client whose renewals refuse locks expiring within `margin` (zero allowed).
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming `renew_margin` when over 100 years.
+    pub fn with_renew_margin(store: S, margin: Duration) -> Result<Self, Error> {
+        let renew_margin = validate_margin(margin)?;
+        Ok(Client {
+            inner: Arc::new(Inner {
+                store,
+                renew_margin,
+            }),
+        })
+    }
+
+    /// The backend.
+    pub fn store(&self) -> &S {
+        &self.inner.store
+    }
+
+    /// The renew margin in force.
+    pub fn renew_margin(&self) -> Duration {
+        self.inner.renew_margin
+    }
+
+    /// Takes an exclusive lock on `resource` for the group `lock_id`.
+    ///
+    /// Granted iff the resource has no live lock; expired locks are taken over. Not
+    /// re-entrant: the same lock id asking again is refused too. The returned status carries
+    /// the fence to hand to downstream systems.
+    ///
+    /// # Errors
+    /// `AlreadyLocked`, `InvalidArgument` (`resource`, `lock_id`, `owner`, `host`, `comment`,
+    /// `ttl`), or a backend error.
+    pub async fn xlock(
+        &self,
+        resource: &str,
+        lock_id: impl AsRef<str>,
+        details: &LockDetails,
+    ) -> Result<LockStatus, Error> {
+        let request = LockRequest::new(resource, lock_id.as_ref(), details)?;
+        self.inner.store.xlock(&request).await
+    }
+
+    /// Takes a shared lock on `resource` for the group `lock_id`, with at most `limit` live
+    /// shared locks on the resource (`None`: no limit).
+    ///
+    /// # Errors
+    /// `AlreadyLocked`, `InvalidArgument` (as [`Client::xlock`], and `limit` for
+    /// `Some(0)`), or a backend error.
+    pub async fn slock(
+        &self,
+        resource: &str,
+        lock_id: impl AsRef<str>,
+        details: &LockDetails,
+        limit: Option<u32>,
+    ) -> Result<LockStatus, Error> {
+        let request = LockRequest::new(resource, lock_id.as_ref(), details)?;
+        let limit = limit.map(SharedLimit::new).transpose()?;
+        self.inner.store.slock(&request, limit).await
+    }
+
+    /// Releases every lock of the group, live or expired, and returns each as it was, newest
+    /// first. An unknown lock id returns an empty list. Idempotent.
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`lock_id`) or a backend error (never an empty list on failure).
+    pub async fn unlock(&self, lock_id: impl AsRef<str>) -> Result<Vec<LockStatus>, Error> {
+        let lock_id = LockId::new(lock_id.as_ref())?;
+        self.inner.store.unlock(&lock_id).await
+    }
+
+    /// Sets every lock of the group to expire `ttl` from now (locks without a TTL included)
+    /// and returns them, oldest first. All or nothing: if any lock expires within the renew
+    /// margin, nothing is renewed.
+    ///
+    /// # Errors
+    /// `LockNotFound`, `NotRenewable { locks }`, `InvalidArgument` (`lock_id`, `ttl`), or a
+    /// backend error.
+    pub async fn renew(
+        &self,
+        lock_id: impl AsRef<str>,
+        ttl: Duration,
+    ) -> Result<Vec<LockStatus>, Error> {
+        let lock_id = LockId::new(lock_id.as_ref())?;
+        let ttl = Ttl::new(ttl)?;
+        self.inner
+            .store
+            .renew(&lock_id, ttl, self.inner.renew_margin)
+            .await
+    }
+
+    /// The locks matching every set field of `filter`, oldest first.
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`filter.resource`, `filter.lock_id`, `filter.owner`) or a backend
+    /// error.
+    pub async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>, Error> {
+        filter.validate()?;
+        self.inner.store.status(filter).await
+    }
+
+    /// Removes the groups that hold an expired lock (locks created after the purge began are
+    /// spared) and returns what was removed, grouped by lock id, newest first in a group.
+    ///
+    /// # Errors
+    /// A backend error; `PurgeIncomplete` lists what was removed before a failure.
+    pub async fn purge(&self) -> Result<Vec<LockStatus>, Error> {
+        self.inner.store.purge().await
+    }
+
+    /// Creates the indexes the backend needs. Idempotent.
+    ///
+    /// # Errors
+    /// A backend error.
+    pub async fn create_indexes(&self) -> Result<(), Error> {
+        self.inner.store.create_indexes().await
+    }
+}
+
+/// A fresh lock id: 128 bits from the operating system's secure generator, in hex.
+#[must_use]
+pub fn generate_lock_id() -> LockId {
+    LockId::from_random(rand::random::<u128>())
+}

@@ -1,0 +1,46 @@
+//! Distributed locks for Rust services, backed by MongoDB, with verified rules.
+//!
+//! Lockwright gives a fleet of workers "only one of us does this" (exclusive locks),
+//! "at most N of us touch this" (shared locks with a limit) and groups of locks that are
+//! renewed and released together under one secret lock id. Every time decision is made by
+//! the store's clock (MongoDB's, never the clients'), and every grant carries a fencing
+//! token that strictly increases per resource.
+//!
+//! - [`Client`] — `xlock`, `slock`, `unlock`, `renew`, `status`, `purge`, `create_indexes`;
+//! - [`Purger`] — removes expired lock groups at an interval;
+//! - [`MemStore`] (feature `mem`, on by default) — the embedded in-memory backend.
+//!
+//! The rules live in the sans-IO crate `lockwright-engine`, re-exported here as [`engine`];
+//! the README states them in full.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), lockwright::Error> {
+//! use lockwright::{Client, LockDetails, MemStore, generate_lock_id};
+//!
+//! let client = Client::new(MemStore::new());
+//! let (a, b) = (generate_lock_id(), generate_lock_id());
+//! // At most two holders of "tenant-42" at once.
+//! client.slock("tenant-42", &a, &LockDetails::new(), Some(2)).await?;
+//! client.slock("tenant-42", &b, &LockDetails::new(), Some(2)).await?;
+//! let third = client.slock("tenant-42", generate_lock_id(), &LockDetails::new(), Some(2)).await;
+//! assert!(matches!(third, Err(lockwright::Error::AlreadyLocked { .. })));
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+
+mod client;
+mod purger;
+
+pub use client::{Client, DEFAULT_RENEW_MARGIN, generate_lock_id};
+pub use purger::{Purger, PurgerHandle, PurgerReport};
+
+pub use lockwright_engine as engine;
+pub use lockwright_engine::{
+    Error, Filter, LockDetails, LockId, LockStatus, LockStore, ManualClock, Mode, Resource,
+    Timestamp,
+};
+
+/// The embedded in-memory backend.
+#[cfg(feature = "mem")]
+pub use lockwright_store_mem::{self as store_mem, MemStore};

@@ -1,0 +1,176 @@
+//! The embedded backend of Lockwright: locks in this process's memory.
+//!
+//! [`MemStore`] applies the rules of `lockwright-engine` to a table split into shards by
+//! resource name, so operations on different resources proceed in parallel. Group
+//! operations (unlock, renew, status, purge) lock every shard in a fixed order and so see
+//! one consistent table; renew is all-or-nothing. Time comes from an injected [`Clock`]:
+//! the system clock by default, a [`ManualClock`](lockwright_engine::ManualClock) in tests.
+//!
+//! Locks live as long as the store: this backend coordinates tasks and threads of one
+//! process, and is the reference the MongoDB backend is tested against.
+//!
+//! ```
+//! use lockwright_engine::{LockDetails, LockRequest, LockStore};
+//! use lockwright_store_mem::MemStore;
+//!
+//! # tokio_test();
+//! # fn tokio_test() { tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let store = MemStore::new();
+//! let request = LockRequest::new("invoices", "lock-id-1", &LockDetails::new())?;
+//! let granted = store.xlock(&request).await?;
+//! assert_eq!(granted.resource.as_str(), "invoices");
+//! # Ok::<(), lockwright_engine::Error>(()) }).unwrap() }
+//! ```
+
+mod clock;
+mod sync;
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use lockwright_engine::{
+    Error, Filter, LockId, LockRequest, LockStatus, LockStore, LockTable, SharedLimit, Ttl, table,
+};
+
+pub use clock::{Clock, SystemClock};
+use sync::{Mutex, MutexGuard};
+
+/// Shards used by [`MemStore::new`].
+pub const DEFAULT_SHARDS: usize = 16;
+
+/// The in-memory lock store. Cheap to share behind an `Arc` (the client does that).
+pub struct MemStore {
+    shards: Box<[Mutex<LockTable>]>,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for MemStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemStore")
+            .field("shards", &self.shards.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for MemStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemStore {
+    /// A store on the system clock with [`DEFAULT_SHARDS`] shards.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::with_clock(SystemClock::new())
+    }
+
+    /// A store on `clock` (for tests: a shared `Arc<ManualClock>`).
+    #[must_use]
+    pub fn with_clock(clock: impl Clock) -> Self {
+        Self::with_clock_and_shards(clock, DEFAULT_SHARDS)
+    }
+
+    /// A store on `clock` with `shards` shards (at least one).
+    #[must_use]
+    pub fn with_clock_and_shards(clock: impl Clock, shards: usize) -> Self {
+        MemStore {
+            shards: (0..shards.max(1))
+                .map(|_| Mutex::new(LockTable::new()))
+                .collect(),
+            clock: Arc::new(clock),
+        }
+    }
+
+    fn shard_of(&self, resource: &str) -> &Mutex<LockTable> {
+        let mut h = DefaultHasher::new();
+        resource.hash(&mut h);
+        // The modulus is below the shard count, which fits in usize.
+        let i = (h.finish() % self.shards.len() as u64) as usize;
+        &self.shards[i]
+    }
+
+    fn lock_all(&self) -> Vec<MutexGuard<'_, LockTable>> {
+        self.shards.iter().map(lock).collect()
+    }
+
+    /// A copy of the whole table, merged from all shards at one instant (for tests that
+    /// compare the store with the engine).
+    #[must_use]
+    pub fn snapshot(&self) -> LockTable {
+        let guards = self.lock_all();
+        LockTable::from_resources(
+            guards
+                .iter()
+                .flat_map(|t| t.resources().iter().map(|(k, v)| (k.clone(), v.clone()))),
+        )
+    }
+
+    /// The store's current instant.
+    #[must_use]
+    pub fn now(&self) -> lockwright_engine::Timestamp {
+        self.clock.now()
+    }
+}
+
+fn lock(m: &Mutex<LockTable>) -> MutexGuard<'_, LockTable> {
+    // Poisoned only if an engine transition panicked, which is a broken invariant: the
+    // table may be half-changed, so refuse to go on rather than serve it.
+    m.lock()
+        .expect("a lock-table shard was poisoned by a panic inside a lock transition")
+}
+
+impl LockStore for MemStore {
+    async fn xlock(&self, request: &LockRequest) -> Result<LockStatus, Error> {
+        let _span = tracing::debug_span!("mem.xlock", resource = %request.resource).entered();
+        let mut shard = lock(self.shard_of(request.resource.as_str()));
+        shard.xlock(request, self.clock.now())
+    }
+
+    async fn slock(
+        &self,
+        request: &LockRequest,
+        limit: Option<SharedLimit>,
+    ) -> Result<LockStatus, Error> {
+        let _span = tracing::debug_span!("mem.slock", resource = %request.resource).entered();
+        let mut shard = lock(self.shard_of(request.resource.as_str()));
+        shard.slock(request, limit, self.clock.now())
+    }
+
+    async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>, Error> {
+        let _span = tracing::debug_span!("mem.unlock").entered();
+        let mut shards = self.lock_all();
+        Ok(table::unlock(&mut shards, lock_id, self.clock.now()))
+    }
+
+    async fn renew(
+        &self,
+        lock_id: &LockId,
+        ttl: Ttl,
+        margin: Duration,
+    ) -> Result<Vec<LockStatus>, Error> {
+        let _span = tracing::debug_span!("mem.renew", ttl_ms = ttl.as_millis()).entered();
+        let mut shards = self.lock_all();
+        table::renew(&mut shards, lock_id, ttl, margin, self.clock.now())
+    }
+
+    async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>, Error> {
+        let _span = tracing::debug_span!("mem.status").entered();
+        filter.validate()?;
+        let shards = self.lock_all();
+        Ok(table::status(&shards, filter, self.clock.now()))
+    }
+
+    async fn purge(&self) -> Result<Vec<LockStatus>, Error> {
+        let _span = tracing::debug_span!("mem.purge").entered();
+        let mut shards = self.lock_all();
+        let removed = table::purge(&mut shards, self.clock.now());
+        tracing::debug!(removed = removed.len(), "purged");
+        Ok(removed)
+    }
+
+    async fn create_indexes(&self) -> Result<(), Error> {
+        Ok(())
+    }
+}
