@@ -85,10 +85,7 @@ impl Error {
     }
 
     /// A `Backend` error for `operation` with `source`.
-    pub fn backend(
-        operation: &'static str,
-        source: impl Into<BoxError>,
-    ) -> Self {
+    pub fn backend(operation: &'static str, source: impl Into<BoxError>) -> Self {
         Error::Backend {
             operation,
             source: source.into(),

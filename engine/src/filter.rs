@@ -130,15 +130,31 @@ impl Filter {
 
     /// Whether `lock`, held on `resource` in `mode`, matches at `now`.
     #[must_use]
-    pub fn matches(&self, resource: &Resource, mode: Mode, lock: &StoredLock, now: Timestamp) -> bool {
+    pub fn matches(
+        &self,
+        resource: &Resource,
+        mode: Mode,
+        lock: &StoredLock,
+        now: Timestamp,
+    ) -> bool {
         let remaining = lock.remaining_ttl(now);
-        self.resource.as_deref().is_none_or(|r| r == resource.as_str())
-            && self.lock_id.as_deref().is_none_or(|l| l == lock.lock_id.as_str())
-            && self.owner.as_ref().is_none_or(|o| lock.owner.as_ref() == Some(o))
+        self.resource
+            .as_deref()
+            .is_none_or(|r| r == resource.as_str())
+            && self
+                .lock_id
+                .as_deref()
+                .is_none_or(|l| l == lock.lock_id.as_str())
+            && self
+                .owner
+                .as_ref()
+                .is_none_or(|o| lock.owner.as_ref() == Some(o))
             && self.mode.is_none_or(|m| m == mode)
             && self.created_before.is_none_or(|t| lock.created_at < t)
             && self.created_after.is_none_or(|t| lock.created_at > t)
             && self.ttl_lt.is_none_or(|d| remaining.is_some_and(|r| r < d))
-            && self.ttl_gte.is_none_or(|d| remaining.is_some_and(|r| r >= d))
+            && self
+                .ttl_gte
+                .is_none_or(|d| remaining.is_some_and(|r| r >= d))
     }
 }

@@ -144,9 +144,9 @@ impl SharedLimit {
     /// # Errors
     /// `InvalidArgument` naming `limit` for zero (use `None` for "unlimited").
     pub fn new(limit: u32) -> Result<Self, Error> {
-        NonZeroU32::new(limit).map(SharedLimit).ok_or_else(|| {
-            Error::invalid("limit", "must be at least 1 (use None for no limit)")
-        })
+        NonZeroU32::new(limit)
+            .map(SharedLimit)
+            .ok_or_else(|| Error::invalid("limit", "must be at least 1 (use None for no limit)"))
     }
 
     /// The limit.

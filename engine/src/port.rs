@@ -15,7 +15,10 @@ use crate::time::Ttl;
 /// [`crate::table`].
 pub trait LockStore: Send + Sync + 'static {
     /// Grants an exclusive lock ([`crate::LockTable::xlock`]).
-    fn xlock(&self, request: &LockRequest) -> impl Future<Output = Result<LockStatus, Error>> + Send;
+    fn xlock(
+        &self,
+        request: &LockRequest,
+    ) -> impl Future<Output = Result<LockStatus, Error>> + Send;
 
     /// Grants a shared lock ([`crate::LockTable::slock`]).
     fn slock(
@@ -25,7 +28,10 @@ pub trait LockStore: Send + Sync + 'static {
     ) -> impl Future<Output = Result<LockStatus, Error>> + Send;
 
     /// Removes a group ([`crate::table::unlock`]).
-    fn unlock(&self, lock_id: &LockId) -> impl Future<Output = Result<Vec<LockStatus>, Error>> + Send;
+    fn unlock(
+        &self,
+        lock_id: &LockId,
+    ) -> impl Future<Output = Result<Vec<LockStatus>, Error>> + Send;
 
     /// Renews a group ([`crate::table::renew`]).
     fn renew(
@@ -36,7 +42,10 @@ pub trait LockStore: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<LockStatus>, Error>> + Send;
 
     /// Reports matching locks ([`crate::table::status`]).
-    fn status(&self, filter: &Filter) -> impl Future<Output = Result<Vec<LockStatus>, Error>> + Send;
+    fn status(
+        &self,
+        filter: &Filter,
+    ) -> impl Future<Output = Result<Vec<LockStatus>, Error>> + Send;
 
     /// Purges expired groups ([`crate::table::purge`]).
     fn purge(&self) -> impl Future<Output = Result<Vec<LockStatus>, Error>> + Send;

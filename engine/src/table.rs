@@ -121,7 +121,12 @@ impl ResourceState {
     /// Grants `request` in `mode` at `now`, which the caller has checked is allowed: removes
     /// every expired lock (takeover), takes the next fence and stores the lock. Returns the
     /// new lock and the lock ids whose expired locks were removed.
-    fn grant(&mut self, mode: Mode, request: &LockRequest, now: Timestamp) -> (StoredLock, Vec<LockId>) {
+    fn grant(
+        &mut self,
+        mode: Mode,
+        request: &LockRequest,
+        now: Timestamp,
+    ) -> (StoredLock, Vec<LockId>) {
         let mut removed = Vec::new();
         if self.exclusive.as_ref().is_some_and(|l| l.is_expired(now)) {
             if let Some(l) = self.exclusive.take() {
@@ -444,7 +449,10 @@ pub fn status<T: Deref<Target = LockTable>>(
     now: Timestamp,
 ) -> Vec<LockStatus> {
     let mut out = Vec::new();
-    let by_name = filter.resource.as_deref().and_then(|r| Resource::new(r).ok());
+    let by_name = filter
+        .resource
+        .as_deref()
+        .and_then(|r| Resource::new(r).ok());
     let by_group = filter.lock_id.as_deref().and_then(|l| LockId::new(l).ok());
     for table in shards {
         let mut push = |name: &Resource, state: &ResourceState| {
@@ -501,4 +509,57 @@ pub fn sort_purged(locks: &mut [LockStatus]) {
             .cmp(&b.lock_id)
             .then_with(|| b.creation_key().cmp(&a.creation_key()))
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::LockDetails;
+
+    fn req(resource: &str, lock_id: &str, ttl_ms: Option<u64>) -> LockRequest {
+        let mut d = LockDetails::new();
+        d.ttl = ttl_ms.map(Duration::from_millis);
+        LockRequest::new(resource, lock_id, &d).unwrap()
+    }
+
+    fn t(ms: u64) -> Timestamp {
+        Timestamp::from_millis(ms)
+    }
+
+    #[test]
+    fn emptied_resource_is_kept_until_the_floor_passes_its_counter() {
+        let mut table = LockTable::new();
+        // Many grants within one millisecond push the counter past the floor.
+        for i in 0..(FENCES_PER_MS + 10) {
+            let id = format!("id{i}");
+            table.slock(&req("r", &id, None), None, t(5)).unwrap();
+            table.unlock(&LockId::new(id).unwrap(), t(5));
+        }
+        let counter = table.resource(&Resource::new("r").unwrap()).unwrap().fence;
+        assert!(counter > fence_floor(t(6)));
+        table.purge(t(6));
+        assert!(
+            table.resources().contains_key(&Resource::new("r").unwrap()),
+            "kept: counter ahead of floor"
+        );
+        table.purge(t(7));
+        assert!(
+            table.resources().is_empty(),
+            "deleted once the floor passed the counter"
+        );
+        let next = table.xlock(&req("r", "again", None), t(7)).unwrap();
+        assert!(next.fence > counter);
+    }
+
+    #[test]
+    fn index_follows_takeover_and_purge() {
+        let mut table = LockTable::new();
+        table.xlock(&req("r", "a", Some(10)), t(0)).unwrap();
+        table.xlock(&req("r", "b", None), t(10)).unwrap();
+        let a = LockId::new("a").unwrap();
+        assert_eq!(table.group(&a).count(), 0, "taken over");
+        assert!(table.unlock(&a, t(10)).is_empty());
+        let rebuilt = LockTable::from_resources(table.resources().clone());
+        assert_eq!(rebuilt, table, "the index is a function of the resources");
+    }
 }

@@ -180,7 +180,12 @@ mod tests {
     fn ttl_bounds() {
         assert!(Ttl::new(Duration::ZERO).is_err());
         assert!(Ttl::new(Duration::from_micros(999)).is_err());
-        assert_eq!(Ttl::new(Duration::from_micros(1500)).map(Ttl::as_millis).ok(), Some(1));
+        assert_eq!(
+            Ttl::new(Duration::from_micros(1500))
+                .map(Ttl::as_millis)
+                .ok(),
+            Some(1)
+        );
         assert!(Ttl::new(MAX_TTL).is_ok());
         assert!(Ttl::new(MAX_TTL + Duration::from_millis(1)).is_err());
     }
@@ -188,7 +193,10 @@ mod tests {
     #[test]
     fn manual_clock_moves_both_ways() {
         let c = ManualClock::new(Timestamp::from_millis(10));
-        assert_eq!(c.advance(Duration::from_millis(5)), Timestamp::from_millis(15));
+        assert_eq!(
+            c.advance(Duration::from_millis(5)),
+            Timestamp::from_millis(15)
+        );
         c.set(Timestamp::from_millis(3));
         assert_eq!(c.now(), Timestamp::from_millis(3));
     }

@@ -52,7 +52,10 @@ async fn main() -> Result<(), Error> {
             Err(other) => return Err(other),
         }
     };
-    log("B", format!("locked {RESOURCE} with fence {}", b_lock.fence));
+    log(
+        "B",
+        format!("locked {RESOURCE} with fence {}", b_lock.fence),
+    );
     a.await.expect("worker A panicked")?;
 
     // Act 2: B crashes while holding (never unlocks); A takes over after the TTL.
@@ -70,7 +73,10 @@ async fn main() -> Result<(), Error> {
     };
     log(
         "A",
-        format!("took over the expired lock with fence {} > {}", taken.fence, b_lock.fence),
+        format!(
+            "took over the expired lock with fence {} > {}",
+            taken.fence, b_lock.fence
+        ),
     );
     client.unlock(&a_id).await?;
     let purged = client.purge().await?;

@@ -44,3 +44,8 @@ pub use lockwright_engine::{
 /// The embedded in-memory backend.
 #[cfg(feature = "mem")]
 pub use lockwright_store_mem::{self as store_mem, MemStore};
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;

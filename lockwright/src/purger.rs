@@ -36,7 +36,7 @@ pub struct PurgerReport {
 /// let purger = Purger::new(client, Duration::from_secs(30))?.spawn();
 /// // ... serve ...
 /// let report = purger.stop().await;
-/// assert!(report.runs >= 1); // it purges once at start
+/// println!("{} purge runs removed {} locks", report.runs, report.removed);
 /// # Ok(()) }
 /// ```
 #[derive(Debug)]

@@ -1,0 +1,1388 @@
+//! The cases. Each asserts outcomes (grants, refusals, reported locks), never just "no
+//! panic". Time moves only through `cx.clock`.
+
+use std::collections::BTreeSet;
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lockwright::{
+    Client, Error, Filter, LockDetails, LockId, LockStatus, ManualClock, Mode, Timestamp,
+    generate_lock_id,
+};
+
+use super::{Backend, Ctx, T0};
+
+const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+fn ttl(d: Duration) -> LockDetails {
+    LockDetails::new().ttl(d)
+}
+
+fn forever() -> LockDetails {
+    LockDetails::new()
+}
+
+fn at(offset: Duration) -> Timestamp {
+    T0.saturating_add(offset)
+}
+
+fn id(name: &str) -> LockId {
+    LockId::new(name).expect("test lock ids are valid")
+}
+
+#[track_caller]
+fn assert_locked<T: Debug>(result: Result<T, Error>, resource: &str) {
+    match result {
+        Err(Error::AlreadyLocked { resource: r }) => assert_eq!(r.as_str(), resource),
+        other => panic!("expected AlreadyLocked on {resource}, got {other:?}"),
+    }
+}
+
+#[track_caller]
+fn assert_invalid<T: Debug>(result: Result<T, Error>, field: &str) {
+    match result {
+        Err(Error::InvalidArgument { field: f, reason }) => {
+            assert_eq!(f, field, "wrong field named ({reason})");
+            assert!(!reason.is_empty());
+        }
+        other => panic!("expected InvalidArgument for {field}, got {other:?}"),
+    }
+}
+
+/// (resource, lock id) pairs, in the order given.
+fn pairs(locks: &[LockStatus]) -> Vec<(String, String)> {
+    locks
+        .iter()
+        .map(|l| (l.resource.to_string(), l.lock_id.to_string()))
+        .collect()
+}
+
+fn pair(resource: &str, lock_id: &LockId) -> (String, String) {
+    (resource.to_string(), lock_id.to_string())
+}
+
+async fn all<B: Backend>(cx: &Ctx<B>) -> Vec<LockStatus> {
+    cx.client.status(&Filter::new()).await.expect("status")
+}
+
+// ---------------------------------------------------------------- bad input
+
+pub async fn rejects_empty_resource<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    assert_invalid(cx.client.xlock("", &a, &forever()).await, "resource");
+    assert_invalid(cx.client.slock("", &a, &forever(), None).await, "resource");
+    assert_invalid(
+        cx.client.status(&Filter::new().resource("")).await,
+        "filter.resource",
+    );
+    assert!(all(cx).await.is_empty(), "nothing may be stored");
+}
+
+pub async fn rejects_oversized_resource<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    let long = "r".repeat(513);
+    assert_invalid(cx.client.xlock(&long, &a, &forever()).await, "resource");
+    let max = "r".repeat(512);
+    let granted = cx
+        .client
+        .xlock(&max, &a, &forever())
+        .await
+        .expect("512 bytes is allowed");
+    assert_eq!(granted.resource.as_str(), max);
+}
+
+pub async fn rejects_empty_lock_id<B: Backend>(cx: &Ctx<B>) {
+    assert_invalid(cx.client.xlock("r", "", &forever()).await, "lock_id");
+    assert_invalid(
+        cx.client.slock("r", "", &forever(), Some(2)).await,
+        "lock_id",
+    );
+    assert_invalid(cx.client.unlock("").await, "lock_id");
+    assert_invalid(cx.client.renew("", secs(1)).await, "lock_id");
+    assert!(all(cx).await.is_empty());
+}
+
+pub async fn rejects_oversized_lock_id<B: Backend>(cx: &Ctx<B>) {
+    assert_invalid(
+        cx.client.xlock("r", "k".repeat(257), &forever()).await,
+        "lock_id",
+    );
+    let max = "k".repeat(256);
+    cx.client
+        .xlock("r", &max, &forever())
+        .await
+        .expect("256 bytes is allowed");
+    assert_eq!(cx.client.unlock(&max).await.expect("unlock").len(), 1);
+}
+
+pub async fn rejects_zero_ttl<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    assert_invalid(cx.client.xlock("r", &a, &ttl(Duration::ZERO)).await, "ttl");
+    assert_invalid(
+        cx.client.slock("r", &a, &ttl(Duration::ZERO), None).await,
+        "ttl",
+    );
+    cx.client
+        .xlock("r", &a, &ttl(secs(5)))
+        .await
+        .expect("grant");
+    assert_invalid(cx.client.renew(&a, Duration::ZERO).await, "ttl");
+    let locks = all(cx).await;
+    assert_eq!(
+        locks[0].expires_at,
+        Some(at(secs(5))),
+        "a refused renew changes nothing"
+    );
+}
+
+pub async fn rejects_sub_millisecond_and_huge_ttl<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    assert_invalid(
+        cx.client
+            .xlock("r", &a, &ttl(Duration::from_micros(999)))
+            .await,
+        "ttl",
+    );
+    assert_invalid(cx.client.xlock("r", &a, &ttl(YEAR * 101)).await, "ttl");
+    assert_invalid(cx.client.xlock("r", &a, &ttl(Duration::MAX)).await, "ttl");
+    let granted = cx
+        .client
+        .xlock("r", &a, &ttl(YEAR * 99))
+        .await
+        .expect("99 years is allowed");
+    assert_eq!(granted.expires_at, Some(at(YEAR * 99)));
+}
+
+pub async fn rejects_zero_limit<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    assert_invalid(cx.client.slock("r", &a, &forever(), Some(0)).await, "limit");
+    assert!(all(cx).await.is_empty());
+    cx.client
+        .xlock("r", generate_lock_id(), &forever())
+        .await
+        .expect("resource stays free");
+}
+
+pub async fn rejects_bad_details<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    assert_invalid(
+        cx.client
+            .xlock("r", &a, &LockDetails::new().owner(""))
+            .await,
+        "owner",
+    );
+    assert_invalid(
+        cx.client
+            .xlock("r", &a, &LockDetails::new().host("h".repeat(1025)))
+            .await,
+        "host",
+    );
+    assert_invalid(
+        cx.client
+            .slock("r", &a, &LockDetails::new().comment(""), None)
+            .await,
+        "comment",
+    );
+    assert!(all(cx).await.is_empty());
+}
+
+pub async fn rejects_bad_filter<B: Backend>(cx: &Ctx<B>) {
+    assert_invalid(
+        cx.client.status(&Filter::new().lock_id("")).await,
+        "filter.lock_id",
+    );
+    assert_invalid(
+        cx.client.status(&Filter::new().owner("")).await,
+        "filter.owner",
+    );
+    assert_invalid(
+        cx.client
+            .status(&Filter::new().resource("x".repeat(513)))
+            .await,
+        "filter.resource",
+    );
+}
+
+pub async fn rejects_huge_renew_margin<B: Backend>(_cx: &Ctx<B>) {
+    let store = B::store(Arc::new(ManualClock::new(T0))).await;
+    let result = Client::with_renew_margin(store, YEAR * 101);
+    assert_invalid(result.map(|_| ()), "renew_margin");
+}
+
+// ---------------------------------------------------------------- exclusive locks
+
+pub async fn xlock_grants_free_resource<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    let details = LockDetails::new()
+        .owner("alice")
+        .host("host-1")
+        .comment("job 7")
+        .ttl(secs(30));
+    let granted = cx
+        .client
+        .xlock("invoices", &a, &details)
+        .await
+        .expect("grant");
+    assert_eq!(granted.mode, Mode::Exclusive);
+    assert_eq!(granted.created_at, T0);
+    assert_eq!(granted.expires_at, Some(at(secs(30))));
+    assert_eq!(granted.ttl, Some(secs(30)));
+    assert!(granted.fence > 0);
+    assert_eq!(all(cx).await, vec![granted]);
+}
+
+pub async fn xlock_refuses_other_group<B: Backend>(cx: &Ctx<B>) {
+    cx.client
+        .xlock("r", generate_lock_id(), &ttl(secs(10)))
+        .await
+        .expect("grant");
+    assert_locked(
+        cx.client
+            .xlock("r", generate_lock_id(), &ttl(secs(10)))
+            .await,
+        "r",
+    );
+    cx.clock.advance(ms(9_999));
+    assert_locked(
+        cx.client.xlock("r", generate_lock_id(), &forever()).await,
+        "r",
+    );
+    assert_eq!(all(cx).await.len(), 1);
+}
+
+pub async fn xlock_is_not_reentrant<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    let first = cx
+        .client
+        .xlock("r", &a, &ttl(secs(10)))
+        .await
+        .expect("grant");
+    assert_locked(cx.client.xlock("r", &a, &ttl(secs(10))).await, "r");
+    assert_eq!(
+        all(cx).await,
+        vec![first],
+        "the refused request changed nothing"
+    );
+}
+
+pub async fn xlock_takes_over_expired_lock<B: Backend>(cx: &Ctx<B>) {
+    let (a, b) = (generate_lock_id(), generate_lock_id());
+    let first = cx
+        .client
+        .xlock("r", &a, &ttl(secs(1)))
+        .await
+        .expect("grant");
+    cx.clock.advance(ms(999));
+    assert_locked(cx.client.xlock("r", &b, &forever()).await, "r");
+    cx.clock.advance(ms(1)); // expires_at <= now: expired
+    let second = cx
+        .client
+        .xlock("r", &b, &forever())
+        .await
+        .expect("takeover");
+    assert!(second.fence > first.fence);
+    assert_eq!(pairs(&all(cx).await), vec![pair("r", &b)]);
+    assert!(
+        cx.client.unlock(&a).await.expect("unlock").is_empty(),
+        "a's lock was taken over"
+    );
+}
+
+pub async fn xlock_without_ttl_never_expires<B: Backend>(cx: &Ctx<B>) {
+    cx.client
+        .xlock("r", generate_lock_id(), &forever())
+        .await
+        .expect("grant");
+    cx.clock.advance(YEAR * 50);
+    assert_locked(
+        cx.client.xlock("r", generate_lock_id(), &forever()).await,
+        "r",
+    );
+    assert!(cx.client.purge().await.expect("purge").is_empty());
+}
+
+pub async fn one_lock_id_locks_many_resources<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    for r in ["r1", "r2", "r3"] {
+        cx.client.xlock(r, &a, &ttl(secs(5))).await.expect("grant");
+    }
+    cx.client
+        .slock("r4", &a, &forever(), Some(1))
+        .await
+        .expect("grant");
+    let group = cx
+        .client
+        .status(&Filter::new().lock_id(a.as_str()))
+        .await
+        .expect("status");
+    assert_eq!(group.len(), 4);
+    assert!(group.iter().all(|l| l.lock_id == a));
+    assert_locked(
+        cx.client.xlock("r2", generate_lock_id(), &forever()).await,
+        "r2",
+    );
+}
+
+pub async fn xlock_refused_by_live_shared<B: Backend>(cx: &Ctx<B>) {
+    cx.client
+        .slock("r", generate_lock_id(), &ttl(secs(5)), None)
+        .await
+        .expect("grant");
+    assert_locked(
+        cx.client.xlock("r", generate_lock_id(), &forever()).await,
+        "r",
+    );
+    assert_eq!(all(cx).await.len(), 1);
+}
+
+pub async fn xlock_refuses_upgrade_from_shared<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    cx.client
+        .slock("r", &a, &ttl(secs(5)), None)
+        .await
+        .expect("grant");
+    assert_locked(cx.client.xlock("r", &a, &ttl(secs(5))).await, "r");
+    let locks = all(cx).await;
+    assert_eq!(locks.len(), 1);
+    assert_eq!(locks[0].mode, Mode::Shared);
+}
+
+pub async fn expired_shared_does_not_block_xlock<B: Backend>(cx: &Ctx<B>) {
+    for _ in 0..2 {
+        cx.client
+            .slock("r", generate_lock_id(), &ttl(secs(1)), None)
+            .await
+            .expect("grant");
+    }
+    cx.clock.advance(secs(1));
+    let b = generate_lock_id();
+    let granted = cx
+        .client
+        .xlock("r", &b, &forever())
+        .await
+        .expect("expired shared locks do not block");
+    assert_eq!(
+        all(cx).await,
+        vec![granted],
+        "expired shared locks were taken over"
+    );
+}
+
+pub async fn xlock_refused_while_any_shared_live<B: Backend>(cx: &Ctx<B>) {
+    cx.client
+        .slock("r", generate_lock_id(), &ttl(secs(1)), None)
+        .await
+        .expect("grant");
+    cx.client
+        .slock("r", generate_lock_id(), &ttl(secs(10)), None)
+        .await
+        .expect("grant");
+    cx.clock.advance(secs(1));
+    assert_locked(
+        cx.client.xlock("r", generate_lock_id(), &forever()).await,
+        "r",
+    );
+    assert_eq!(all(cx).await.len(), 2, "a refused grant takes nothing over");
+}
+
+// ---------------------------------------------------------------- shared locks
+
+pub async fn slock_unlimited_admits_many<B: Backend>(cx: &Ctx<B>) {
+    for _ in 0..20 {
+        cx.client
+            .slock("r", generate_lock_id(), &forever(), None)
+            .await
+            .expect("grant");
+    }
+    let locks = all(cx).await;
+    assert_eq!(locks.len(), 20);
+    assert!(locks.iter().all(|l| l.mode == Mode::Shared));
+}
+
+pub async fn slock_limit_is_enforced<B: Backend>(cx: &Ctx<B>) {
+    let ids: Vec<LockId> = (0..3).map(|_| generate_lock_id()).collect();
+    for a in &ids {
+        cx.client
+            .slock("r", a, &forever(), Some(3))
+            .await
+            .expect("grant");
+    }
+    let d = generate_lock_id();
+    assert_locked(cx.client.slock("r", &d, &forever(), Some(3)).await, "r");
+    assert_eq!(cx.client.unlock(&ids[0]).await.expect("unlock").len(), 1);
+    cx.client
+        .slock("r", &d, &forever(), Some(3))
+        .await
+        .expect("a slot is free again");
+    assert_eq!(all(cx).await.len(), 3);
+}
+
+pub async fn slock_limit_holds_on_fresh_resource<B: Backend>(cx: &Ctx<B>) {
+    cx.client
+        .slock("fresh", generate_lock_id(), &forever(), Some(1))
+        .await
+        .expect("grant");
+    assert_locked(
+        cx.client
+            .slock("fresh", generate_lock_id(), &forever(), Some(1))
+            .await,
+        "fresh",
+    );
+    assert_eq!(all(cx).await.len(), 1);
+}
+
+pub async fn slock_refuses_duplicate_lock_id<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    cx.client
+        .slock("r", &a, &ttl(secs(5)), None)
+        .await
+        .expect("grant");
+    assert_locked(cx.client.slock("r", &a, &ttl(secs(5)), None).await, "r");
+    assert_eq!(all(cx).await.len(), 1);
+}
+
+pub async fn slock_refused_by_live_exclusive<B: Backend>(cx: &Ctx<B>) {
+    cx.client
+        .xlock("r", generate_lock_id(), &ttl(secs(5)))
+        .await
+        .expect("grant");
+    assert_locked(
+        cx.client
+            .slock("r", generate_lock_id(), &forever(), None)
+            .await,
+        "r",
+    );
+    cx.clock.advance(ms(4_999));
+    assert_locked(
+        cx.client
+            .slock("r", generate_lock_id(), &forever(), Some(10))
+            .await,
+        "r",
+    );
+}
+
+pub async fn expired_exclusive_does_not_block_slock<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    cx.client
+        .xlock("r", &a, &ttl(secs(5)))
+        .await
+        .expect("grant");
+    cx.clock.advance(secs(5));
+    let b = generate_lock_id();
+    cx.client
+        .slock("r", &b, &forever(), Some(1))
+        .await
+        .expect("expired exclusive does not block");
+    assert_eq!(pairs(&all(cx).await), vec![pair("r", &b)]);
+}
+
+pub async fn expired_shared_not_counted_toward_limit<B: Backend>(cx: &Ctx<B>) {
+    cx.client
+        .slock("r", generate_lock_id(), &ttl(secs(1)), Some(2))
+        .await
+        .expect("grant");
+    cx.client
+        .slock("r", generate_lock_id(), &ttl(secs(10)), Some(2))
+        .await
+        .expect("grant");
+    cx.clock.advance(secs(1));
+    cx.client
+        .slock("r", generate_lock_id(), &forever(), Some(2))
+        .await
+        .expect("one live, limit 2");
+    assert_locked(
+        cx.client
+            .slock("r", generate_lock_id(), &forever(), Some(2))
+            .await,
+        "r",
+    );
+}
+
+pub async fn slock_regrants_after_own_lock_expired<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    cx.client
+        .slock("r", &a, &ttl(secs(1)), None)
+        .await
+        .expect("grant");
+    cx.clock.advance(secs(1));
+    let again = cx
+        .client
+        .slock("r", &a, &ttl(secs(1)), None)
+        .await
+        .expect("own lock expired");
+    let group = cx
+        .client
+        .status(&Filter::new().lock_id(a.as_str()))
+        .await
+        .expect("status");
+    assert_eq!(group, vec![again], "one lock per lock id and resource");
+}
+
+pub async fn slock_limit_is_per_call<B: Backend>(cx: &Ctx<B>) {
+    for _ in 0..3 {
+        cx.client
+            .slock("r", generate_lock_id(), &forever(), None)
+            .await
+            .expect("grant");
+    }
+    assert_locked(
+        cx.client
+            .slock("r", generate_lock_id(), &forever(), Some(3))
+            .await,
+        "r",
+    );
+    cx.client
+        .slock("r", generate_lock_id(), &forever(), Some(4))
+        .await
+        .expect("limit 4 admits a 4th");
+}
+
+// ---------------------------------------------------------------- unlock
+
+pub async fn unlock_returns_newest_first_across_resources<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    cx.client
+        .xlock("r1", &a, &LockDetails::new().owner("o1"))
+        .await
+        .expect("grant");
+    cx.clock.advance(ms(1));
+    cx.client
+        .slock("r2", &a, &LockDetails::new().owner("o2"), None)
+        .await
+        .expect("grant");
+    cx.clock.advance(ms(1));
+    cx.client
+        .xlock("r3", &a, &ttl(secs(5)))
+        .await
+        .expect("grant");
+    let released = cx.client.unlock(&a).await.expect("unlock");
+    assert_eq!(
+        pairs(&released),
+        vec![pair("r3", &a), pair("r2", &a), pair("r1", &a)]
+    );
+    assert_eq!(released[1].mode, Mode::Shared);
+    assert_eq!(released[1].owner.as_deref(), Some("o2"));
+    assert!(all(cx).await.is_empty());
+}
+
+pub async fn unlock_orders_same_instant_by_resource<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    for r in ["b", "c", "a"] {
+        cx.client.xlock(r, &a, &forever()).await.expect("grant");
+    }
+    let released = cx.client.unlock(&a).await.expect("unlock");
+    assert_eq!(
+        pairs(&released),
+        vec![pair("c", &a), pair("b", &a), pair("a", &a)]
+    );
+}
+
+pub async fn unlock_unknown_lock_id_returns_empty<B: Backend>(cx: &Ctx<B>) {
+    cx.client
+        .xlock("r", generate_lock_id(), &forever())
+        .await
+        .expect("grant");
+    assert!(
+        cx.client
+            .unlock(generate_lock_id())
+            .await
+            .expect("unlock")
+            .is_empty()
+    );
+    assert_eq!(all(cx).await.len(), 1);
+}
+
+pub async fn unlock_is_idempotent<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    cx.client.xlock("r", &a, &forever()).await.expect("grant");
+    assert_eq!(cx.client.unlock(&a).await.expect("unlock").len(), 1);
+    assert!(cx.client.unlock(&a).await.expect("unlock again").is_empty());
+    cx.client
+        .xlock("r", generate_lock_id(), &forever())
+        .await
+        .expect("resource is free");
+}
+
+pub async fn unlock_reports_expired_locks_with_zero_ttl<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    cx.client
+        .xlock("r", &a, &ttl(secs(1)))
+        .await
+        .expect("grant");
+    cx.clock.advance(secs(5));
+    let released = cx.client.unlock(&a).await.expect("unlock");
+    assert_eq!(released.len(), 1);
+    assert_eq!(released[0].ttl, Some(Duration::ZERO));
+    assert_eq!(released[0].expires_at, Some(at(secs(1))));
+}
+
+pub async fn unlock_leaves_other_groups_alone<B: Backend>(cx: &Ctx<B>) {
+    let (a, b) = (generate_lock_id(), generate_lock_id());
+    cx.client
+        .slock("r", &a, &forever(), None)
+        .await
+        .expect("grant");
+    cx.client
+        .slock("r", &b, &forever(), None)
+        .await
+        .expect("grant");
+    cx.client
+        .xlock("other", &b, &forever())
+        .await
+        .expect("grant");
+    assert_eq!(
+        pairs(&cx.client.unlock(&a).await.expect("unlock")),
+        vec![pair("r", &a)]
+    );
+    let left = all(cx).await;
+    assert_eq!(left.len(), 2);
+    assert!(left.iter().all(|l| l.lock_id == b));
+}
+
+// ---------------------------------------------------------------- status
+
+pub async fn status_reports_remaining_ttl<B: Backend>(cx: &Ctx<B>) {
+    cx.client
+        .xlock("forever", generate_lock_id(), &forever())
+        .await
+        .expect("grant");
+    cx.client
+        .xlock("ten", generate_lock_id(), &ttl(secs(10)))
+        .await
+        .expect("grant");
+    cx.client
+        .xlock("one", generate_lock_id(), &ttl(secs(1)))
+        .await
+        .expect("grant");
+    cx.clock.advance(secs(4));
+    let by_resource = |r: &str, locks: &[LockStatus]| {
+        locks
+            .iter()
+            .find(|l| l.resource.as_str() == r)
+            .map(|l| l.ttl)
+    };
+    let locks = all(cx).await;
+    assert_eq!(by_resource("forever", &locks), Some(None));
+    assert_eq!(by_resource("ten", &locks), Some(Some(secs(6))));
+    assert_eq!(by_resource("one", &locks), Some(Some(Duration::ZERO)));
+}
+
+/// Three locks with 2 s, 5 s and 8 s left, plus one without a TTL.
+async fn ttl_ladder<B: Backend>(cx: &Ctx<B>) {
+    cx.client
+        .xlock("none", generate_lock_id(), &forever())
+        .await
+        .expect("grant");
+    for (r, s) in [("two", 2), ("five", 5), ("eight", 8)] {
+        cx.client
+            .xlock(r, generate_lock_id(), &ttl(secs(s + 1)))
+            .await
+            .expect("grant");
+    }
+    cx.clock.advance(secs(1));
+}
+
+fn resources(locks: &[LockStatus]) -> BTreeSet<String> {
+    locks.iter().map(|l| l.resource.to_string()).collect()
+}
+
+fn set(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|s| (*s).to_string()).collect()
+}
+
+pub async fn status_filters_ttl_lt<B: Backend>(cx: &Ctx<B>) {
+    ttl_ladder(cx).await;
+    let f = Filter::new().ttl_lt(secs(5));
+    assert_eq!(
+        resources(&cx.client.status(&f).await.expect("status")),
+        set(&["two"])
+    );
+    let f = Filter::new().ttl_lt(ms(5_001));
+    assert_eq!(
+        resources(&cx.client.status(&f).await.expect("status")),
+        set(&["two", "five"])
+    );
+}
+
+pub async fn status_filters_ttl_gte<B: Backend>(cx: &Ctx<B>) {
+    ttl_ladder(cx).await;
+    let f = Filter::new().ttl_gte(secs(5));
+    assert_eq!(
+        resources(&cx.client.status(&f).await.expect("status")),
+        set(&["five", "eight"])
+    );
+    let f = Filter::new().ttl_gte(ms(5_001));
+    assert_eq!(
+        resources(&cx.client.status(&f).await.expect("status")),
+        set(&["eight"])
+    );
+}
+
+pub async fn status_ttl_bounds_combine<B: Backend>(cx: &Ctx<B>) {
+    ttl_ladder(cx).await;
+    let f = Filter::new().ttl_gte(secs(3)).ttl_lt(secs(7));
+    assert_eq!(
+        resources(&cx.client.status(&f).await.expect("status")),
+        set(&["five"])
+    );
+    let f = Filter::new().ttl_lt(secs(3)).ttl_gte(secs(7));
+    assert!(
+        cx.client.status(&f).await.expect("status").is_empty(),
+        "neither bound overwrites the other"
+    );
+}
+
+pub async fn status_ttl_bounds_skip_locks_without_ttl<B: Backend>(cx: &Ctx<B>) {
+    ttl_ladder(cx).await;
+    let f = Filter::new().ttl_lt(YEAR * 99);
+    assert!(!resources(&cx.client.status(&f).await.expect("status")).contains("none"));
+    let f = Filter::new().ttl_gte(Duration::ZERO);
+    assert_eq!(
+        resources(&cx.client.status(&f).await.expect("status")),
+        set(&["two", "five", "eight"])
+    );
+}
+
+pub async fn status_filters_created_before_and_after_strictly<B: Backend>(cx: &Ctx<B>) {
+    for r in ["t0", "t10", "t20"] {
+        cx.client
+            .xlock(r, generate_lock_id(), &forever())
+            .await
+            .expect("grant");
+        cx.clock.advance(ms(10));
+    }
+    let check = |f: Filter, want: &'static [&'static str]| {
+        let client = cx.client.clone();
+        async move {
+            assert_eq!(
+                resources(&client.status(&f).await.expect("status")),
+                set(want),
+                "{f:?}"
+            );
+        }
+    };
+    check(Filter::new().created_after(at(ms(10))), &["t20"]).await;
+    check(Filter::new().created_before(at(ms(10))), &["t0"]).await;
+    check(
+        Filter::new().created_after(T0).created_before(at(ms(20))),
+        &["t10"],
+    )
+    .await;
+    check(Filter::new().created_after(at(ms(9))), &["t10", "t20"]).await;
+}
+
+pub async fn status_filters_owner<B: Backend>(cx: &Ctx<B>) {
+    cx.client
+        .xlock("r1", generate_lock_id(), &LockDetails::new().owner("alice"))
+        .await
+        .expect("grant");
+    cx.client
+        .xlock("r2", generate_lock_id(), &LockDetails::new().owner("bob"))
+        .await
+        .expect("grant");
+    cx.client
+        .xlock("r3", generate_lock_id(), &forever())
+        .await
+        .expect("grant");
+    let f = Filter::new().owner("alice");
+    assert_eq!(
+        resources(&cx.client.status(&f).await.expect("status")),
+        set(&["r1"])
+    );
+}
+
+pub async fn status_filters_mode<B: Backend>(cx: &Ctx<B>) {
+    cx.client
+        .xlock("x", generate_lock_id(), &forever())
+        .await
+        .expect("grant");
+    cx.client
+        .slock("s", generate_lock_id(), &forever(), None)
+        .await
+        .expect("grant");
+    cx.client
+        .slock("s", generate_lock_id(), &forever(), None)
+        .await
+        .expect("grant");
+    let shared = cx
+        .client
+        .status(&Filter::new().mode(Mode::Shared))
+        .await
+        .expect("status");
+    assert_eq!(shared.len(), 2);
+    assert!(
+        shared
+            .iter()
+            .all(|l| l.mode == Mode::Shared && l.resource.as_str() == "s")
+    );
+    let exclusive = cx
+        .client
+        .status(&Filter::new().mode(Mode::Exclusive))
+        .await
+        .expect("status");
+    assert_eq!(resources(&exclusive), set(&["x"]));
+}
+
+pub async fn status_filters_resource_and_lock_id<B: Backend>(cx: &Ctx<B>) {
+    let (a, b) = (generate_lock_id(), generate_lock_id());
+    cx.client
+        .slock("r1", &a, &forever(), None)
+        .await
+        .expect("grant");
+    cx.client
+        .slock("r1", &b, &forever(), None)
+        .await
+        .expect("grant");
+    cx.client.xlock("r2", &a, &forever()).await.expect("grant");
+    let f = Filter::new().resource("r1");
+    assert_eq!(cx.client.status(&f).await.expect("status").len(), 2);
+    let f = Filter::new().lock_id(a.as_str());
+    assert_eq!(
+        resources(&cx.client.status(&f).await.expect("status")),
+        set(&["r1", "r2"])
+    );
+    let f = Filter::new().resource("r1").lock_id(b.as_str());
+    assert_eq!(
+        pairs(&cx.client.status(&f).await.expect("status")),
+        vec![pair("r1", &b)]
+    );
+    let f = Filter::new().resource("nowhere");
+    assert!(cx.client.status(&f).await.expect("status").is_empty());
+}
+
+pub async fn status_combines_fields<B: Backend>(cx: &Ctx<B>) {
+    let alice = |t| LockDetails::new().owner("alice").ttl(t);
+    cx.client
+        .slock("r", generate_lock_id(), &alice(secs(10)), None)
+        .await
+        .expect("grant");
+    cx.client
+        .slock("r", generate_lock_id(), &alice(secs(2)), None)
+        .await
+        .expect("grant");
+    cx.client
+        .slock(
+            "r",
+            generate_lock_id(),
+            &LockDetails::new().owner("bob").ttl(secs(10)),
+            None,
+        )
+        .await
+        .expect("grant");
+    cx.client
+        .xlock("q", generate_lock_id(), &alice(secs(10)))
+        .await
+        .expect("grant");
+    let f = Filter::new()
+        .owner("alice")
+        .mode(Mode::Shared)
+        .resource("r")
+        .ttl_gte(secs(5));
+    let found = cx.client.status(&f).await.expect("status");
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].ttl, Some(secs(10)));
+    assert_eq!(found[0].owner.as_deref(), Some("alice"));
+}
+
+pub async fn status_orders_oldest_first<B: Backend>(cx: &Ctx<B>) {
+    for r in ["c", "a", "b"] {
+        cx.client
+            .xlock(r, generate_lock_id(), &forever())
+            .await
+            .expect("grant");
+        cx.clock.advance(ms(5));
+    }
+    let names: Vec<String> = all(cx)
+        .await
+        .iter()
+        .map(|l| l.resource.to_string())
+        .collect();
+    assert_eq!(names, ["c", "a", "b"]);
+}
+
+pub async fn status_reports_expired_locks<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    cx.client
+        .xlock("r", &a, &ttl(secs(1)))
+        .await
+        .expect("grant");
+    cx.clock.advance(secs(3));
+    let locks = all(cx).await;
+    assert_eq!(
+        pairs(&locks),
+        vec![pair("r", &a)],
+        "expired but not yet purged"
+    );
+    assert_eq!(locks[0].ttl, Some(Duration::ZERO));
+}
+
+// ---------------------------------------------------------------- renew
+
+pub async fn renew_extends_every_lock_of_group<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    cx.client
+        .xlock("r1", &a, &ttl(secs(5)))
+        .await
+        .expect("grant");
+    cx.client
+        .slock("r2", &a, &ttl(secs(5)), None)
+        .await
+        .expect("grant");
+    cx.clock.advance(secs(2));
+    let renewed = cx.client.renew(&a, secs(10)).await.expect("renew");
+    assert_eq!(renewed.len(), 2);
+    for l in &renewed {
+        assert_eq!(l.expires_at, Some(at(secs(12))));
+        assert_eq!(l.renewed_at, Some(at(secs(2))));
+        assert_eq!(l.ttl, Some(secs(10)));
+    }
+    assert_eq!(all(cx).await, renewed);
+    cx.clock.advance(secs(6)); // past the original expiry
+    assert_locked(
+        cx.client.xlock("r1", generate_lock_id(), &forever()).await,
+        "r1",
+    );
+}
+
+pub async fn renew_changes_only_its_group<B: Backend>(cx: &Ctx<B>) {
+    let (a, decoy) = (generate_lock_id(), generate_lock_id());
+    cx.client
+        .slock("r", &a, &ttl(secs(5)), None)
+        .await
+        .expect("grant");
+    cx.client
+        .slock("r", &decoy, &ttl(secs(5)), None)
+        .await
+        .expect("grant");
+    cx.clock.advance(secs(1));
+    let renewed = cx.client.renew(&a, secs(60)).await.expect("renew");
+    assert_eq!(pairs(&renewed), vec![pair("r", &a)]);
+    let decoy_now = cx
+        .client
+        .status(&Filter::new().lock_id(decoy.as_str()))
+        .await
+        .expect("status");
+    assert_eq!(decoy_now[0].expires_at, Some(at(secs(5))));
+    assert_eq!(decoy_now[0].renewed_at, None);
+}
+
+pub async fn renew_unknown_lock_id_is_not_found<B: Backend>(cx: &Ctx<B>) {
+    cx.client
+        .xlock("r", generate_lock_id(), &ttl(secs(5)))
+        .await
+        .expect("grant");
+    let result = cx.client.renew(generate_lock_id(), secs(5)).await;
+    assert!(matches!(result, Err(Error::LockNotFound)), "{result:?}");
+}
+
+pub async fn renew_within_margin_changes_nothing<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    cx.client
+        .xlock("long", &a, &ttl(secs(10)))
+        .await
+        .expect("grant");
+    cx.client
+        .xlock("short", &a, &ttl(secs(2)))
+        .await
+        .expect("grant");
+    cx.clock.advance(ms(1_500)); // "short" expires in 500 ms, inside the 1 s margin
+    let before = all(cx).await;
+    match cx.client.renew(&a, secs(30)).await {
+        Err(Error::NotRenewable { locks }) => {
+            assert_eq!(pairs(&locks), vec![pair("short", &a)]);
+        }
+        other => panic!("expected NotRenewable, got {other:?}"),
+    }
+    assert_eq!(all(cx).await, before, "a failed renew changes nothing");
+}
+
+pub async fn renew_of_expired_lock_is_refused<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    cx.client
+        .xlock("r", &a, &ttl(secs(1)))
+        .await
+        .expect("grant");
+    cx.clock.advance(secs(2));
+    let result = cx.client.renew(&a, secs(10)).await;
+    assert!(
+        matches!(&result, Err(Error::NotRenewable { locks }) if locks.len() == 1),
+        "{result:?}"
+    );
+}
+
+pub async fn renew_sets_ttl_on_lock_without_one<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    cx.client.xlock("r", &a, &forever()).await.expect("grant");
+    let renewed = cx.client.renew(&a, secs(5)).await.expect("renew");
+    assert_eq!(renewed[0].expires_at, Some(at(secs(5))));
+    cx.clock.advance(secs(5));
+    cx.client
+        .xlock("r", generate_lock_id(), &forever())
+        .await
+        .expect("now it expires");
+}
+
+pub async fn renew_with_zero_margin<B: Backend>(_cx: &Ctx<B>) {
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = B::store(Arc::clone(&clock)).await;
+    let client = Client::with_renew_margin(store, Duration::ZERO).expect("zero margin is allowed");
+    let a = generate_lock_id();
+    client.xlock("r", &a, &ttl(secs(1))).await.expect("grant");
+    clock.advance(ms(999));
+    let renewed = client
+        .renew(&a, secs(1))
+        .await
+        .expect("1 ms left is enough with no margin");
+    assert_eq!(renewed[0].expires_at, Some(at(ms(1_999))));
+    clock.advance(secs(1));
+    let result = client.renew(&a, secs(1)).await;
+    assert!(
+        matches!(result, Err(Error::NotRenewable { .. })),
+        "{result:?}"
+    );
+    B::teardown(client.store()).await;
+}
+
+pub async fn renew_margin_boundary<B: Backend>(cx: &Ctx<B>) {
+    let (a, b) = (generate_lock_id(), generate_lock_id());
+    cx.client
+        .xlock("a", &a, &ttl(secs(5)))
+        .await
+        .expect("grant");
+    cx.client
+        .xlock("b", &b, &ttl(secs(5)))
+        .await
+        .expect("grant");
+    cx.clock.advance(ms(3_999)); // 1001 ms left: outside the 1 s margin
+    cx.client.renew(&a, secs(5)).await.expect("renewable");
+    cx.clock.advance(ms(1)); // 1000 ms left: expires_at <= now + margin
+    let result = cx.client.renew(&b, secs(5)).await;
+    assert!(
+        matches!(result, Err(Error::NotRenewable { .. })),
+        "{result:?}"
+    );
+}
+
+pub async fn renew_keeps_fence<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    let granted = cx
+        .client
+        .xlock("r", &a, &ttl(secs(5)))
+        .await
+        .expect("grant");
+    let renewed = cx.client.renew(&a, secs(5)).await.expect("renew");
+    assert_eq!(renewed[0].fence, granted.fence);
+    assert_eq!(renewed[0].created_at, granted.created_at);
+}
+
+// ---------------------------------------------------------------- purge
+
+pub async fn purge_removes_expired_groups_and_keeps_live<B: Backend>(cx: &Ctx<B>) {
+    let (x, y, z) = (generate_lock_id(), generate_lock_id(), generate_lock_id());
+    cx.client
+        .xlock("r1", &x, &ttl(secs(1)))
+        .await
+        .expect("grant");
+    cx.client
+        .xlock("r2", &y, &ttl(secs(10)))
+        .await
+        .expect("grant");
+    cx.client.xlock("r3", &z, &forever()).await.expect("grant");
+    cx.clock.advance(secs(2));
+    let removed = cx.client.purge().await.expect("purge");
+    assert_eq!(pairs(&removed), vec![pair("r1", &x)]);
+    assert_eq!(resources(&all(cx).await), set(&["r2", "r3"]));
+}
+
+pub async fn purge_removes_no_ttl_lock_of_expired_group<B: Backend>(cx: &Ctx<B>) {
+    let x = generate_lock_id();
+    cx.client
+        .xlock("expiring", &x, &ttl(secs(1)))
+        .await
+        .expect("grant");
+    cx.clock.advance(ms(1));
+    cx.client
+        .slock("forever", &x, &forever(), None)
+        .await
+        .expect("grant");
+    cx.clock.advance(secs(2));
+    let removed = cx.client.purge().await.expect("purge");
+    assert_eq!(
+        pairs(&removed),
+        vec![pair("forever", &x), pair("expiring", &x)]
+    );
+    assert!(all(cx).await.is_empty());
+}
+
+pub async fn purge_spares_lock_created_after_purge_began<B: Backend>(cx: &Ctx<B>) {
+    let x = generate_lock_id();
+    cx.client
+        .xlock("old", &x, &ttl(secs(1)))
+        .await
+        .expect("grant");
+    cx.clock.set(at(secs(5)));
+    cx.client.xlock("new", &x, &forever()).await.expect("grant");
+    // Run the purge "as of" 2 s: it began before "new" was created at 5 s.
+    cx.clock.set(at(secs(2)));
+    let removed = cx.client.purge().await.expect("purge");
+    assert_eq!(pairs(&removed), vec![pair("old", &x)]);
+    cx.clock.set(at(secs(5)));
+    assert_eq!(pairs(&all(cx).await), vec![pair("new", &x)]);
+}
+
+pub async fn purge_groups_by_lock_id_newest_first<B: Backend>(cx: &Ctx<B>) {
+    let (a, b) = (id("group-a"), id("group-b"));
+    cx.client
+        .xlock("b1", &b, &ttl(secs(1)))
+        .await
+        .expect("grant");
+    cx.client
+        .xlock("a1", &a, &ttl(secs(1)))
+        .await
+        .expect("grant");
+    cx.clock.advance(ms(10));
+    cx.client
+        .xlock("b2", &b, &ttl(secs(1)))
+        .await
+        .expect("grant");
+    cx.client.xlock("a2", &a, &forever()).await.expect("grant");
+    cx.clock.advance(secs(2));
+    let removed = cx.client.purge().await.expect("purge");
+    assert_eq!(
+        pairs(&removed),
+        vec![
+            pair("a2", &a),
+            pair("a1", &a),
+            pair("b2", &b),
+            pair("b1", &b)
+        ]
+    );
+}
+
+pub async fn purge_is_idempotent<B: Backend>(cx: &Ctx<B>) {
+    cx.client
+        .xlock("r", generate_lock_id(), &ttl(secs(1)))
+        .await
+        .expect("grant");
+    cx.client
+        .xlock("live", generate_lock_id(), &forever())
+        .await
+        .expect("grant");
+    cx.clock.advance(secs(1));
+    assert_eq!(cx.client.purge().await.expect("purge").len(), 1);
+    let after_once = all(cx).await;
+    assert!(cx.client.purge().await.expect("purge again").is_empty());
+    assert_eq!(all(cx).await, after_once);
+}
+
+pub async fn purge_of_nothing_returns_empty<B: Backend>(cx: &Ctx<B>) {
+    assert!(cx.client.purge().await.expect("purge").is_empty());
+    cx.client
+        .xlock("r", generate_lock_id(), &ttl(secs(10)))
+        .await
+        .expect("grant");
+    assert!(cx.client.purge().await.expect("purge").is_empty());
+    assert_eq!(all(cx).await.len(), 1);
+}
+
+pub async fn purge_frees_resources<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    cx.client
+        .xlock("r", &a, &ttl(secs(1)))
+        .await
+        .expect("grant");
+    cx.client
+        .slock("s", &a, &forever(), Some(1))
+        .await
+        .expect("grant");
+    cx.clock.advance(secs(1));
+    assert_eq!(cx.client.purge().await.expect("purge").len(), 2);
+    cx.client
+        .xlock("s", generate_lock_id(), &forever())
+        .await
+        .expect("s is free");
+    cx.client
+        .slock("r", generate_lock_id(), &forever(), Some(1))
+        .await
+        .expect("r is free");
+}
+
+pub async fn renew_after_purge_is_not_found<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    cx.client
+        .xlock("r", &a, &ttl(secs(1)))
+        .await
+        .expect("grant");
+    cx.clock.advance(secs(1));
+    assert_eq!(cx.client.purge().await.expect("purge").len(), 1);
+    let result = cx.client.renew(&a, secs(10)).await;
+    assert!(matches!(result, Err(Error::LockNotFound)), "{result:?}");
+}
+
+// ---------------------------------------------------------------- fences
+
+pub async fn fences_increase_per_resource<B: Backend>(cx: &Ctx<B>) {
+    let mut last = 0;
+    for _ in 0..5 {
+        let l = cx
+            .client
+            .slock("r", generate_lock_id(), &forever(), None)
+            .await
+            .expect("grant");
+        assert!(l.fence > last, "{} after {last}", l.fence);
+        last = l.fence;
+    }
+}
+
+pub async fn fences_increase_across_unlock<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    let first = cx.client.xlock("r", &a, &forever()).await.expect("grant");
+    cx.client.unlock(&a).await.expect("unlock");
+    let second = cx.client.xlock("r", &a, &forever()).await.expect("grant");
+    assert!(second.fence > first.fence);
+}
+
+pub async fn fences_increase_across_purge<B: Backend>(cx: &Ctx<B>) {
+    let mut last = 0;
+    for round in 0..3 {
+        let l = cx
+            .client
+            .xlock("r", generate_lock_id(), &ttl(secs(1)))
+            .await
+            .expect("grant");
+        assert!(l.fence > last, "round {round}: {} after {last}", l.fence);
+        last = l.fence;
+        cx.clock.advance(secs(1));
+        assert_eq!(cx.client.purge().await.expect("purge").len(), 1);
+    }
+}
+
+pub async fn fences_are_per_resource_and_reported_by_status<B: Backend>(cx: &Ctx<B>) {
+    let a = cx
+        .client
+        .xlock("a", generate_lock_id(), &forever())
+        .await
+        .expect("grant");
+    let b = cx
+        .client
+        .xlock("b", generate_lock_id(), &forever())
+        .await
+        .expect("grant");
+    let locks = all(cx).await;
+    let fence_of = |r: &str| {
+        locks
+            .iter()
+            .find(|l| l.resource.as_str() == r)
+            .map(|l| l.fence)
+    };
+    assert_eq!(fence_of("a"), Some(a.fence));
+    assert_eq!(fence_of("b"), Some(b.fence));
+}
+
+// ---------------------------------------------------------------- misc
+
+pub async fn create_indexes_is_idempotent<B: Backend>(cx: &Ctx<B>) {
+    cx.client.create_indexes().await.expect("create indexes");
+    cx.client
+        .create_indexes()
+        .await
+        .expect("create indexes again");
+    cx.client
+        .xlock("r", generate_lock_id(), &forever())
+        .await
+        .expect("grant");
+}
+
+pub async fn details_round_trip<B: Backend>(cx: &Ctx<B>) {
+    let a = generate_lock_id();
+    let d = LockDetails::new()
+        .owner("ünïcode owner")
+        .host("h-1.example")
+        .comment("nightly run #42")
+        .ttl(secs(7));
+    cx.client.slock("r", &a, &d, Some(5)).await.expect("grant");
+    let s = all(cx).await.remove(0);
+    assert_eq!(
+        (s.owner.as_deref(), s.host.as_deref(), s.comment.as_deref()),
+        (
+            Some("ünïcode owner"),
+            Some("h-1.example"),
+            Some("nightly run #42")
+        )
+    );
+    let released = cx.client.unlock(&a).await.expect("unlock");
+    assert_eq!(released, vec![s]);
+}
+
+pub async fn concurrent_xlock_has_one_winner<B: Backend>(cx: &Ctx<B>) {
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let client = cx.client.clone();
+            tokio::spawn(async move { client.xlock("hot", generate_lock_id(), &forever()).await })
+        })
+        .collect();
+    let mut winners = 0;
+    for t in tasks {
+        match t.await.expect("task") {
+            Ok(_) => winners += 1,
+            Err(Error::AlreadyLocked { .. }) => {}
+            Err(other) => panic!("unexpected error {other:?}"),
+        }
+    }
+    assert_eq!(winners, 1);
+    assert_eq!(all(cx).await.len(), 1);
+}
+
+pub async fn concurrent_slock_respects_limit<B: Backend>(cx: &Ctx<B>) {
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let client = cx.client.clone();
+            tokio::spawn(async move {
+                client
+                    .slock("hot", generate_lock_id(), &forever(), Some(3))
+                    .await
+            })
+        })
+        .collect();
+    let mut winners = 0;
+    for t in tasks {
+        if t.await.expect("task").is_ok() {
+            winners += 1;
+        }
+    }
+    assert_eq!(winners, 3);
+    assert_eq!(all(cx).await.len(), 3);
+}
+
+pub async fn concurrent_purgers_report_each_lock_once<B: Backend>(cx: &Ctx<B>) {
+    for i in 0..20 {
+        cx.client
+            .xlock(&format!("r{i}"), generate_lock_id(), &ttl(secs(1)))
+            .await
+            .expect("grant");
+    }
+    cx.clock.advance(secs(1));
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let client = cx.client.clone();
+            tokio::spawn(async move { client.purge().await })
+        })
+        .collect();
+    let mut reported = Vec::new();
+    for t in tasks {
+        reported.extend(t.await.expect("task").expect("purge"));
+    }
+    let distinct: BTreeSet<_> = pairs(&reported).into_iter().collect();
+    assert_eq!(reported.len(), 20, "every lock reported exactly once");
+    assert_eq!(distinct.len(), 20);
+    assert!(all(cx).await.is_empty());
+}

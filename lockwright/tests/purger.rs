@@ -1,0 +1,149 @@
+//! The purger loop on paused tokio time, against the in-memory store and a failing store.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use lockwright::engine::{LockRequest, SharedLimit, Ttl};
+use lockwright::{
+    Client, Error, Filter, LockDetails, LockId, LockStatus, LockStore, ManualClock, MemStore,
+    Purger, Timestamp, generate_lock_id,
+};
+
+const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);
+
+#[tokio::test(start_paused = true)]
+async fn purges_at_start_and_every_interval_until_stopped() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let client = Client::new(MemStore::with_clock(Arc::clone(&clock)));
+    let ttl = LockDetails::new().ttl(Duration::from_secs(1));
+    client.xlock("a", generate_lock_id(), &ttl).await.unwrap();
+    client
+        .xlock("live", generate_lock_id(), &LockDetails::new())
+        .await
+        .unwrap();
+    clock.advance(Duration::from_secs(1));
+
+    let handle = Purger::new(client.clone(), Duration::from_secs(30))
+        .unwrap()
+        .spawn();
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(
+        client.status(&Filter::new()).await.unwrap().len(),
+        1,
+        "first purge at start"
+    );
+
+    client.xlock("b", generate_lock_id(), &ttl).await.unwrap();
+    clock.advance(Duration::from_secs(1));
+    tokio::time::sleep(Duration::from_secs(29)).await;
+    assert_eq!(
+        client.status(&Filter::new()).await.unwrap().len(),
+        2,
+        "not yet"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        client.status(&Filter::new()).await.unwrap().len(),
+        1,
+        "second purge"
+    );
+
+    let report = handle.stop().await;
+    assert_eq!(report.runs, 2);
+    assert_eq!(report.removed, 2);
+    assert_eq!(report.failures, 0);
+}
+
+#[test]
+fn zero_interval_is_rejected() {
+    let err = Purger::new(Client::new(MemStore::new()), Duration::ZERO).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidArgument {
+                field: "interval",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+/// A store whose purge removes one lock and then fails, to check nothing is lost.
+struct HalfBrokenStore {
+    inner: MemStore,
+    purges: AtomicU32,
+}
+
+impl LockStore for HalfBrokenStore {
+    async fn xlock(&self, r: &LockRequest) -> Result<LockStatus, Error> {
+        self.inner.xlock(r).await
+    }
+    async fn slock(&self, r: &LockRequest, l: Option<SharedLimit>) -> Result<LockStatus, Error> {
+        self.inner.slock(r, l).await
+    }
+    async fn unlock(&self, id: &LockId) -> Result<Vec<LockStatus>, Error> {
+        self.inner.unlock(id).await
+    }
+    async fn renew(&self, id: &LockId, t: Ttl, m: Duration) -> Result<Vec<LockStatus>, Error> {
+        self.inner.renew(id, t, m).await
+    }
+    async fn status(&self, f: &Filter) -> Result<Vec<LockStatus>, Error> {
+        self.inner.status(f).await
+    }
+    async fn purge(&self) -> Result<Vec<LockStatus>, Error> {
+        self.purges.fetch_add(1, Ordering::SeqCst);
+        let removed = self.inner.purge().await?;
+        Err(Error::PurgeIncomplete {
+            removed,
+            source: Box::new(Error::backend(
+                "purge",
+                std::io::Error::other("connection reset"),
+            )),
+        })
+    }
+    async fn create_indexes(&self) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn failures_are_counted_reported_and_retried() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = HalfBrokenStore {
+        inner: MemStore::with_clock(Arc::clone(&clock)),
+        purges: AtomicU32::new(0),
+    };
+    let client = Client::new(store);
+    let ttl = LockDetails::new().ttl(Duration::from_secs(1));
+    client.xlock("a", generate_lock_id(), &ttl).await.unwrap();
+    clock.advance(Duration::from_secs(1));
+
+    let handle = Purger::new(client.clone(), Duration::from_secs(5))
+        .unwrap()
+        .spawn();
+    tokio::time::sleep(Duration::from_millis(5_001)).await;
+    let report = handle.stop().await;
+    assert_eq!(report.runs, 2);
+    assert_eq!(report.failures, 2, "the loop goes on after a failure");
+    assert_eq!(report.removed, 1, "what a failed purge removed is counted");
+    let last = report.last_error.unwrap();
+    assert!(
+        last.contains("connection reset"),
+        "the cause is kept: {last}"
+    );
+    assert_eq!(client.store().purges.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn generated_lock_ids_are_valid_and_distinct() {
+    let ids: std::collections::BTreeSet<String> =
+        (0..1000).map(|_| generate_lock_id().to_string()).collect();
+    assert_eq!(ids.len(), 1000);
+    assert!(
+        ids.iter()
+            .all(|i| i.len() == 32 && i.chars().all(|c| c.is_ascii_hexdigit()))
+    );
+    assert!(LockId::new(ids.iter().next().unwrap().as_str()).is_ok());
+}
