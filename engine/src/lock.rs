@@ -192,6 +192,22 @@ pub struct StoredLock {
 }
 
 impl StoredLock {
+    /// A lock of `lock_id` created at `created_at` with `fence`, and no details, renewal or
+    /// expiry (set the public fields for those). For stores that decode stored locks.
+    #[must_use]
+    pub fn new(lock_id: LockId, created_at: Timestamp, fence: u64) -> Self {
+        StoredLock {
+            lock_id,
+            owner: None,
+            host: None,
+            comment: None,
+            created_at,
+            renewed_at: None,
+            expires_at: None,
+            fence,
+        }
+    }
+
     /// A lock granted at `now` with `fence`.
     #[must_use]
     pub fn granted(request: &LockRequest, now: Timestamp, fence: u64) -> Self {

@@ -486,20 +486,53 @@ pub fn status<T: Deref<Target = LockTable>>(
 /// every lock whose lock id is in G and that was created no later than `now`. Then delete
 /// the resources left with no lock whose fence counter is below [`fence_floor`]`(now)`.
 /// Returns everything removed in [`sort_purged`] order.
+///
+/// The three phases are public so that a store working in batches (MongoDB) applies the
+/// same rule: [`expired_groups`], then [`purge_groups`] per batch of G, then
+/// [`delete_empty`].
 pub fn purge<T: DerefMut<Target = LockTable>>(shards: &mut [T], now: Timestamp) -> Vec<LockStatus> {
+    let groups = expired_groups(shards, now);
+    let removed = purge_groups(shards, &groups, now);
+    delete_empty(shards, now);
+    removed
+}
+
+/// Purge's first phase: the lock ids holding at least one lock expired at `now`.
+#[must_use]
+pub fn expired_groups<T: Deref<Target = LockTable>>(
+    shards: &[T],
+    now: Timestamp,
+) -> BTreeSet<LockId> {
     let mut expired = BTreeSet::new();
-    for table in shards.iter() {
+    for table in shards {
         table.expired_groups(now, &mut expired);
     }
+    expired
+}
+
+/// Purge's second phase: removes every lock of `groups` created no later than `now`, and
+/// returns them in [`sort_purged`] order.
+pub fn purge_groups<T: DerefMut<Target = LockTable>>(
+    shards: &mut [T],
+    groups: &BTreeSet<LockId>,
+    now: Timestamp,
+) -> Vec<LockStatus> {
     let mut removed = Vec::new();
     for table in shards.iter_mut() {
-        for lock_id in &expired {
+        for lock_id in groups {
             table.remove_group_where(lock_id, now, |l| l.created_at <= now, &mut removed);
         }
-        table.resources.retain(|_, state| !state.can_delete(now));
     }
     sort_purged(&mut removed);
     removed
+}
+
+/// Purge's last phase: forgets the resources that hold no lock and whose fence counter is
+/// below [`fence_floor`]`(now)`, so fences keep increasing after they are gone.
+pub fn delete_empty<T: DerefMut<Target = LockTable>>(shards: &mut [T], now: Timestamp) {
+    for table in shards.iter_mut() {
+        table.resources.retain(|_, state| !state.can_delete(now));
+    }
 }
 
 /// The order purge reports in: grouped by lock id (ascending), newest first in a group.

@@ -8,7 +8,8 @@
 //!
 //! - [`Client`] — `xlock`, `slock`, `unlock`, `renew`, `status`, `purge`, `create_indexes`;
 //! - [`Purger`] — removes expired lock groups at an interval;
-//! - [`MemStore`] (feature `mem`, on by default) — the embedded in-memory backend.
+//! - [`MemStore`] (feature `mem`, on by default) — the embedded in-memory backend;
+//! - `MongoStore` (feature `mongo`) — the MongoDB backend.
 //!
 //! The rules live in the sans-IO crate `lockwright-engine`, re-exported here as [`engine`];
 //! the README states them in full.
@@ -44,6 +45,10 @@ pub use lockwright_engine::{
 /// The embedded in-memory backend.
 #[cfg(feature = "mem")]
 pub use lockwright_store_mem::{self as store_mem, MemStore};
+
+/// The MongoDB backend.
+#[cfg(feature = "mongo")]
+pub use lockwright_store_mongo::{self as store_mongo, MongoStore};
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]

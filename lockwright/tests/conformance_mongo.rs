@@ -1,0 +1,27 @@
+//! The conformance suite against MongoDB (a real server from `MONGODB_URI`), with the
+//! server's `$$NOW` replaced by the suite's manual clock inside the shipped pipelines.
+
+#[macro_use]
+mod conformance;
+
+use std::sync::Arc;
+
+use lockwright::ManualClock;
+use lockwright_store_mongo::MongoStore;
+use lockwright_store_mongo::test_support::{fresh_store, teardown};
+
+struct Mongo;
+
+impl conformance::Backend for Mongo {
+    type Store = MongoStore;
+
+    async fn store(clock: Arc<ManualClock>) -> MongoStore {
+        fresh_store(Some(clock)).await
+    }
+
+    async fn teardown(store: &MongoStore) {
+        teardown(store).await;
+    }
+}
+
+conformance_suite!(Mongo);

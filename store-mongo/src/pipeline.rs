@@ -1,0 +1,361 @@
+//! Every filter and update pipeline the store sends, built as data.
+//!
+//! `now` is an expression: `"$$NOW"` (the server's clock, the default) or a fixed date (the
+//! test-time override). The same builders serve both, so the pipelines under test are the
+//! ones that ship. The rules mirror `lockwright-engine` (the conformance and differential
+//! tests hold them to it): expired means `expiresAt <= now`; a grant takes over every expired
+//! lock on its resource; fences are `max(lastFence + 1, now_ms * 1024)`.
+//!
+//! User strings never reach an expression unquoted: inside pipelines they are wrapped in
+//! `$literal`, so a lock id such as `"$foo"` is data, not a field path.
+
+use mongodb::bson::{Bson, DateTime, Document, doc};
+
+use lockwright_engine::table::FENCES_PER_MS;
+use lockwright_engine::{Filter, LockId, LockRequest, Mode, SharedLimit, Timestamp};
+
+use crate::schema::{
+    ACQUIRED, COMMENT, CREATED_AT, EXCLUSIVE, EXPIRES_AT, FENCE, HOST, LAST_FENCE, LAST_GRANT,
+    LOCK_ID, OWNER, RENEWED_AT, RESOURCE, SHARED, empty_exclusive,
+};
+
+/// The server's clock inside a pipeline.
+pub(crate) const SERVER_NOW: &str = "$$NOW";
+
+/// The field an aggregation adds to each document to report the `now` it ran at.
+pub(crate) const NOW_FIELD: &str = "__lockwright_now";
+
+pub(crate) fn date(t: Timestamp) -> Bson {
+    // Timestamps come from the store's clock or a validated TTL sum: well inside i64 ms.
+    Bson::DateTime(DateTime::from_millis(
+        i64::try_from(t.as_millis()).unwrap_or(i64::MAX),
+    ))
+}
+
+fn literal(value: impl Into<Bson>) -> Bson {
+    Bson::Document(doc! { "$literal": value.into() })
+}
+
+fn opt_literal(value: Option<&String>) -> Bson {
+    value.map_or(Bson::Null, |v| literal(v.as_str()))
+}
+
+fn shared_locks() -> Bson {
+    Bson::Document(doc! { "$ifNull": ["$shared.locks", []] })
+}
+
+/// `path` holds a date that is `<= now`.
+fn is_expired(path: &str, now: &Bson) -> Bson {
+    Bson::Document(doc! { "$and": [
+        { "$eq": [ { "$type": path }, "date" ] },
+        { "$lte": [ path, now.clone() ] },
+    ] })
+}
+
+fn is_live(path: &str, now: &Bson) -> Bson {
+    Bson::Document(doc! { "$not": [ is_expired(path, now) ] })
+}
+
+fn live_exclusive(now: &Bson) -> Bson {
+    Bson::Document(doc! { "$and": [
+        { "$eq": [ "$exclusive.acquired", true ] },
+        is_live("$exclusive.expiresAt", now),
+    ] })
+}
+
+fn live_shared(now: &Bson) -> Bson {
+    Bson::Document(
+        doc! { "$filter": { "input": shared_locks(), "cond": is_live("$$this.expiresAt", now) } },
+    )
+}
+
+fn next_fence(now: &Bson) -> Bson {
+    Bson::Document(doc! { "$max": [
+        { "$add": [ { "$ifNull": [ "$lastFence", 0_i64 ] }, 1_i64 ] },
+        { "$multiply": [ { "$toLong": now.clone() }, FENCES_PER_MS as i64 ] },
+    ] })
+}
+
+fn new_lock(request: &LockRequest, now: &Bson) -> Document {
+    let expires = request.ttl.map_or(Bson::Null, |t| {
+        Bson::Document(
+            doc! { "$add": [ now.clone(), i64::try_from(t.as_millis()).unwrap_or(i64::MAX) ] },
+        )
+    });
+    doc! {
+        LOCK_ID: literal(request.lock_id.as_str()),
+        OWNER: opt_literal(request.owner.as_ref()),
+        HOST: opt_literal(request.host.as_ref()),
+        COMMENT: opt_literal(request.comment.as_ref()),
+        CREATED_AT: now.clone(),
+        RENEWED_AT: Bson::Null,
+        EXPIRES_AT: expires,
+        ACQUIRED: true,
+        FENCE: "$lastFence",
+    }
+}
+
+fn recount() -> Document {
+    doc! { "$set": { "shared.count": { "$size": "$shared.locks" } } }
+}
+
+/// The field a grant pipeline computes its decision into (removed before it ends).
+const DECISION: &str = "__lockwright_grant";
+
+/// A grant in one `findAndModify`: the filter is the resource alone (with upsert, a fresh
+/// resource is inserted, and the server retries insert races itself), and the pipeline
+/// decides the rule with `now` into a temporary field, then applies the grant only where
+/// it allows: bump the fence counter, take over expired locks, install the lock, and
+/// record `grant_id` in `lastGrant` so the caller can tell its grant from a refusal. A
+/// refusal rewrites every field to itself, which MongoDB treats as no write at all.
+fn grant(
+    request: &LockRequest,
+    rule: Bson,
+    install: Document,
+    grant_id: &Bson,
+    now: &Bson,
+) -> (Document, Vec<Document>) {
+    let decided = format!("${DECISION}");
+    let either = |then: Bson, otherwise: &str| {
+        Bson::Document(doc! { "$cond": [ decided.clone(), then, otherwise ] })
+    };
+    let mut apply = Document::new();
+    for (field, value) in install {
+        let current = format!("${field}");
+        apply.insert(field, either(value, &current));
+    }
+    apply.insert(LAST_GRANT, either(grant_id.clone(), "$lastGrant"));
+    let update = vec![
+        doc! { "$set": { DECISION: rule } },
+        doc! { "$set": { LAST_FENCE: either(next_fence(now), "$lastFence") } },
+        doc! { "$set": apply },
+        doc! { "$unset": DECISION },
+    ];
+    (doc! { RESOURCE: request.resource.as_str() }, update)
+}
+
+/// The exclusive grant: no live exclusive lock and no live shared lock.
+pub(crate) fn xlock(
+    request: &LockRequest,
+    grant_id: &Bson,
+    now: &Bson,
+) -> (Document, Vec<Document>) {
+    let rule = Bson::Document(doc! { "$and": [
+        { "$not": [ live_exclusive(now) ] },
+        { "$eq": [ { "$size": live_shared(now) }, 0 ] },
+    ] });
+    let install = doc! {
+        EXCLUSIVE: new_lock(request, now),
+        SHARED: { "$literal": { "count": 0, "locks": [] } },
+    };
+    grant(request, rule, install, grant_id, now)
+}
+
+/// The shared grant: no live exclusive lock, no live lock of this lock id, and (with a
+/// limit) fewer live shared locks than the limit.
+pub(crate) fn slock(
+    request: &LockRequest,
+    limit: Option<SharedLimit>,
+    grant_id: &Bson,
+    now: &Bson,
+) -> (Document, Vec<Document>) {
+    let own_live = doc! { "$filter": { "input": live_shared(now), "cond": {
+    "$eq": [ "$$this.lockId", literal(request.lock_id.as_str()) ] } } };
+    let mut conditions = vec![
+        Bson::Document(doc! { "$not": [ live_exclusive(now) ] }),
+        Bson::Document(doc! { "$eq": [ { "$size": own_live }, 0 ] }),
+    ];
+    if let Some(m) = limit {
+        conditions.push(Bson::Document(
+            doc! { "$lt": [ { "$size": live_shared(now) }, i64::from(m.get()) ] },
+        ));
+    }
+    let locks = doc! { "$concatArrays": [ live_shared(now), [ new_lock(request, now) ] ] };
+    let install = doc! {
+        EXCLUSIVE: { "$literal": empty_exclusive() },
+        SHARED: { "locks": locks.clone(), "count": { "$size": locks } },
+    };
+    grant(
+        request,
+        Bson::Document(doc! { "$and": conditions }),
+        install,
+        grant_id,
+        now,
+    )
+}
+
+/// The documents holding a lock of `lock_id` (uses the lock-id indexes of both modes).
+pub(crate) fn group_filter(lock_id: &LockId) -> Document {
+    either(LOCK_ID, lock_id.as_str().into())
+}
+
+/// Documents where the exclusive lock or some shared lock has `field` matching `cond`.
+fn either(field: &str, cond: Bson) -> Document {
+    doc! { "$or": [
+        { format!("{EXCLUSIVE}.{field}"): cond.clone() },
+        { format!("{SHARED}.locks.{field}"): cond },
+    ] }
+}
+
+/// An aggregation returning the documents matching `filter`, each with the `now` it ran at.
+pub(crate) fn read_with_now(filter: Document, now: &Bson) -> Vec<Document> {
+    vec![
+        doc! { "$match": filter },
+        doc! { "$set": { NOW_FIELD: now.clone() } },
+    ]
+}
+
+/// Removes the locks for which `doomed` (an expression over `$$this` for shared locks, and
+/// the same over the exclusive slot) holds.
+fn remove_where(doomed_exclusive: Bson, doomed_shared: Bson) -> Vec<Document> {
+    vec![
+        doc! { "$set": {
+            EXCLUSIVE: { "$cond": [ doomed_exclusive, empty_exclusive(), "$exclusive" ] },
+            "shared.locks": { "$filter": { "input": shared_locks(), "cond": { "$not": [ doomed_shared ] } } },
+        } },
+        recount(),
+    ]
+}
+
+/// Removes every lock of `lock_id`.
+pub(crate) fn unlock(lock_id: &LockId) -> Vec<Document> {
+    let id = literal(lock_id.as_str());
+    remove_where(
+        Bson::Document(doc! { "$eq": [ "$exclusive.lockId", id.clone() ] }),
+        Bson::Document(doc! { "$eq": [ "$$this.lockId", id ] }),
+    )
+}
+
+/// Sets `expiresAt` and `renewedAt` on every lock of `lock_id` (decided renewable by the
+/// engine on the documents read in the same transaction).
+pub(crate) fn renew(lock_id: &LockId, expires_at: Timestamp, now: Timestamp) -> Vec<Document> {
+    let id = literal(lock_id.as_str());
+    let fresh = doc! { EXPIRES_AT: date(expires_at), RENEWED_AT: date(now) };
+    vec![
+        doc! { "$set": {
+            EXCLUSIVE: { "$cond": [
+                { "$eq": [ "$exclusive.lockId", id.clone() ] },
+                { "$mergeObjects": [ "$exclusive", fresh.clone() ] },
+                "$exclusive",
+            ] },
+            "shared.locks": { "$map": { "input": shared_locks(), "in": { "$cond": [
+                { "$eq": [ "$$this.lockId", id ] },
+                { "$mergeObjects": [ "$$this", fresh ] },
+                "$$this",
+            ] } } },
+        } },
+        recount(),
+    ]
+}
+
+/// Purge, phase one: the distinct lock ids holding a lock expired at `t`, sorted.
+pub(crate) fn expired_groups(t: Timestamp) -> Vec<Document> {
+    let t = date(t);
+    vec![
+        doc! { "$match": { "$or": [
+            { "exclusive.expiresAt": { "$lte": t.clone() } },
+            { "shared.locks.expiresAt": { "$lte": t.clone() } },
+        ] } },
+        doc! { "$project": { "_id": 0, "ids": { "$concatArrays": [
+            { "$cond": [
+                { "$and": [ { "$eq": [ "$exclusive.acquired", true ] }, is_expired("$exclusive.expiresAt", &t) ] },
+                [ "$exclusive.lockId" ],
+                [],
+            ] },
+            { "$map": {
+                "input": { "$filter": { "input": shared_locks(), "cond": is_expired("$$this.expiresAt", &t) } },
+                "in": "$$this.lockId",
+            } },
+        ] } } },
+        doc! { "$unwind": "$ids" },
+        doc! { "$group": { "_id": "$ids" } },
+        doc! { "$sort": { "_id": 1 } },
+    ]
+}
+
+/// Purge, phase two, for one batch of groups: the documents involved.
+pub(crate) fn batch_filter(ids: &[LockId]) -> Document {
+    let ids: Vec<Bson> = ids.iter().map(|i| Bson::String(i.to_string())).collect();
+    either(LOCK_ID, Bson::Document(doc! { "$in": ids }))
+}
+
+/// Purge, phase two: removes the locks of `ids` created no later than `t`.
+pub(crate) fn purge_batch(ids: &[LockId], t: Timestamp) -> Vec<Document> {
+    let ids: Vec<Bson> = ids.iter().map(|i| Bson::String(i.to_string())).collect();
+    let ids = literal(ids);
+    let t = date(t);
+    let doomed = |lock: &str| {
+        Bson::Document(doc! { "$and": [
+            { "$in": [ format!("{lock}.lockId"), ids.clone() ] },
+            { "$eq": [ { "$type": format!("{lock}.createdAt") }, "date" ] },
+            { "$lte": [ format!("{lock}.createdAt"), t.clone() ] },
+        ] })
+    };
+    let mut doomed_exclusive = doomed("$exclusive");
+    if let Bson::Document(d) = &mut doomed_exclusive {
+        if let Ok(all) = d.get_array_mut("$and") {
+            all.push(Bson::Document(
+                doc! { "$eq": [ "$exclusive.acquired", true ] },
+            ));
+        }
+    }
+    remove_where(doomed_exclusive, doomed("$$this"))
+}
+
+/// Purge, phase three: documents with no lock whose fence counter is below the floor at `t`.
+pub(crate) fn deletable(t: Timestamp) -> Document {
+    let floor = i64::try_from(lockwright_engine::table::fence_floor(t)).unwrap_or(i64::MAX);
+    doc! {
+        "exclusive.acquired": { "$ne": true },
+        "shared.locks.0": { "$exists": false },
+        "$or": [ { LAST_FENCE: { "$lt": floor } }, { LAST_FENCE: Bson::Null } ],
+    }
+}
+
+/// A query selecting a superset of the documents holding a lock that matches `filter` at
+/// `now`, using the indexes where the filter allows; the engine then matches each lock
+/// exactly.
+pub(crate) fn status_prefilter(filter: &Filter, now: Timestamp) -> Document {
+    let mut all: Vec<Bson> = Vec::new();
+    let mut push = |d: Document| all.push(Bson::Document(d));
+    if let Some(r) = &filter.resource {
+        push(doc! { RESOURCE: r.as_str() });
+    }
+    if let Some(l) = &filter.lock_id {
+        push(either(LOCK_ID, l.as_str().into()));
+    }
+    if let Some(o) = &filter.owner {
+        push(either(OWNER, o.as_str().into()));
+    }
+    match filter.mode {
+        Some(Mode::Exclusive) => push(doc! { "exclusive.acquired": true }),
+        Some(Mode::Shared) => push(doc! { "shared.locks.0": { "$exists": true } }),
+        None => {}
+    }
+    if let Some(t) = filter.created_before {
+        push(either(CREATED_AT, Bson::Document(doc! { "$lt": date(t) })));
+    }
+    if let Some(t) = filter.created_after {
+        push(either(CREATED_AT, Bson::Document(doc! { "$gt": date(t) })));
+    }
+    if let Some(d) = filter.ttl_lt {
+        push(either(
+            EXPIRES_AT,
+            Bson::Document(doc! { "$lt": date(now.saturating_add(d)) }),
+        ));
+    }
+    if let Some(d) = filter.ttl_gte {
+        // A remaining TTL of at least zero is any TTL at all, expired ones included.
+        let cond = if d.is_zero() {
+            doc! { "$type": "date" }
+        } else {
+            doc! { "$gte": date(now.saturating_add(d)) }
+        };
+        push(either(EXPIRES_AT, Bson::Document(cond)));
+    }
+    if all.is_empty() {
+        Document::new()
+    } else {
+        doc! { "$and": all }
+    }
+}

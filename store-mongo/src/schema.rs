@@ -1,0 +1,311 @@
+//! The document schema, shared with square/mongo-lock, and its strict decoder.
+//!
+//! One document per resource:
+//!
+//! ```text
+//! { resource: "r",
+//!   exclusive: { lockId, owner, host, comment, createdAt, renewedAt, expiresAt, acquired, fence },
+//!   shared:    { count, locks: [ { lockId, owner, host, comment, createdAt, renewedAt,
+//!                                  expiresAt, acquired: true, fence } ] },
+//!   lastFence: <int64>,     // the resource's fence counter
+//!   lastGrant: <ObjectId> }  // the id of the request that made the last grant
+//! ```
+//!
+//! The Go library's fields keep their names and BSON types (dates are BSON dates, absent
+//! values are null, `shared.count` equals the length of `shared.locks`, `exclusive.acquired`
+//! tells whether the exclusive slot is held). Lockwright adds `comment`, a `fence` per lock
+//! and the resource's fence counter `lastFence`; documents written by the Go library lack
+//! them and read as fence 0. `lastGrant` lets a grant, which is one `findAndModify`, tell
+//! from the document it gets back whether it was the one granted.
+
+use mongodb::bson::{Bson, Document, doc};
+
+use lockwright_engine::{Error, LockId, Resource, ResourceState, StoredLock, Timestamp};
+
+pub(crate) const RESOURCE: &str = "resource";
+pub(crate) const EXCLUSIVE: &str = "exclusive";
+pub(crate) const SHARED: &str = "shared";
+pub(crate) const LOCKS: &str = "locks";
+pub(crate) const COUNT: &str = "count";
+pub(crate) const LOCK_ID: &str = "lockId";
+pub(crate) const OWNER: &str = "owner";
+pub(crate) const HOST: &str = "host";
+pub(crate) const COMMENT: &str = "comment";
+pub(crate) const CREATED_AT: &str = "createdAt";
+pub(crate) const RENEWED_AT: &str = "renewedAt";
+pub(crate) const EXPIRES_AT: &str = "expiresAt";
+pub(crate) const ACQUIRED: &str = "acquired";
+pub(crate) const FENCE: &str = "fence";
+pub(crate) const LAST_FENCE: &str = "lastFence";
+pub(crate) const LAST_GRANT: &str = "lastGrant";
+
+/// The exclusive slot when nobody holds it, as the Go library writes it.
+pub(crate) fn empty_exclusive() -> Document {
+    doc! {
+        LOCK_ID: Bson::Null, OWNER: Bson::Null, HOST: Bson::Null, COMMENT: Bson::Null,
+        CREATED_AT: Bson::Null, RENEWED_AT: Bson::Null, EXPIRES_AT: Bson::Null,
+        ACQUIRED: false, FENCE: Bson::Null,
+    }
+}
+
+/// Reads one resource document.
+///
+/// # Errors
+/// `Malformed` naming the resource and the dotted field for anything off-schema, including
+/// `shared.count` disagreeing with `shared.locks`.
+pub(crate) fn decode(doc: &Document) -> Result<(Resource, ResourceState), Error> {
+    let name = match doc.get(RESOURCE) {
+        Some(Bson::String(s)) => s.clone(),
+        Some(other) => {
+            return Err(malformed(
+                "<unreadable>",
+                RESOURCE,
+                format!("expected a string, got {}", kind(other)),
+            ));
+        }
+        None => return Err(malformed("<unreadable>", RESOURCE, "missing")),
+    };
+    let resource =
+        Resource::new(name.as_str()).map_err(|e| malformed(&name, RESOURCE, e.to_string()))?;
+    let d = Decoder { resource: &name };
+
+    let exclusive = match doc.get(EXCLUSIVE) {
+        None | Some(Bson::Null) => None,
+        Some(Bson::Document(x)) => {
+            let acquired = match x.get(ACQUIRED) {
+                None | Some(Bson::Null) => false,
+                Some(Bson::Boolean(b)) => *b,
+                Some(other) => return Err(d.wrong("exclusive.acquired", "a boolean", other)),
+            };
+            if acquired {
+                Some(d.lock(x, "exclusive")?)
+            } else {
+                None
+            }
+        }
+        Some(other) => return Err(d.wrong(EXCLUSIVE, "a document", other)),
+    };
+
+    let shared = match doc.get(SHARED) {
+        None | Some(Bson::Null) => Vec::new(),
+        Some(Bson::Document(s)) => {
+            let locks = match s.get(LOCKS) {
+                None | Some(Bson::Null) => Vec::new(),
+                Some(Bson::Array(items)) => items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, item)| match item {
+                        Bson::Document(l) => d.lock(l, &format!("shared.locks.{i}")),
+                        other => Err(d.wrong(&format!("shared.locks.{i}"), "a document", other)),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+                Some(other) => return Err(d.wrong("shared.locks", "an array", other)),
+            };
+            let count = match s.get(COUNT) {
+                None | Some(Bson::Null) if locks.is_empty() => 0,
+                Some(b) => d.int("shared.count", b)?,
+                None => {
+                    return Err(malformed(
+                        &name,
+                        "shared.count",
+                        "missing while shared.locks is not empty",
+                    ));
+                }
+            };
+            if usize::try_from(count).ok() != Some(locks.len()) {
+                return Err(malformed(
+                    &name,
+                    "shared.count",
+                    format!("is {count} but shared.locks holds {} lock(s)", locks.len()),
+                ));
+            }
+            locks
+        }
+        Some(other) => return Err(d.wrong(SHARED, "a document", other)),
+    };
+
+    if exclusive.is_some() && !shared.is_empty() {
+        return Err(malformed(&name, EXCLUSIVE, "held while shared locks exist"));
+    }
+    let fence = match doc.get(LAST_FENCE) {
+        None | Some(Bson::Null) => 0,
+        Some(b) => d.int(LAST_FENCE, b)?,
+    };
+    Ok((
+        resource,
+        ResourceState::from_parts(fence, exclusive, shared),
+    ))
+}
+
+struct Decoder<'a> {
+    resource: &'a str,
+}
+
+impl Decoder<'_> {
+    fn wrong(&self, field: &str, expected: &str, got: &Bson) -> Error {
+        malformed(
+            self.resource,
+            field,
+            format!("expected {expected}, got {}", kind(got)),
+        )
+    }
+
+    fn int(&self, field: &str, b: &Bson) -> Result<u64, Error> {
+        let v = match b {
+            Bson::Int32(v) => i64::from(*v),
+            Bson::Int64(v) => *v,
+            other => return Err(self.wrong(field, "an integer", other)),
+        };
+        u64::try_from(v).map_err(|_| malformed(self.resource, field, format!("is negative ({v})")))
+    }
+
+    fn date(&self, field: &str, b: &Bson) -> Result<Timestamp, Error> {
+        match b {
+            Bson::DateTime(dt) => u64::try_from(dt.timestamp_millis())
+                .map(Timestamp::from_millis)
+                .map_err(|_| malformed(self.resource, field, "is before the Unix epoch")),
+            other => Err(self.wrong(field, "a date", other)),
+        }
+    }
+
+    fn opt_date(&self, l: &Document, at: &str, key: &str) -> Result<Option<Timestamp>, Error> {
+        match l.get(key) {
+            None | Some(Bson::Null) => Ok(None),
+            Some(b) => self.date(&format!("{at}.{key}"), b).map(Some),
+        }
+    }
+
+    fn opt_text(&self, l: &Document, at: &str, key: &str) -> Result<Option<String>, Error> {
+        match l.get(key) {
+            None | Some(Bson::Null) => Ok(None),
+            Some(Bson::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(self.wrong(&format!("{at}.{key}"), "a string", other)),
+        }
+    }
+
+    fn lock(&self, l: &Document, at: &str) -> Result<StoredLock, Error> {
+        let lock_id = match l.get(LOCK_ID) {
+            Some(Bson::String(s)) => LockId::new(s.as_str())
+                .map_err(|e| malformed(self.resource, &format!("{at}.{LOCK_ID}"), e.to_string()))?,
+            Some(other) => return Err(self.wrong(&format!("{at}.{LOCK_ID}"), "a string", other)),
+            None => {
+                return Err(malformed(
+                    self.resource,
+                    &format!("{at}.{LOCK_ID}"),
+                    "missing",
+                ));
+            }
+        };
+        let created_at = match l.get(CREATED_AT) {
+            Some(b) => self.date(&format!("{at}.{CREATED_AT}"), b)?,
+            None => {
+                return Err(malformed(
+                    self.resource,
+                    &format!("{at}.{CREATED_AT}"),
+                    "missing",
+                ));
+            }
+        };
+        let fence = match l.get(FENCE) {
+            None | Some(Bson::Null) => 0,
+            Some(b) => self.int(&format!("{at}.{FENCE}"), b)?,
+        };
+        let mut lock = StoredLock::new(lock_id, created_at, fence);
+        lock.owner = self.opt_text(l, at, OWNER)?;
+        lock.host = self.opt_text(l, at, HOST)?;
+        lock.comment = self.opt_text(l, at, COMMENT)?;
+        lock.renewed_at = self.opt_date(l, at, RENEWED_AT)?;
+        lock.expires_at = self.opt_date(l, at, EXPIRES_AT)?;
+        Ok(lock)
+    }
+}
+
+fn malformed(resource: &str, field: &str, reason: impl Into<String>) -> Error {
+    Error::Malformed {
+        resource: resource.to_string(),
+        field: field.to_string(),
+        reason: reason.into(),
+    }
+}
+
+fn kind(b: &Bson) -> &'static str {
+    match b {
+        Bson::Null => "null",
+        Bson::String(_) => "a string",
+        Bson::Boolean(_) => "a boolean",
+        Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => "a number",
+        Bson::DateTime(_) => "a date",
+        Bson::Document(_) => "a document",
+        Bson::Array(_) => "an array",
+        _ => "another BSON type",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mongodb::bson::DateTime;
+
+    fn go_doc() -> Document {
+        doc! {
+            "resource": "r1",
+            "exclusive": empty_exclusive(),
+            "shared": { "count": 1, "locks": [ {
+                "lockId": "abcd", "owner": "john", "host": "host.name",
+                "createdAt": DateTime::from_millis(1_516_845_527_243),
+                "renewedAt": Bson::Null, "expiresAt": Bson::Null, "acquired": true,
+            } ] },
+        }
+    }
+
+    #[test]
+    fn reads_the_go_librarys_documents() {
+        let (r, state) = decode(&go_doc()).unwrap();
+        assert_eq!(r.as_str(), "r1");
+        assert_eq!(state.fence, 0);
+        assert!(state.exclusive.is_none());
+        assert_eq!(state.shared[0].owner.as_deref(), Some("john"));
+        assert_eq!(
+            state.shared[0].created_at,
+            Timestamp::from_millis(1_516_845_527_243)
+        );
+    }
+
+    #[test]
+    fn names_resource_and_field_of_bad_documents() {
+        let mut d = go_doc();
+        d.get_document_mut("shared").unwrap().insert("count", 2);
+        let e = decode(&d).unwrap_err().to_string();
+        assert!(e.contains("r1") && e.contains("shared.count"), "{e}");
+
+        let mut d = go_doc();
+        let locks = d
+            .get_document_mut("shared")
+            .unwrap()
+            .get_array_mut("locks")
+            .unwrap();
+        locks[0]
+            .as_document_mut()
+            .unwrap()
+            .insert("createdAt", "yesterday");
+        let e = decode(&d).unwrap_err().to_string();
+        assert!(
+            e.contains("shared.locks.0.createdAt") && e.contains("a string"),
+            "{e}"
+        );
+
+        let e = decode(&doc! { "resource": 5 }).unwrap_err().to_string();
+        assert!(e.contains("resource"), "{e}");
+        let e = decode(&doc! { "resource": "x", "exclusive": { "acquired": true } })
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("exclusive.lockId") && e.contains("missing"),
+            "{e}"
+        );
+        let e = decode(&doc! { "resource": "x", "lastFence": -3_i64 })
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lastFence"), "{e}");
+    }
+}

@@ -1,0 +1,77 @@
+//! Helpers for tests that need a real MongoDB (feature `test-support`; not for production).
+//!
+//! The server comes from `MONGODB_URI`: the test command (`scripts/test`) starts a
+//! throwaway replica set with `scripts/mongod.sh` and sets it; users can point it at their
+//! own deployment. Without it, tests fail with a message saying so: they never pass
+//! vacuously.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lockwright_engine::{LockStore, ManualClock};
+use mongodb::Client;
+use mongodb::bson::oid::ObjectId;
+use mongodb::options::ClientOptions;
+
+use crate::MongoStore;
+
+/// The database test collections are created in.
+pub const TEST_DATABASE: &str = "lockwright_test";
+
+/// The server's URI from `MONGODB_URI`.
+///
+/// # Panics
+/// When `MONGODB_URI` is not set: a test that needs MongoDB must not pass without one.
+#[must_use]
+pub fn uri() -> String {
+    match std::env::var("MONGODB_URI") {
+        Ok(uri) if !uri.is_empty() => uri,
+        _ => panic!(
+            "MONGODB_URI is not set. These tests need a real MongoDB replica set: run them \
+             through `scripts/test` (which starts a throwaway mongod via scripts/mongod.sh), \
+             or `scripts/mongod.sh run -- cargo test ...`, or set MONGODB_URI to your own \
+             deployment."
+        ),
+    }
+}
+
+/// A driver client for the test server, failing fast when the server is unreachable.
+///
+/// # Panics
+/// When the URI cannot be parsed.
+pub async fn client() -> Client {
+    let mut options = ClientOptions::parse(uri())
+        .await
+        .expect("MONGODB_URI must be a valid MongoDB URI");
+    options
+        .server_selection_timeout
+        .get_or_insert(Duration::from_secs(10));
+    Client::with_options(options).expect("client options are valid")
+}
+
+/// A store on a fresh, uniquely named collection with its indexes created, on the server's
+/// clock or on `clock`.
+///
+/// # Panics
+/// When the server cannot be reached or the indexes cannot be created.
+pub async fn fresh_store(clock: Option<Arc<ManualClock>>) -> MongoStore {
+    let name = format!("t_{}", ObjectId::new().to_hex());
+    let client = client().await;
+    let mut store = MongoStore::from_collection(client.database(TEST_DATABASE).collection(&name));
+    if let Some(clock) = clock {
+        store = store.with_clock(clock);
+    }
+    store
+        .create_indexes()
+        .await
+        .unwrap_or_else(|e| panic!("cannot reach the test MongoDB at MONGODB_URI: {e:?}"));
+    store
+}
+
+/// Drops the store's collection and shuts its client down (the driver wants an explicit
+/// shutdown before the runtime ends).
+pub async fn teardown(store: &MongoStore) {
+    // Dropping is best effort: a failure here must not hide the test's own outcome.
+    let _ = store.collection().drop().await;
+    store.client().clone().shutdown().await;
+}
