@@ -15,8 +15,9 @@
 //!   whatever the group's size, all or nothing. `purge` reads the expired groups, then
 //!   removes them in transactions of [`DEFAULT_PURGE_BATCH`] groups, then deletes emptied
 //!   documents: its command count grows with the number of batches only.
-//! - **Schema** shared with square/mongo-lock (see [`schema`](crate) docs in the source): the
-//!   Go library pointed at the same collection keeps working.
+//! - **Schema** shared with square/mongo-lock (one document per resource; the module
+//!   `schema` in the source lists every field): the Go library pointed at the same
+//!   collection keeps working.
 //!
 //! A replica set (or sharded cluster) is required, because transactions make the group
 //! operations atomic and majority writes make grants survive a failover; a one-member
@@ -30,7 +31,6 @@
 
 mod pipeline;
 mod schema;
-#[cfg(feature = "test-support")]
 #[doc(hidden)]
 pub mod test_support;
 
@@ -56,6 +56,9 @@ use lockwright_engine::{
 /// Lock groups removed per purge transaction unless [`MongoStore::with_purge_batch`] says
 /// otherwise.
 pub const DEFAULT_PURGE_BATCH: usize = 500;
+
+/// The server code of a duplicate-key error.
+const DUPLICATE_KEY: i32 = 11000;
 
 /// Documents asked for per cursor batch: group reads finish in one round trip up to the
 /// server's 16 MB batch limit.
@@ -262,29 +265,27 @@ impl MongoStore {
         mode: Mode,
         build: impl Fn(&Bson, &Bson) -> (Document, Vec<Document>),
     ) -> Result<Option<LockStatus>, Error> {
-        let grant_id = Bson::ObjectId(ObjectId::new());
-        let (filter, update) = build(&grant_id, &self.now_expr());
-        let result = self
-            .coll
-            .find_one_and_update(filter, update)
-            .upsert(true)
-            .return_document(ReturnDocument::After)
-            .await;
-        let doc = match result {
-            Ok(Some(doc)) => doc,
-            Ok(None) => return Err(Error::backend(op, "upsert returned no document")),
-            Err(e) => return Err(Error::backend(op, e)),
-        };
-        let (resource, state) = schema::decode(&doc)?;
-        if doc.get(schema::LAST_GRANT) != Some(&grant_id) {
-            return Ok(None);
+        // The server retries an insert race on the unique index as an update; should a
+        // duplicate key still come back, the document exists now, so one more try decides by
+        // the rule, and a second duplicate reads as a refusal.
+        for attempt in 0..2 {
+            let grant_id = Bson::ObjectId(ObjectId::new());
+            let (filter, update) = build(&grant_id, &self.now_expr());
+            let result = self
+                .coll
+                .find_one_and_update(filter, update)
+                .upsert(true)
+                .return_document(ReturnDocument::After)
+                .await;
+            match result {
+                Ok(Some(doc)) => return granted_lock(op, &doc, &grant_id, request, mode),
+                Ok(None) => return Err(Error::backend(op, "upsert returned no document")),
+                Err(e) if command_code(&e) == Some(DUPLICATE_KEY) && attempt == 0 => continue,
+                Err(e) if command_code(&e) == Some(DUPLICATE_KEY) => return Ok(None),
+                Err(e) => return Err(Error::backend(op, e)),
+            }
         }
-        let lock = state
-            .locks()
-            .find(|(m, l)| *m == mode && l.lock_id == request.lock_id)
-            .map(|(_, l)| l.clone())
-            .ok_or_else(|| Error::backend(op, "the granted document does not hold the new lock"))?;
-        Ok(Some(lock.status(&resource, mode, lock.created_at)))
+        Ok(None)
     }
 
     /// Runs `body` in a transaction (retried by the driver on transient errors) and returns
@@ -364,6 +365,27 @@ fn decode_all(docs: &[Document]) -> Result<(LockTable, Option<Timestamp>), Error
         .map(schema::decode)
         .collect::<Result<Vec<_>, _>>()?;
     Ok((LockTable::from_resources(resources), now))
+}
+
+/// The lock a grant installed, if the returned document says this request (`grant_id`)
+/// made the last grant; `None` when the rule refused.
+fn granted_lock(
+    op: &'static str,
+    doc: &Document,
+    grant_id: &Bson,
+    request: &LockRequest,
+    mode: Mode,
+) -> Result<Option<LockStatus>, Error> {
+    let (resource, state) = schema::decode(doc)?;
+    if doc.get(schema::LAST_GRANT) != Some(grant_id) {
+        return Ok(None);
+    }
+    let lock = state
+        .locks()
+        .find(|(m, l)| *m == mode && l.lock_id == request.lock_id)
+        .map(|(_, l)| l.clone())
+        .ok_or_else(|| Error::backend(op, "the granted document does not hold the new lock"))?;
+    Ok(Some(lock.status(&resource, mode, lock.created_at)))
 }
 
 fn command_code(e: &mongodb::error::Error) -> Option<i32> {

@@ -125,6 +125,11 @@ fn grant(
         apply.insert(field, either(value, &current));
     }
     apply.insert(LAST_GRANT, either(grant_id.clone(), "$lastGrant"));
+    // A document whose shared.count disagrees with shared.locks is malformed: grant nothing
+    // there, so the caller's decoder reports it instead of the grant papering over it.
+    let consistent =
+        doc! { "$eq": [ { "$ifNull": [ "$shared.count", 0 ] }, { "$size": shared_locks() } ] };
+    let rule = Bson::Document(doc! { "$and": [ consistent, rule ] });
     let update = vec![
         doc! { "$set": { DECISION: rule } },
         doc! { "$set": { LAST_FENCE: either(next_fence(now), "$lastFence") } },

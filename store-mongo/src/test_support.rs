@@ -35,18 +35,18 @@ pub fn uri() -> String {
     }
 }
 
-/// A driver client for the test server, failing fast when the server is unreachable.
+/// Driver options for the test server, failing fast when the server is unreachable.
 ///
 /// # Panics
 /// When the URI cannot be parsed.
-pub async fn client() -> Client {
+pub async fn options() -> ClientOptions {
     let mut options = ClientOptions::parse(uri())
         .await
         .expect("MONGODB_URI must be a valid MongoDB URI");
     options
         .server_selection_timeout
         .get_or_insert(Duration::from_secs(10));
-    Client::with_options(options).expect("client options are valid")
+    options
 }
 
 /// A store on a fresh, uniquely named collection with its indexes created, on the server's
@@ -55,8 +55,16 @@ pub async fn client() -> Client {
 /// # Panics
 /// When the server cannot be reached or the indexes cannot be created.
 pub async fn fresh_store(clock: Option<Arc<ManualClock>>) -> MongoStore {
+    let client = Client::with_options(options().await).expect("client options are valid");
+    fresh_store_on(&client, clock).await
+}
+
+/// As [`fresh_store`], on an existing client (say, one with command monitoring).
+///
+/// # Panics
+/// As [`fresh_store`].
+pub async fn fresh_store_on(client: &Client, clock: Option<Arc<ManualClock>>) -> MongoStore {
     let name = format!("t_{}", ObjectId::new().to_hex());
-    let client = client().await;
     let mut store = MongoStore::from_collection(client.database(TEST_DATABASE).collection(&name));
     if let Some(clock) = clock {
         store = store.with_clock(clock);

@@ -1,0 +1,556 @@
+//! Tests of the MongoDB backend against a real server (`MONGODB_URI`), beyond the
+//! conformance suite: round trips, races, the shared schema, bad documents, bad set-ups.
+
+// A test that cannot unwrap has failed: panicking is how it says so.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lockwright_engine::{
+    Error, Filter, LockDetails, LockId, LockRequest, LockStore, ManualClock, Mode, SharedLimit,
+    Timestamp, Ttl,
+};
+use lockwright_store_mongo::MongoStore;
+use lockwright_store_mongo::test_support::{fresh_store, fresh_store_on, options, teardown};
+use mongodb::Client;
+use mongodb::bson::{Bson, DateTime, Document, doc};
+use mongodb::event::EventHandler;
+use mongodb::event::command::CommandEvent;
+use mongodb::options::WriteConcern;
+
+const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);
+
+fn request(resource: &str, lock_id: &str, ttl: Option<Duration>) -> LockRequest {
+    let mut details = LockDetails::new();
+    details.ttl = ttl;
+    LockRequest::new(resource, lock_id, &details).unwrap()
+}
+
+fn id(s: &str) -> LockId {
+    LockId::new(s).unwrap()
+}
+
+fn ttl(secs: u64) -> Ttl {
+    Ttl::new(Duration::from_secs(secs)).unwrap()
+}
+
+/// Counts the commands a client starts, by name.
+#[derive(Clone, Default)]
+struct Commands(Arc<Mutex<Vec<String>>>);
+
+impl Commands {
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+async fn monitored_client() -> (Client, Commands) {
+    let commands = Commands::default();
+    let sink = commands.clone();
+    let mut opts = options().await;
+    opts.command_event_handler = Some(EventHandler::callback(move |e: CommandEvent| {
+        if let CommandEvent::Started(s) = e {
+            sink.0.lock().unwrap().push(s.command_name);
+        }
+    }));
+    (Client::with_options(opts).unwrap(), commands)
+}
+
+#[tokio::test]
+async fn round_trips_per_operation() {
+    let (client, commands) = monitored_client().await;
+    let store = fresh_store_on(&client, None).await;
+    store.xlock(&request("warm-up", "w", None)).await.unwrap(); // checks set-up once
+    commands.take();
+
+    store
+        .xlock(&request("x", "a", Some(Duration::from_secs(60))))
+        .await
+        .unwrap();
+    assert_eq!(commands.take(), ["findAndModify"], "xlock is one command");
+    store
+        .slock(&request("s", "a", None), Some(SharedLimit::new(3).unwrap()))
+        .await
+        .unwrap();
+    assert_eq!(commands.take(), ["findAndModify"], "slock is one command");
+    let refused = store.xlock(&request("x", "b", None)).await;
+    assert!(matches!(refused, Err(Error::AlreadyLocked { .. })));
+    assert_eq!(
+        commands.take(),
+        ["findAndModify"],
+        "a refusal is one command too"
+    );
+
+    let mut per_size = BTreeMap::new();
+    for k in [1, 10, 100] {
+        let group = format!("group-{k}");
+        for i in 0..k {
+            store
+                .xlock(&request(
+                    &format!("{group}/r{i}"),
+                    &group,
+                    Some(Duration::from_secs(60)),
+                ))
+                .await
+                .unwrap();
+        }
+        commands.take();
+        assert_eq!(
+            store
+                .renew(&id(&group), ttl(60), Duration::from_secs(1))
+                .await
+                .unwrap()
+                .len(),
+            k
+        );
+        let renew = commands.take();
+        assert_eq!(store.unlock(&id(&group)).await.unwrap().len(), k);
+        let unlock = commands.take();
+        per_size.insert(k, (renew, unlock));
+    }
+    let (renew_1, unlock_1) = per_size[&1].clone();
+    assert_eq!(renew_1, ["aggregate", "update", "commitTransaction"]);
+    assert_eq!(unlock_1, ["aggregate", "update", "commitTransaction"]);
+    for (k, (renew, unlock)) in &per_size {
+        assert_eq!(renew, &renew_1, "renew of {k} locks");
+        assert_eq!(unlock, &unlock_1, "unlock of {k} locks");
+    }
+    teardown(&store).await;
+}
+
+#[tokio::test]
+async fn purge_round_trips_grow_with_batches_only() {
+    let (client, commands) = monitored_client().await;
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = fresh_store_on(&client, Some(Arc::clone(&clock)))
+        .await
+        .with_purge_batch(10)
+        .unwrap();
+    store.status(&Filter::new()).await.unwrap(); // checks set-up once
+    let mut counts = Vec::new();
+    for n in [5_usize, 25] {
+        for i in 0..n {
+            store
+                .xlock(&request(
+                    &format!("n{n}-r{i}"),
+                    &format!("n{n}-g{i}"),
+                    Some(Duration::from_secs(1)),
+                ))
+                .await
+                .unwrap();
+        }
+        clock.advance(Duration::from_secs(1));
+        commands.take();
+        assert_eq!(store.purge().await.unwrap().len(), n);
+        counts.push(commands.take().len());
+    }
+    // One read of the expired groups, three commands per batch of 10 groups, one delete.
+    assert_eq!(counts, [1 + 3 + 1, 1 + 3 * 3 + 1]);
+    teardown(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_xlock_has_one_winner_per_round() {
+    let store = Arc::new(fresh_store(None).await);
+    for round in 0..25 {
+        let tasks: Vec<_> = (0..32)
+            .map(|i| {
+                let store = Arc::clone(&store);
+                tokio::spawn(async move {
+                    store
+                        .xlock(&request("hot", &format!("r{round}-t{i}"), None))
+                        .await
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for t in tasks {
+            match t.await.unwrap() {
+                Ok(lock) => winners.push(lock),
+                Err(Error::AlreadyLocked { .. }) => {}
+                Err(other) => panic!("round {round}: {other:?}"),
+            }
+        }
+        assert_eq!(winners.len(), 1, "round {round}");
+        assert_eq!(store.unlock(&winners[0].lock_id).await.unwrap().len(), 1);
+    }
+    teardown(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_slock_never_exceeds_limit() {
+    let store = Arc::new(fresh_store(None).await);
+    let limit = SharedLimit::new(5).unwrap();
+    for round in 0..15 {
+        let resource = format!("tenant-{round}"); // a fresh resource each round: insert races too
+        let tasks: Vec<_> = (0..32)
+            .map(|i| {
+                let (store, resource) = (Arc::clone(&store), resource.clone());
+                tokio::spawn(async move {
+                    store
+                        .slock(&request(&resource, &format!("t{i}"), None), Some(limit))
+                        .await
+                })
+            })
+            .collect();
+        let mut granted = 0;
+        for t in tasks {
+            match t.await.unwrap() {
+                Ok(_) => granted += 1,
+                Err(Error::AlreadyLocked { .. }) => {}
+                Err(other) => panic!("round {round}: {other:?}"),
+            }
+        }
+        let held = store
+            .status(&Filter::new().resource(resource.as_str()))
+            .await
+            .unwrap();
+        assert_eq!(granted, 5, "round {round}");
+        assert_eq!(held.len(), 5, "round {round}");
+    }
+    teardown(&store).await;
+}
+
+fn date(t: Timestamp) -> Bson {
+    Bson::DateTime(DateTime::from_millis(i64::try_from(t.as_millis()).unwrap()))
+}
+
+/// Documents as the Go library writes them: no fences, no comment, no lastFence.
+fn go_documents() -> Vec<Document> {
+    let t = |s: u64| date(T0.saturating_add(Duration::from_secs(s)));
+    vec![
+        doc! {
+            "resource": "go-exclusive",
+            "exclusive": { "lockId": "go-1", "owner": "john", "host": "h1", "createdAt": t(0),
+                           "renewedAt": Bson::Null, "expiresAt": t(10), "acquired": true },
+            "shared": { "count": 0, "locks": [] },
+        },
+        doc! {
+            "resource": "go-shared",
+            "exclusive": { "lockId": Bson::Null, "owner": Bson::Null, "host": Bson::Null,
+                           "createdAt": Bson::Null, "renewedAt": Bson::Null, "expiresAt": Bson::Null,
+                           "acquired": false },
+            "shared": { "count": 2, "locks": [
+                { "lockId": "go-1", "owner": "john", "host": "h1", "createdAt": t(1),
+                  "renewedAt": Bson::Null, "expiresAt": Bson::Null, "acquired": true },
+                { "lockId": "go-2", "owner": "jane", "host": "h2", "createdAt": t(2),
+                  "renewedAt": Bson::Null, "expiresAt": t(3), "acquired": true },
+            ] },
+        },
+    ]
+}
+
+#[tokio::test]
+async fn reads_renews_unlocks_and_purges_go_documents() {
+    let clock = Arc::new(ManualClock::new(T0.saturating_add(Duration::from_secs(2))));
+    let store = fresh_store(Some(Arc::clone(&clock))).await;
+    store
+        .collection()
+        .insert_many(go_documents())
+        .await
+        .unwrap();
+
+    let all = store.status(&Filter::new()).await.unwrap();
+    assert_eq!(all.len(), 3);
+    assert_eq!(all[0].resource.as_str(), "go-exclusive");
+    assert_eq!(all[0].ttl, Some(Duration::from_secs(8)));
+    assert_eq!(all[2].owner.as_deref(), Some("jane"));
+
+    // The Go locks block ours, and our grants carry on from Go's documents.
+    assert!(matches!(
+        store.xlock(&request("go-exclusive", "ours", None)).await,
+        Err(Error::AlreadyLocked { .. })
+    ));
+    let limit = SharedLimit::new(2).unwrap();
+    assert!(matches!(
+        store
+            .slock(&request("go-shared", "ours", None), Some(limit))
+            .await,
+        Err(Error::AlreadyLocked { .. })
+    ));
+
+    let renewed = store
+        .renew(&id("go-1"), ttl(30), Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(renewed.len(), 2);
+    assert!(
+        renewed
+            .iter()
+            .all(|l| l.ttl == Some(Duration::from_secs(30)))
+    );
+
+    clock.advance(Duration::from_secs(5)); // go-2 expired at 3 s
+    let purged = store.purge().await.unwrap();
+    assert_eq!(purged.len(), 1);
+    assert_eq!(purged[0].lock_id.as_str(), "go-2");
+
+    let released = store.unlock(&id("go-1")).await.unwrap();
+    assert_eq!(released.len(), 2);
+    assert!(store.status(&Filter::new()).await.unwrap().is_empty());
+    teardown(&store).await;
+}
+
+#[tokio::test]
+async fn our_documents_follow_the_go_schema() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = fresh_store(Some(clock)).await;
+    let mut details = LockDetails::new().owner("o").host("h").comment("c");
+    details.ttl = Some(Duration::from_secs(9));
+    store
+        .xlock(&LockRequest::new("x", "id-x", &details).unwrap())
+        .await
+        .unwrap();
+    store
+        .slock(&request("s", "id-s1", None), None)
+        .await
+        .unwrap();
+    store
+        .slock(&request("s", "id-s2", None), None)
+        .await
+        .unwrap();
+    store.unlock(&id("id-s1")).await.unwrap();
+
+    let get = |r: &'static str| {
+        let coll = store.collection().clone();
+        async move {
+            coll.find_one(doc! { "resource": r })
+                .await
+                .unwrap()
+                .unwrap()
+        }
+    };
+    let x = get("x").await;
+    let ex = x.get_document("exclusive").unwrap();
+    assert_eq!(ex.get_str("lockId").unwrap(), "id-x");
+    assert_eq!(ex.get_str("owner").unwrap(), "o");
+    assert_eq!(ex.get_str("host").unwrap(), "h");
+    assert!(ex.get_bool("acquired").unwrap());
+    assert_eq!(ex.get("createdAt"), Some(&date(T0)));
+    assert_eq!(
+        ex.get("expiresAt"),
+        Some(&date(T0.saturating_add(Duration::from_secs(9))))
+    );
+    assert_eq!(ex.get("renewedAt"), Some(&Bson::Null));
+    assert_eq!(
+        x.get_document("shared").unwrap(),
+        &doc! { "count": 0, "locks": [] }
+    );
+
+    let s = get("s").await;
+    let ex = s.get_document("exclusive").unwrap();
+    assert_eq!(ex.get_bool("acquired"), Ok(false));
+    assert_eq!(ex.get("lockId"), Some(&Bson::Null));
+    let shared = s.get_document("shared").unwrap();
+    let locks = shared.get_array("locks").unwrap();
+    assert_eq!(locks.len(), 1);
+    assert_eq!(
+        shared.get("count").and_then(Bson::as_i32),
+        Some(1),
+        "count is an int equal to the array length"
+    );
+    let l = locks[0].as_document().unwrap();
+    assert_eq!(l.get_str("lockId").unwrap(), "id-s2");
+    assert!(l.get_bool("acquired").unwrap());
+    assert_eq!(l.get("expiresAt"), Some(&Bson::Null));
+    assert!(matches!(l.get("createdAt"), Some(Bson::DateTime(_))));
+    teardown(&store).await;
+}
+
+#[tokio::test]
+async fn malformed_documents_are_clear_errors() {
+    let store = fresh_store(Some(Arc::new(ManualClock::new(T0)))).await;
+    store.xlock(&request("fine", "ok", None)).await.unwrap();
+    store
+        .collection()
+        .insert_many([
+            doc! { "resource": "bad-count", "shared": { "count": 3, "locks": [
+            { "lockId": "victim", "createdAt": date(T0), "acquired": true } ] } },
+            doc! { "resource": "bad-date", "exclusive": { "lockId": "dated", "acquired": true,
+            "createdAt": "yesterday" } },
+        ])
+        .await
+        .unwrap();
+
+    let expect_malformed = |result: Result<Vec<_>, Error>, resource: &str, field: &str| match result
+    {
+        Err(Error::Malformed {
+            resource: r,
+            field: f,
+            ..
+        }) => {
+            assert_eq!((r.as_str(), f.as_str()), (resource, field));
+        }
+        other => panic!("expected Malformed {resource}/{field}, got {other:?}"),
+    };
+    expect_malformed(
+        store.status(&Filter::new()).await,
+        "bad-count",
+        "shared.count",
+    );
+    expect_malformed(
+        store.status(&Filter::new().resource("bad-date")).await,
+        "bad-date",
+        "exclusive.createdAt",
+    );
+    expect_malformed(
+        store.unlock(&id("victim")).await,
+        "bad-count",
+        "shared.count",
+    );
+    expect_malformed(
+        store.renew(&id("dated"), ttl(5), Duration::ZERO).await,
+        "bad-date",
+        "exclusive.createdAt",
+    );
+    let grant = store
+        .slock(&request("bad-count", "newcomer", None), None)
+        .await;
+    expect_malformed(grant.map(|l| vec![l]), "bad-count", "shared.count");
+    let grant = store.xlock(&request("bad-date", "newcomer", None)).await;
+    expect_malformed(grant.map(|l| vec![l]), "bad-date", "exclusive.createdAt");
+    // Other resources are unaffected.
+    assert_eq!(store.unlock(&id("ok")).await.unwrap().len(), 1);
+    teardown(&store).await;
+}
+
+#[tokio::test]
+async fn purge_reports_what_it_removed_before_a_failure() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = fresh_store(Some(Arc::clone(&clock)))
+        .await
+        .with_purge_batch(1)
+        .unwrap();
+    store
+        .xlock(&request("good", "a-group", Some(Duration::from_secs(1))))
+        .await
+        .unwrap();
+    store
+        .collection()
+        .insert_one(
+            doc! { "resource": "bad", "exclusive": { "lockId": "b-group", "acquired": true,
+            "createdAt": date(T0), "expiresAt": date(T0), "owner": 42 } },
+        )
+        .await
+        .unwrap();
+    clock.advance(Duration::from_secs(1));
+    match store.purge().await {
+        Err(Error::PurgeIncomplete { removed, source }) => {
+            assert_eq!(removed.len(), 1);
+            assert_eq!(removed[0].lock_id.as_str(), "a-group");
+            assert!(matches!(*source, Error::Malformed { .. }), "{source:?}");
+        }
+        other => panic!("expected PurgeIncomplete, got {other:?}"),
+    }
+    teardown(&store).await;
+}
+
+#[tokio::test]
+async fn refuses_to_run_without_the_unique_index() {
+    let client = Client::with_options(options().await).unwrap();
+    let coll = client
+        .database("lockwright_test")
+        .collection(&format!("noindex_{}", mongodb::bson::oid::ObjectId::new()));
+    let store = MongoStore::from_collection(coll);
+    match store.xlock(&request("r", "a", None)).await {
+        Err(Error::Misconfigured { reason }) => {
+            assert!(reason.contains("create_indexes"), "{reason}")
+        }
+        other => panic!("expected Misconfigured, got {other:?}"),
+    }
+    teardown(&store).await;
+}
+
+#[tokio::test]
+async fn unreachable_server_is_an_error_not_an_answer() {
+    let store = MongoStore::connect(
+        "mongodb://127.0.0.1:9/?serverSelectionTimeoutMS=200",
+        "db",
+        "locks",
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(store.unlock(&id("a")).await, Err(Error::Backend { .. })),
+        "never an empty list"
+    );
+    assert!(matches!(
+        store.renew(&id("a"), ttl(1), Duration::ZERO).await,
+        Err(Error::Backend { .. })
+    ));
+    assert!(matches!(
+        store.xlock(&request("r", "a", None)).await,
+        Err(Error::Backend { .. })
+    ));
+    assert!(matches!(
+        MongoStore::connect("not a uri", "db", "c").await,
+        Err(Error::Backend { .. })
+    ));
+    assert!(matches!(
+        MongoStore::connect("mongodb://x", "", "c").await,
+        Err(Error::InvalidArgument {
+            field: "database",
+            ..
+        })
+    ));
+}
+
+#[tokio::test]
+async fn dollar_strings_are_data_not_expressions() {
+    let store = fresh_store(Some(Arc::new(ManualClock::new(T0)))).await;
+    let sneaky = "$exclusive.lockId";
+    let mut details = LockDetails::new().owner("$$NOW");
+    details.ttl = Some(Duration::from_secs(5));
+    let granted = store
+        .xlock(&LockRequest::new("$r", sneaky, &details).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(granted.lock_id.as_str(), sneaky);
+    assert_eq!(granted.owner.as_deref(), Some("$$NOW"));
+    store
+        .slock(&request("plain", sneaky, None), None)
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.xlock(&request("$r", "$$ROOT", None)).await,
+        Err(Error::AlreadyLocked { .. })
+    ));
+    assert_eq!(
+        store
+            .renew(&id(sneaky), ttl(5), Duration::ZERO)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    let released = store.unlock(&id(sneaky)).await.unwrap();
+    assert_eq!(released.len(), 2);
+    assert!(released.iter().all(|l| l.lock_id.as_str() == sneaky));
+    teardown(&store).await;
+}
+
+#[tokio::test]
+async fn majority_write_concern_by_default_and_configurable() {
+    let store = fresh_store(None).await;
+    assert_eq!(
+        store.collection().write_concern(),
+        Some(&WriteConcern::majority())
+    );
+    let store = store.with_write_concern(WriteConcern::nodes(1));
+    assert_eq!(
+        store.collection().write_concern(),
+        Some(&WriteConcern::nodes(1))
+    );
+    store.xlock(&request("r", "a", None)).await.unwrap();
+    let modes: Vec<Mode> = store
+        .status(&Filter::new())
+        .await
+        .unwrap()
+        .iter()
+        .map(|l| l.mode)
+        .collect();
+    assert_eq!(modes, [Mode::Exclusive]);
+    teardown(&store).await;
+}
