@@ -50,7 +50,7 @@ pub use lockwright_store_mem::{self as store_mem, MemStore};
 #[cfg(feature = "mongo")]
 pub use lockwright_store_mongo::{self as store_mongo, MongoStore};
 
-/// The README's examples, compiled and run as doc tests.
-#[cfg(doctest)]
+/// The README's examples, compiled and run as doc tests (they use every backend).
+#[cfg(all(doctest, feature = "mem", feature = "mongo"))]
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
