@@ -153,8 +153,10 @@ impl Filter {
             && self.created_before.is_none_or(|t| lock.created_at < t)
             && self.created_after.is_none_or(|t| lock.created_at > t)
             && self.ttl_lt.is_none_or(|d| remaining.is_some_and(|r| r < d))
-            && self
+            && (self
                 .ttl_gte
                 .is_none_or(|d| remaining.is_some_and(|r| r >= d))
+                || (self.ttl_lt.is_some()
+                    && crate::mutants::active(crate::mutants::Mutant::StatusTtlBoundOverwritten)))
     }
 }

@@ -31,7 +31,9 @@
 
 pub mod error;
 pub mod filter;
+pub mod holder;
 pub mod lock;
+pub mod mutants;
 pub mod names;
 pub mod port;
 pub mod table;

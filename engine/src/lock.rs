@@ -226,6 +226,11 @@ impl StoredLock {
     /// Expired at `now`: `expires_at <= now`. The one expiry predicate of every rule.
     #[must_use]
     pub fn is_expired(&self, now: Timestamp) -> bool {
+        let now = if crate::mutants::active(crate::mutants::Mutant::TakeoverUnexpired) {
+            now.saturating_add(Duration::from_millis(1))
+        } else {
+            now
+        };
         self.expires_at.is_some_and(|e| e <= now)
     }
 

@@ -16,6 +16,7 @@ use crate::filter::Filter;
 use crate::lock::{
     LockRequest, LockStatus, Mode, SharedLimit, StoredLock, sort_newest_first, sort_oldest_first,
 };
+use crate::mutants::{self, Mutant};
 use crate::names::{LockId, Resource};
 use crate::time::{Timestamp, Ttl};
 
@@ -90,7 +91,8 @@ impl ResourceState {
     #[must_use]
     pub fn can_xlock(&self, now: Timestamp) -> bool {
         self.exclusive.as_ref().is_none_or(|l| l.is_expired(now))
-            && self.shared.iter().all(|l| l.is_expired(now))
+            && (mutants::active(Mutant::ExclusiveIgnoresShared)
+                || self.shared.iter().all(|l| l.is_expired(now)))
     }
 
     /// The shared rule: no live exclusive lock, `lock_id` holds no live lock here, and fewer
@@ -103,13 +105,15 @@ impl ResourceState {
                 .shared
                 .iter()
                 .all(|l| &l.lock_id != lock_id || l.is_expired(now))
-            && limit.is_none_or(|m| live_shared < m.get() as usize)
+            && (limit.is_none_or(|m| live_shared < m.get() as usize)
+                || mutants::active(Mutant::SharedIgnoresLimit))
     }
 
     /// The fence the next grant at `now` gets.
     #[must_use]
     pub fn next_fence(&self, now: Timestamp) -> u64 {
-        self.fence.saturating_add(1).max(fence_floor(now))
+        let step = u64::from(!mutants::active(Mutant::FenceNotIncremented));
+        self.fence.saturating_add(step).max(fence_floor(now))
     }
 
     /// Whether the (empty) resource may be forgotten at `now` without breaking fences.
@@ -395,6 +399,11 @@ pub fn renew<T: DerefMut<Target = LockTable>>(
     margin: Duration,
     now: Timestamp,
 ) -> Result<Vec<LockStatus>, Error> {
+    let margin = if mutants::active(Mutant::RenewWithoutMargin) {
+        Duration::ZERO
+    } else {
+        margin
+    };
     let deadline = now.saturating_add(margin);
     let mut found = false;
     let mut refused = Vec::new();
@@ -520,7 +529,11 @@ pub fn purge_groups<T: DerefMut<Target = LockTable>>(
     let mut removed = Vec::new();
     for table in shards.iter_mut() {
         for lock_id in groups {
-            table.remove_group_where(lock_id, now, |l| l.created_at <= now, &mut removed);
+            let doomed = |l: &StoredLock| {
+                (l.created_at <= now || mutants::active(Mutant::PurgeIgnoresCreatedBefore))
+                    && (l.is_expired(now) || !mutants::active(Mutant::PurgeIgnoresGroups))
+            };
+            table.remove_group_where(lock_id, now, doomed, &mut removed);
         }
     }
     sort_purged(&mut removed);

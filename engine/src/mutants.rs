@@ -1,0 +1,159 @@
+//! Deliberately broken variants of the rules, to show that the checks catch bugs.
+//!
+//! Each [`Mutant`] breaks one rule. They exist only to be switched on by the verification
+//! harnesses (model checker, differential, loom, linearizability and conformance tests),
+//! which must each kill some mutants, and together kill all of them: see the kill matrix in
+//! the README. Activation needs the cargo feature `mutants`, and that feature refuses to
+//! compile in a build without debug assertions, so no release build can carry a mutant.
+//! Without the feature, [`active`] is a constant `false` and compiles away.
+
+#[cfg(all(feature = "mutants", not(debug_assertions)))]
+compile_error!(
+    "the `mutants` feature of lockwright-engine is for test builds only: it must not be enabled \
+     in a build without debug assertions (a release build)"
+);
+
+/// One broken rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Mutant {
+    /// Purge removes only the expired locks, not their whole group.
+    PurgeIgnoresGroups,
+    /// Purge also removes locks created after it began.
+    PurgeIgnoresCreatedBefore,
+    /// Renew ignores the margin: a lock about to expire is renewed.
+    RenewWithoutMargin,
+    /// A shared grant ignores the limit.
+    SharedIgnoresLimit,
+    /// An exclusive grant ignores live shared locks.
+    ExclusiveIgnoresShared,
+    /// Locks count as expired one millisecond early, so an unexpired lock is taken over.
+    TakeoverUnexpired,
+    /// A grant reuses the resource's last fence instead of a greater one.
+    FenceNotIncremented,
+    /// A status filter's `ttl_lt` overwrites its `ttl_gte` (square/mongo-lock's bug).
+    StatusTtlBoundOverwritten,
+    /// A holder trusts its lock until `sent + ttl`, without the drift margin.
+    HolderWithoutMargin,
+}
+
+impl Mutant {
+    /// Every mutant.
+    pub const ALL: [Mutant; 9] = [
+        Mutant::PurgeIgnoresGroups,
+        Mutant::PurgeIgnoresCreatedBefore,
+        Mutant::RenewWithoutMargin,
+        Mutant::SharedIgnoresLimit,
+        Mutant::ExclusiveIgnoresShared,
+        Mutant::TakeoverUnexpired,
+        Mutant::FenceNotIncremented,
+        Mutant::StatusTtlBoundOverwritten,
+        Mutant::HolderWithoutMargin,
+    ];
+
+    /// The mutant's name in snake case, as harnesses and the kill matrix spell it.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Mutant::PurgeIgnoresGroups => "purge_ignores_groups",
+            Mutant::PurgeIgnoresCreatedBefore => "purge_ignores_created_before",
+            Mutant::RenewWithoutMargin => "renew_without_margin",
+            Mutant::SharedIgnoresLimit => "shared_ignores_limit",
+            Mutant::ExclusiveIgnoresShared => "exclusive_ignores_shared",
+            Mutant::TakeoverUnexpired => "takeover_unexpired",
+            Mutant::FenceNotIncremented => "fence_not_incremented",
+            Mutant::StatusTtlBoundOverwritten => "status_ttl_bound_overwritten",
+            Mutant::HolderWithoutMargin => "holder_without_margin",
+        }
+    }
+
+    /// The mutant called `name`.
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Mutant> {
+        Mutant::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// Whether the model checker models the rule this mutant breaks (the status filter is
+    /// not modelled).
+    #[must_use]
+    pub fn is_modelled(self) -> bool {
+        !matches!(self, Mutant::StatusTtlBoundOverwritten)
+    }
+
+    fn code(self) -> u8 {
+        // The position in ALL, plus one (zero means "none"); ALL has 9 entries.
+        Mutant::ALL
+            .iter()
+            .position(|m| *m == self)
+            .map_or(0, |i| i as u8 + 1)
+    }
+}
+
+#[cfg(feature = "mutants")]
+static ACTIVE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Switches `mutant` on for the whole process (`None`: the real rules).
+#[cfg(feature = "mutants")]
+pub fn activate(mutant: Option<Mutant>) {
+    ACTIVE.store(
+        mutant.map_or(0, Mutant::code),
+        std::sync::atomic::Ordering::SeqCst,
+    );
+}
+
+/// The mutant switched on, if any.
+#[must_use]
+pub fn current() -> Option<Mutant> {
+    #[cfg(feature = "mutants")]
+    {
+        let code = ACTIVE.load(std::sync::atomic::Ordering::Relaxed);
+        Mutant::ALL.into_iter().find(|m| m.code() == code)
+    }
+    #[cfg(not(feature = "mutants"))]
+    {
+        None
+    }
+}
+
+/// Whether `mutant` is switched on. Always `false` without the `mutants` feature.
+#[inline]
+#[must_use]
+pub fn active(mutant: Mutant) -> bool {
+    #[cfg(feature = "mutants")]
+    {
+        ACTIVE.load(std::sync::atomic::Ordering::Relaxed) == mutant.code()
+    }
+    #[cfg(not(feature = "mutants"))]
+    {
+        let _ = mutant;
+        false
+    }
+}
+
+/// The environment variable the harnesses read to pick a mutant.
+pub const ENV_VAR: &str = "LOCKWRIGHT_MUTANT";
+
+/// Switches on the mutant named by `LOCKWRIGHT_MUTANT` (none when unset). Every harness
+/// calls this first; the kill-matrix script sets the variable. This is the one place the
+/// engine reads its environment, and it exists only in test builds with the `mutants`
+/// feature.
+///
+/// # Panics
+/// When the variable names no mutant: a typo must not silently test the real rules.
+#[cfg(feature = "mutants")]
+pub fn activate_from_env() -> Option<Mutant> {
+    let mutant = std::env::var(ENV_VAR)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .map(|name| {
+            Mutant::from_name(&name).unwrap_or_else(|| {
+                let known: Vec<&str> = Mutant::ALL.iter().map(|m| m.name()).collect();
+                panic!(
+                    "{ENV_VAR}={name} names no mutant; known: {}",
+                    known.join(", ")
+                )
+            })
+        });
+    activate(mutant);
+    mutant
+}
