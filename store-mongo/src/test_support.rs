@@ -83,3 +83,26 @@ pub async fn teardown(store: &MongoStore) {
     let _ = store.collection().drop().await;
     store.client().clone().shutdown().await;
 }
+
+/// The whole lock table as stored, decoded with the store's own decoder, for comparison
+/// with the engine's table after every step of a differential test.
+///
+/// # Panics
+/// When the collection cannot be read or holds a malformed document.
+pub async fn snapshot(store: &MongoStore) -> lockwright_engine::LockTable {
+    use futures_util::TryStreamExt;
+    let docs: Vec<mongodb::bson::Document> = store
+        .collection()
+        .find(mongodb::bson::doc! {})
+        .await
+        .expect("read the lock collection")
+        .try_collect()
+        .await
+        .expect("read the lock collection");
+    let resources = docs
+        .iter()
+        .map(crate::schema::decode)
+        .collect::<Result<Vec<_>, _>>()
+        .expect("stored documents decode");
+    lockwright_engine::LockTable::from_resources(resources)
+}
