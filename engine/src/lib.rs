@@ -32,6 +32,7 @@
 pub mod error;
 pub mod filter;
 pub mod holder;
+pub mod lease;
 pub mod lock;
 pub mod mutants;
 pub mod names;

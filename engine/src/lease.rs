@@ -1,0 +1,437 @@
+//! The lease schedule: when to renew each held lock, and when to stop trusting it.
+//!
+//! Sans-IO: the schedule reads no clock. Its caller (the `Locker`'s background task, or the
+//! simulator) passes the local monotonic time in milliseconds, performs the renewals the
+//! schedule asks for, and reports how each ended. One schedule serves every lock a process
+//! holds, ordered by a deadline index, so N held locks need one task.
+//!
+//! Validity follows the holding rule ([`crate::holder::trust_until`]): a lock is trusted
+//! until `sent + ttl - drift_margin`, where `sent` is when the request that granted or last
+//! renewed it was **sent**. A renewal is due at `sent + ttl * renew_fraction`. A transient
+//! failure is retried after a short backoff, at most `max_attempts` times per renewal; a
+//! refusal (the store says the lock is gone or not renewable) loses the lock at once; and
+//! when the trusted validity runs out before a renewal succeeds, the lock is lost, before
+//! the store's lease could have expired.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use crate::error::Error;
+use crate::holder::trust_until;
+use crate::names::LockId;
+use crate::time::{Ttl, duration_millis};
+
+/// A caller-chosen handle for one held lock.
+pub type LeaseKey = u64;
+
+/// How the schedule renews.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaseConfig {
+    renew_permille: u64,
+    drift_margin_ms: u64,
+    max_attempts: u32,
+    retry_backoff_ms: u64,
+}
+
+impl LeaseConfig {
+    /// Renew at `renew_fraction` of the TTL (in (0, 1)), trust each lock until `ttl -
+    /// drift_margin` after the request was sent, and try each renewal at most `max_attempts`
+    /// times (at least 1), `retry_backoff` apart.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming `renew_fraction`, `max_attempts` or `retry_backoff`.
+    pub fn new(
+        renew_fraction: f64,
+        drift_margin: Duration,
+        max_attempts: u32,
+        retry_backoff: Duration,
+    ) -> Result<Self, Error> {
+        if !(renew_fraction > 0.0 && renew_fraction < 1.0) {
+            return Err(Error::invalid(
+                "renew_fraction",
+                "must be strictly between 0 and 1",
+            ));
+        }
+        if max_attempts == 0 {
+            return Err(Error::invalid("max_attempts", "must be at least 1"));
+        }
+        if retry_backoff.is_zero() {
+            return Err(Error::invalid("retry_backoff", "must be greater than zero"));
+        }
+        // In (0, 1) times 1000, rounded: fits easily.
+        let renew_permille = ((renew_fraction * 1000.0).round() as u64).clamp(1, 999);
+        Ok(LeaseConfig {
+            renew_permille,
+            drift_margin_ms: duration_millis(drift_margin),
+            max_attempts,
+            retry_backoff_ms: duration_millis(retry_backoff).max(1),
+        })
+    }
+
+    /// The drift margin.
+    #[must_use]
+    pub fn drift_margin(&self) -> Duration {
+        Duration::from_millis(self.drift_margin_ms)
+    }
+}
+
+/// What the caller must do next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LeaseEvent {
+    /// Send a renewal of `lock_id` for `ttl` now, then report it with
+    /// [`LeaseSchedule::renewed`] or [`LeaseSchedule::renew_failed`].
+    Renew {
+        /// The lease.
+        key: LeaseKey,
+        /// The group to renew.
+        lock_id: LockId,
+        /// The TTL to renew for.
+        ttl: Ttl,
+    },
+    /// The lock can no longer be trusted; the schedule has forgotten it.
+    Lost {
+        /// The lease.
+        key: LeaseKey,
+        /// Why.
+        cause: LostCause,
+    },
+}
+
+/// Why a lease was lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LostCause {
+    /// The store refused the renewal: the lock expired, was purged or taken over.
+    Refused,
+    /// The trusted validity ran out before a renewal succeeded (the store was slow or
+    /// unreachable, or every retry failed).
+    Expired,
+}
+
+#[derive(Clone, Debug)]
+struct Lease {
+    lock_id: LockId,
+    ttl: Ttl,
+    trust_until: u64,
+    due: u64,
+    attempts: u32,
+    in_flight: bool,
+}
+
+/// Every held lock's renewal deadline and validity.
+#[derive(Clone, Debug)]
+pub struct LeaseSchedule {
+    config: LeaseConfig,
+    leases: BTreeMap<LeaseKey, Lease>,
+    /// (instant, key) for each lease: its next renewal, or its validity end while a renewal
+    /// is in flight.
+    deadlines: BTreeSet<(u64, LeaseKey)>,
+}
+
+impl LeaseSchedule {
+    /// An empty schedule.
+    #[must_use]
+    pub fn new(config: LeaseConfig) -> Self {
+        LeaseSchedule {
+            config,
+            leases: BTreeMap::new(),
+            deadlines: BTreeSet::new(),
+        }
+    }
+
+    /// The configuration.
+    #[must_use]
+    pub fn config(&self) -> &LeaseConfig {
+        &self.config
+    }
+
+    /// The number of leases held.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.leases.len()
+    }
+
+    /// Whether no lease is held.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.leases.is_empty()
+    }
+
+    fn deadline_of(l: &Lease) -> u64 {
+        if l.in_flight {
+            l.trust_until
+        } else {
+            l.due.min(l.trust_until)
+        }
+    }
+
+    fn reindex(&mut self, key: LeaseKey, old: Option<u64>) {
+        if let Some(old) = old {
+            self.deadlines.remove(&(old, key));
+        }
+        if let Some(l) = self.leases.get(&key) {
+            self.deadlines.insert((Self::deadline_of(l), key));
+        }
+    }
+
+    fn renew_at(&self, sent: u64, ttl: Ttl) -> u64 {
+        sent.saturating_add(ttl.as_millis().saturating_mul(self.config.renew_permille) / 1000)
+    }
+
+    /// Starts tracking a lock granted by a request sent at local time `sent`.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming `ttl` when the drift margin leaves no validity at all.
+    pub fn insert(
+        &mut self,
+        key: LeaseKey,
+        lock_id: LockId,
+        ttl: Ttl,
+        sent: u64,
+    ) -> Result<(), Error> {
+        let until = trust_until(sent, ttl, self.config.drift_margin())
+            .ok_or_else(|| Error::invalid("ttl", "must be longer than the drift margin"))?;
+        let old = self.leases.get(&key).map(Self::deadline_of);
+        let due = self.renew_at(sent, ttl);
+        self.leases.insert(
+            key,
+            Lease {
+                lock_id,
+                ttl,
+                trust_until: until,
+                due,
+                attempts: 0,
+                in_flight: false,
+            },
+        );
+        self.reindex(key, old);
+        Ok(())
+    }
+
+    /// Stops tracking `key` (released or dropped). Returns whether it was tracked.
+    pub fn remove(&mut self, key: LeaseKey) -> bool {
+        match self.leases.remove(&key) {
+            Some(l) => {
+                self.deadlines.remove(&(Self::deadline_of(&l), key));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The local instant until which `key` may be trusted.
+    #[must_use]
+    pub fn trust_until(&self, key: LeaseKey) -> Option<u64> {
+        self.leases.get(&key).map(|l| l.trust_until)
+    }
+
+    /// When the caller should next call [`LeaseSchedule::poll`].
+    #[must_use]
+    pub fn next_wakeup(&self) -> Option<u64> {
+        self.deadlines.first().map(|(t, _)| *t)
+    }
+
+    /// The events due at local time `now`: renewals to send, and leases lost because their
+    /// validity ran out (checked first: a lease is never renewed once it ran out).
+    pub fn poll(&mut self, now: u64) -> Vec<LeaseEvent> {
+        let mut events = Vec::new();
+        while let Some(&(t, key)) = self.deadlines.first() {
+            if t > now {
+                break;
+            }
+            self.deadlines.pop_first();
+            let Some(lease) = self.leases.get_mut(&key) else {
+                continue;
+            };
+            if now >= lease.trust_until {
+                self.leases.remove(&key);
+                events.push(LeaseEvent::Lost {
+                    key,
+                    cause: LostCause::Expired,
+                });
+                continue;
+            }
+            lease.in_flight = true;
+            lease.attempts += 1;
+            events.push(LeaseEvent::Renew {
+                key,
+                lock_id: lease.lock_id.clone(),
+                ttl: lease.ttl,
+            });
+            self.reindex(key, None);
+        }
+        events
+    }
+
+    /// A renewal of `key`, sent at local time `sent`, succeeded.
+    pub fn renewed(&mut self, key: LeaseKey, sent: u64) {
+        let margin = self.config.drift_margin();
+        let Some(lease) = self.leases.get(&key) else {
+            return;
+        };
+        let old = Self::deadline_of(lease);
+        let ttl = lease.ttl;
+        let due = self.renew_at(sent, ttl);
+        if let Some(lease) = self.leases.get_mut(&key) {
+            // Never extend from a request older than the one that set the current validity.
+            if let Some(until) = trust_until(sent, ttl, margin) {
+                lease.trust_until = lease.trust_until.max(until);
+            }
+            lease.due = due;
+            lease.attempts = 0;
+            lease.in_flight = false;
+        }
+        self.reindex(key, Some(old));
+    }
+
+    /// A renewal of `key` failed at local time `now`: `refused` when the store said no (the
+    /// lock is gone or not renewable), otherwise a transient error worth retrying. Returns
+    /// the loss, if this ends the lease.
+    pub fn renew_failed(&mut self, key: LeaseKey, refused: bool, now: u64) -> Option<LeaseEvent> {
+        let lease = self.leases.get(&key)?;
+        let old = Self::deadline_of(lease);
+        if refused {
+            self.remove(key);
+            return Some(LeaseEvent::Lost {
+                key,
+                cause: LostCause::Refused,
+            });
+        }
+        if lease.attempts >= self.config.max_attempts || now >= lease.trust_until {
+            self.remove(key);
+            return Some(LeaseEvent::Lost {
+                key,
+                cause: LostCause::Expired,
+            });
+        }
+        let retry = now.saturating_add(self.config.retry_backoff_ms);
+        if let Some(lease) = self.leases.get_mut(&key) {
+            lease.in_flight = false;
+            lease.due = retry;
+        }
+        self.reindex(key, Some(old));
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schedule() -> LeaseSchedule {
+        let config = LeaseConfig::new(
+            0.5,
+            Duration::from_millis(100),
+            3,
+            Duration::from_millis(50),
+        )
+        .unwrap();
+        LeaseSchedule::new(config)
+    }
+
+    fn ttl(ms: u64) -> Ttl {
+        Ttl::new(Duration::from_millis(ms)).unwrap()
+    }
+
+    fn id() -> LockId {
+        LockId::new("k").unwrap()
+    }
+
+    #[test]
+    fn renews_at_the_fraction_and_extends_from_the_send_time() {
+        let mut s = schedule();
+        s.insert(1, id(), ttl(1_000), 0).unwrap();
+        assert_eq!(s.trust_until(1), Some(900));
+        assert_eq!(s.next_wakeup(), Some(500));
+        assert!(s.poll(499).is_empty());
+        assert_eq!(
+            s.poll(500),
+            vec![LeaseEvent::Renew {
+                key: 1,
+                lock_id: id(),
+                ttl: ttl(1_000)
+            }]
+        );
+        assert_eq!(
+            s.next_wakeup(),
+            Some(900),
+            "while in flight, the next deadline is the validity end"
+        );
+        s.renewed(1, 500);
+        assert_eq!(s.trust_until(1), Some(1_400));
+        assert_eq!(s.next_wakeup(), Some(1_000));
+    }
+
+    #[test]
+    fn loses_the_lease_when_validity_runs_out_during_a_slow_renewal() {
+        let mut s = schedule();
+        s.insert(1, id(), ttl(1_000), 0).unwrap();
+        s.poll(500);
+        assert_eq!(
+            s.poll(900),
+            vec![LeaseEvent::Lost {
+                key: 1,
+                cause: LostCause::Expired
+            }]
+        );
+        assert!(s.is_empty());
+        s.renewed(1, 500); // the late reply changes nothing
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn retries_transient_failures_a_bounded_number_of_times() {
+        let mut s = schedule();
+        s.insert(1, id(), ttl(1_000), 0).unwrap();
+        s.poll(500);
+        assert_eq!(s.renew_failed(1, false, 510), None);
+        assert_eq!(s.next_wakeup(), Some(560));
+        assert_eq!(s.poll(560).len(), 1);
+        assert_eq!(s.renew_failed(1, false, 570), None);
+        assert_eq!(s.poll(620).len(), 1);
+        assert_eq!(
+            s.renew_failed(1, false, 630),
+            Some(LeaseEvent::Lost {
+                key: 1,
+                cause: LostCause::Expired
+            })
+        );
+    }
+
+    #[test]
+    fn a_refusal_loses_the_lease_at_once() {
+        let mut s = schedule();
+        s.insert(7, id(), ttl(1_000), 0).unwrap();
+        s.poll(500);
+        assert_eq!(
+            s.renew_failed(7, true, 505),
+            Some(LeaseEvent::Lost {
+                key: 7,
+                cause: LostCause::Refused
+            })
+        );
+        assert_eq!(s.next_wakeup(), None);
+    }
+
+    #[test]
+    fn rejects_bad_configuration_and_ttls_within_the_margin() {
+        assert!(LeaseConfig::new(1.0, Duration::ZERO, 1, Duration::from_millis(1)).is_err());
+        assert!(LeaseConfig::new(0.5, Duration::ZERO, 0, Duration::from_millis(1)).is_err());
+        let mut s = schedule();
+        assert!(s.insert(1, id(), ttl(100), 0).is_err());
+    }
+
+    #[test]
+    fn one_index_orders_many_leases() {
+        let mut s = schedule();
+        for k in 0..1_000 {
+            s.insert(k, id(), ttl(1_000 + k), 0).unwrap();
+        }
+        assert_eq!(s.next_wakeup(), Some(500));
+        assert_eq!(
+            s.poll(500).len(),
+            2,
+            "ttl 1000 and 1001 are both due at 500"
+        );
+        assert_eq!(s.len(), 1_000);
+    }
+}
