@@ -7,6 +7,8 @@
 //! token that strictly increases per resource.
 //!
 //! - [`Client`] — `xlock`, `slock`, `unlock`, `renew`, `status`, `purge`, `create_indexes`;
+//! - [`Locker`] — waiting acquire, renewal of every held lock by one task, the lost-lock
+//!   signal and fencing tokens on each [`LockGuard`];
 //! - [`Purger`] — removes expired lock groups at an interval;
 //! - [`MemStore`] (feature `mem`, on by default) — the embedded in-memory backend;
 //! - `MongoStore` (feature `mongo`) — the MongoDB backend.
@@ -31,9 +33,11 @@
 #![forbid(unsafe_code)]
 
 mod client;
+mod locker;
 mod purger;
 
 pub use client::{Client, DEFAULT_RENEW_MARGIN, generate_lock_id};
+pub use locker::{Access, Ended, LockGuard, Locker, LockerConfig, LockerStats};
 pub use purger::{Purger, PurgerHandle, PurgerReport};
 
 pub use lockwright_engine as engine;

@@ -1,0 +1,381 @@
+//! The Locker runtime: on paused tokio time against the in-memory store (the store's clock
+//! follows tokio's), and on real time with short TTLs against MongoDB.
+
+// A test that cannot unwrap has failed: panicking is how it says so.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use lockwright::engine::{LockRequest, SharedLimit, Ttl};
+use lockwright::store_mem::Clock;
+use lockwright::{
+    Access, Client, Ended, Error, Filter, LockId, LockStatus, LockStore, Locker, LockerConfig,
+    MemStore, MongoStore, Timestamp,
+};
+use lockwright_store_mongo::test_support;
+use tokio::time::Instant;
+
+/// The store's clock as tokio sees time, so paused tests move both together.
+struct TokioClock(Instant);
+
+impl Clock for TokioClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::from_millis(1_800_000_000_000).saturating_add(self.0.elapsed())
+    }
+}
+
+/// A store whose renewals (and optionally grants) can be broken on demand.
+struct Faulty<S> {
+    inner: S,
+    /// Renewals fail with a transport error.
+    renew_fails: AtomicBool,
+    /// Renewals never answer.
+    renew_hangs: AtomicBool,
+    /// Grants happen, but the reply comes late.
+    slow_grant: AtomicBool,
+}
+
+fn faulty<S>(inner: S) -> Faulty<S> {
+    Faulty {
+        inner,
+        renew_fails: AtomicBool::new(false),
+        renew_hangs: AtomicBool::new(false),
+        slow_grant: AtomicBool::new(false),
+    }
+}
+
+impl<S: LockStore> LockStore for Faulty<S> {
+    async fn xlock(&self, r: &LockRequest) -> Result<LockStatus, Error> {
+        let granted = self.inner.xlock(r).await;
+        if self.slow_grant.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+        granted
+    }
+    async fn slock(&self, r: &LockRequest, l: Option<SharedLimit>) -> Result<LockStatus, Error> {
+        self.inner.slock(r, l).await
+    }
+    async fn unlock(&self, id: &LockId) -> Result<Vec<LockStatus>, Error> {
+        self.inner.unlock(id).await
+    }
+    async fn renew(&self, id: &LockId, t: Ttl, m: Duration) -> Result<Vec<LockStatus>, Error> {
+        if self.renew_hangs.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        if self.renew_fails.load(Ordering::SeqCst) {
+            return Err(Error::backend(
+                "renew",
+                std::io::Error::other("connection refused"),
+            ));
+        }
+        self.inner.renew(id, t, m).await
+    }
+    async fn status(&self, f: &Filter) -> Result<Vec<LockStatus>, Error> {
+        self.inner.status(f).await
+    }
+    async fn purge(&self) -> Result<Vec<LockStatus>, Error> {
+        self.inner.purge().await
+    }
+    async fn create_indexes(&self) -> Result<(), Error> {
+        self.inner.create_indexes().await
+    }
+}
+
+/// A backend for the Locker tests: a store and how long a TTL is there.
+trait Backend {
+    type Store: LockStore;
+    const TTL: Duration;
+    /// Whether the runtime's task count measures the locker alone. Not on MongoDB: the
+    /// driver runs each in-flight operation as a task of its own.
+    const COUNTS_TASKS: bool;
+    /// How many locks the many-locks test holds: renewing 1,000 locks every 400 ms is more
+    /// transactions than a small test server sustains, and lost leases would be correct.
+    const MANY: usize;
+    async fn store() -> Self::Store;
+    async fn teardown(store: &Self::Store);
+}
+
+struct Mem;
+impl Backend for Mem {
+    type Store = MemStore;
+    const TTL: Duration = Duration::from_secs(1);
+    const COUNTS_TASKS: bool = true;
+    const MANY: usize = 1_000;
+    async fn store() -> MemStore {
+        MemStore::with_clock(TokioClock(Instant::now()))
+    }
+    async fn teardown(_: &MemStore) {}
+}
+
+struct Mongo;
+impl Backend for Mongo {
+    type Store = MongoStore;
+    const TTL: Duration = Duration::from_millis(800);
+    const COUNTS_TASKS: bool = false;
+    const MANY: usize = 50;
+    async fn store() -> MongoStore {
+        test_support::fresh_store(None).await
+    }
+    async fn teardown(store: &MongoStore) {
+        test_support::teardown(store).await;
+    }
+}
+
+fn config(ttl: Duration) -> LockerConfig {
+    let mut c = LockerConfig::default();
+    c.drift_margin = ttl / 5;
+    c.renew_retry = ttl / 20;
+    c
+}
+
+async fn locker<B: Backend>() -> Locker<Faulty<B::Store>> {
+    let client = Client::with_renew_margin(faulty(B::store().await), B::TTL / 10).unwrap();
+    Locker::new(client, config(B::TTL)).unwrap()
+}
+
+async fn held<S: LockStore>(locker: &Locker<S>) -> usize {
+    locker.client().status(&Filter::new()).await.unwrap().len()
+}
+
+async fn auto_renewal_keeps_a_lock_for_many_ttls<B: Backend>() {
+    let locker = locker::<B>().await;
+    let guard = locker
+        .acquire("job", Access::Exclusive, B::TTL)
+        .await
+        .unwrap();
+    tokio::time::sleep(B::TTL * 5).await;
+    assert!(guard.is_held(), "{guard:?}");
+    assert_eq!(guard.ended(), None);
+    let other = locker.try_acquire("job", Access::Exclusive, B::TTL).await;
+    assert!(
+        matches!(other, Err(Error::AlreadyLocked { .. })),
+        "{other:?}"
+    );
+    let stats = locker.stats();
+    assert!(stats.renewals >= 5, "{stats:?}");
+    assert_eq!((stats.held, stats.lost), (1, 0));
+    guard.release().await.unwrap();
+    B::teardown(locker.client().store().inner_ref()).await;
+}
+
+async fn broken_backend_fires_lost_before_the_lease_expires<B: Backend>(hang: bool) {
+    let locker = locker::<B>().await;
+    let sent = Instant::now();
+    let guard = locker
+        .acquire("job", Access::Exclusive, B::TTL)
+        .await
+        .unwrap();
+    let store = locker.client().store();
+    if hang {
+        store.renew_hangs.store(true, Ordering::SeqCst)
+    } else {
+        store.renew_fails.store(true, Ordering::SeqCst)
+    }
+    let ended = guard.lost().await;
+    let lost_after = sent.elapsed();
+    assert_eq!(ended, Ended::Expired);
+    assert!(
+        lost_after < B::TTL,
+        "lost after {lost_after:?}: the lease (ttl {:?}) could have expired",
+        B::TTL
+    );
+    assert!(!guard.is_held());
+    let stats = locker.stats();
+    assert_eq!((stats.held, stats.lost), (0, 1), "{stats:?}");
+    assert!(stats.renew_failures >= 1 || hang, "{stats:?}");
+    B::teardown(store.inner_ref()).await;
+}
+
+async fn refused_renewal_is_reported<B: Backend>() {
+    let locker = locker::<B>().await;
+    let guard = locker
+        .acquire("job", Access::Shared(Some(2)), B::TTL)
+        .await
+        .unwrap();
+    locker.client().unlock(guard.lock_id()).await.unwrap(); // behind the holder's back
+    assert_eq!(guard.lost().await, Ended::Refused);
+    B::teardown(locker.client().store().inner_ref()).await;
+}
+
+async fn cancelled_acquire_leaves_nothing_behind<B: Backend>() {
+    let locker = locker::<B>().await;
+    let holder = locker
+        .acquire("job", Access::Exclusive, B::TTL)
+        .await
+        .unwrap();
+    let waited =
+        tokio::time::timeout(B::TTL * 2, locker.acquire("job", Access::Exclusive, B::TTL)).await;
+    assert!(waited.is_err(), "still held by the first guard");
+    let deadline = Instant::now() + B::TTL;
+    let gave_up = locker
+        .acquire_until("job", Access::Exclusive, B::TTL, deadline)
+        .await;
+    assert!(matches!(gave_up, Err(Error::AlreadyLocked { .. })));
+    assert_eq!(held(&locker).await, 1, "only the holder's lock");
+    holder.release().await.unwrap();
+
+    // Cancelled after the store granted, before the reply arrived: the grant is released.
+    locker
+        .client()
+        .store()
+        .slow_grant
+        .store(true, Ordering::SeqCst);
+    let cancelled =
+        tokio::time::timeout(B::TTL / 4, locker.acquire("job", Access::Exclusive, B::TTL)).await;
+    assert!(cancelled.is_err());
+    let mut left = held(&locker).await;
+    for _ in 0..50 {
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(B::TTL / 50).await;
+        left = held(&locker).await;
+    }
+    assert_eq!(
+        left, 0,
+        "the lock won by the cancelled acquire was released"
+    );
+    assert_eq!(locker.stats().held, 0);
+    B::teardown(locker.client().store().inner_ref()).await;
+}
+
+async fn many_locks_one_task<B: Backend>(n: usize) {
+    let alive = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    let store = faulty(B::store().await);
+    store.status(&Filter::new()).await.unwrap(); // the backend's own tasks (driver pools) start
+    let before = alive();
+    let client = Client::with_renew_margin(store, B::TTL / 10).unwrap();
+    let locker = Locker::new(client, config(B::TTL)).unwrap();
+    let mut guards = Vec::new();
+    for i in 0..n {
+        guards.push(
+            locker
+                .try_acquire(&format!("r{i}"), Access::Exclusive, B::TTL)
+                .await
+                .unwrap(),
+        );
+    }
+    tokio::task::yield_now().await;
+    let after = alive();
+    if B::COUNTS_TASKS {
+        assert_eq!(after, before + 1, "one renewal task for {n} locks");
+    }
+    tokio::time::sleep(B::TTL * 2).await;
+    assert!(guards.iter().all(|g| g.is_held()));
+    let stats = locker.stats();
+    assert_eq!(stats.held, n as u64);
+    assert!(stats.renewals >= 2 * n as u64, "{stats:?}");
+    for g in &guards {
+        g.release().await.unwrap();
+    }
+    assert_eq!(held(&locker).await, 0);
+    B::teardown(locker.client().store().inner_ref()).await;
+}
+
+async fn release_is_idempotent_and_drop_releases<B: Backend>() {
+    let locker = locker::<B>().await;
+    let guard = locker
+        .acquire("a", Access::Exclusive, B::TTL)
+        .await
+        .unwrap();
+    guard.release().await.unwrap();
+    guard.release().await.unwrap();
+    assert_eq!(guard.lost().await, Ended::Released);
+    let dropped = locker
+        .acquire("b", Access::Exclusive, B::TTL)
+        .await
+        .unwrap();
+    let fence = dropped.fence();
+    drop(dropped);
+    let mut left = 1;
+    for _ in 0..50 {
+        left = held(&locker).await;
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(B::TTL / 50).await;
+    }
+    assert_eq!(left, 0, "dropping a guard releases in the background");
+    let again = locker
+        .acquire("b", Access::Exclusive, B::TTL)
+        .await
+        .unwrap();
+    assert!(again.fence() > fence);
+    locker.shutdown();
+    assert_eq!(again.lost().await, Ended::Cancelled);
+    B::teardown(locker.client().store().inner_ref()).await;
+}
+
+impl<S> Faulty<S> {
+    fn inner_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+#[tokio::test]
+async fn bad_configuration_is_rejected() {
+    let client = || Client::new(MemStore::new());
+    let mut c = LockerConfig::default();
+    c.renew_fraction = 1.5;
+    assert!(matches!(
+        Locker::new(client(), c),
+        Err(Error::InvalidArgument {
+            field: "renew_fraction",
+            ..
+        })
+    ));
+    let mut c = LockerConfig::default();
+    c.max_backoff = Duration::ZERO;
+    assert!(matches!(
+        Locker::new(client(), c),
+        Err(Error::InvalidArgument {
+            field: "max_backoff",
+            ..
+        })
+    ));
+    let locker = Locker::new(client(), LockerConfig::default()).unwrap();
+    let short = locker
+        .try_acquire("r", Access::Exclusive, Duration::from_millis(50))
+        .await;
+    assert!(
+        matches!(short, Err(Error::InvalidArgument { field: "ttl", .. })),
+        "ttl within the drift margin"
+    );
+    let refused_by_margin = locker
+        .try_acquire("r", Access::Exclusive, Duration::from_secs(2))
+        .await;
+    assert!(
+        matches!(&refused_by_margin, Err(Error::InvalidArgument { field: "ttl", reason }) if reason.contains("renew margin")),
+        "the client's 1 s margin would refuse every renewal of a 2 s lock renewed at half-time: {refused_by_margin:?}"
+    );
+}
+
+macro_rules! locker_tests {
+    ($module:ident, $backend:ty, $($attr:tt)*) => {
+        mod $module {
+            use super::*;
+            #[tokio::test($($attr)*)]
+            async fn auto_renewal_keeps_a_lock_for_many_ttls() { super::auto_renewal_keeps_a_lock_for_many_ttls::<$backend>().await }
+            #[tokio::test($($attr)*)]
+            async fn failing_backend_fires_lost_before_the_lease_expires() { super::broken_backend_fires_lost_before_the_lease_expires::<$backend>(false).await }
+            #[tokio::test($($attr)*)]
+            async fn hanging_backend_fires_lost_before_the_lease_expires() { super::broken_backend_fires_lost_before_the_lease_expires::<$backend>(true).await }
+            #[tokio::test($($attr)*)]
+            async fn refused_renewal_is_reported() { super::refused_renewal_is_reported::<$backend>().await }
+            #[tokio::test($($attr)*)]
+            async fn cancelled_acquire_leaves_nothing_behind() { super::cancelled_acquire_leaves_nothing_behind::<$backend>().await }
+            #[tokio::test($($attr)*)]
+            async fn many_locks_one_task() { super::many_locks_one_task::<$backend>(<$backend as Backend>::MANY).await }
+            #[tokio::test($($attr)*)]
+            async fn release_is_idempotent_and_drop_releases() { super::release_is_idempotent_and_drop_releases::<$backend>().await }
+        }
+    };
+}
+
+locker_tests!(store_mem, Mem, start_paused = true);
+locker_tests!(store_mongo, Mongo,);
