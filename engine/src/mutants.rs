@@ -80,6 +80,7 @@ impl Mutant {
         !matches!(self, Mutant::StatusTtlBoundOverwritten)
     }
 
+    #[cfg_attr(not(feature = "mutants"), allow(dead_code))]
     fn code(self) -> u8 {
         // The position in ALL, plus one (zero means "none"); ALL has 9 entries.
         Mutant::ALL

@@ -1,0 +1,300 @@
+//! A deterministic simulator for Lockwright's lock runtime.
+//!
+//! One seeded PRNG, virtual time, one thread. Clients run the engine's real lease schedule
+//! (`lockwright_engine::lease`, the same code the `Locker` drives) and holding rule against
+//! the in-memory store behind a fault layer: network latency, replies lost after the write
+//! was applied (the client does not know the outcome), renewal retries, pauses longer than
+//! the TTL (the classic garbage-collection pause), crashes and restarts, and per-client
+//! clock drift within a bound. Holders write to a fenced downstream store that remembers
+//! the highest fence it accepted.
+//!
+//! Checked continuously: `holder_safety` (no two clients believe they hold one resource at
+//! the same real instant), `fence_monotonic` (grants carry increasing fences; the
+//! downstream never accepts a lower fence than one it accepted), and, after the faults stop
+//! and every lease has run out, that a purge leaves no lock stuck.
+//!
+//! The fault mix is derived from the seed (swarm testing): each seed enables its own subset
+//! of faults at its own intensities, and the same seed always replays the same run.
+
+mod svg;
+mod world;
+
+use std::fmt;
+
+use rand::Rng;
+use rand::rngs::StdRng;
+
+pub use svg::timeline_svg;
+
+/// What to simulate.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Clients contending.
+    pub clients: usize,
+    /// Resources they lock (exclusively).
+    pub resources: usize,
+    /// The TTL of every lock, in ms.
+    pub ttl_ms: u64,
+    /// The holders' drift margin, in ms.
+    pub drift_margin_ms: u64,
+    /// The largest clock-rate drift a seed may give a client, in parts per million.
+    pub max_drift_ppm: i64,
+    /// Whether the downstream store rejects fences lower than the highest it accepted.
+    pub fencing: bool,
+    /// How long faults are injected, in ms of virtual time.
+    pub duration_ms: u64,
+}
+
+impl Default for Options {
+    /// Three clients, two resources, 1 s TTL, 5% drift at most and a 100 ms margin (more
+    /// than the `ttl * drift / (1 - drift)` = 53 ms the holding rule needs), fencing on,
+    /// 30 s of faults.
+    fn default() -> Self {
+        Options {
+            clients: 3,
+            resources: 2,
+            ttl_ms: 1_000,
+            drift_margin_ms: 100,
+            max_drift_ppm: 50_000,
+            fencing: true,
+            duration_ms: 30_000,
+        }
+    }
+}
+
+impl Options {
+    /// The command-line flags that reproduce these options.
+    #[must_use]
+    pub fn flags(&self) -> String {
+        let d = Options::default();
+        let mut out = String::new();
+        let mut add = |name: &str, v: String, dv: String| {
+            if v != dv {
+                out.push_str(&format!(" --{name} {v}"));
+            }
+        };
+        add("clients", self.clients.to_string(), d.clients.to_string());
+        add(
+            "resources",
+            self.resources.to_string(),
+            d.resources.to_string(),
+        );
+        add("ttl", self.ttl_ms.to_string(), d.ttl_ms.to_string());
+        add(
+            "margin",
+            self.drift_margin_ms.to_string(),
+            d.drift_margin_ms.to_string(),
+        );
+        add(
+            "drift-ppm",
+            self.max_drift_ppm.to_string(),
+            d.max_drift_ppm.to_string(),
+        );
+        add(
+            "duration",
+            self.duration_ms.to_string(),
+            d.duration_ms.to_string(),
+        );
+        if !self.fencing {
+            out.push_str(" --no-fencing");
+        }
+        out
+    }
+}
+
+/// The faults one seed injects, derived from the seed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultMix {
+    /// One-way network latency range, in ms.
+    pub latency_ms: (u64, u64),
+    /// Percentage of replies lost after the store applied the request.
+    pub lost_reply_pct: u32,
+    /// Chance per client step, in 1/1000, of a pause longer than the TTL.
+    pub pause_permille: u16,
+    /// Chance per client step, in 1/1000, of a crash.
+    pub crash_permille: u16,
+    /// The drift bound of this seed's clients, in ppm (0: perfect clocks).
+    pub drift_ppm: i64,
+}
+
+impl FaultMix {
+    fn from_rng(rng: &mut StdRng, opts: &Options) -> Self {
+        let on = |rng: &mut StdRng| rng.random_bool(0.5);
+        let slow = on(rng);
+        FaultMix {
+            latency_ms: if slow {
+                (1, rng.random_range(2..opts.ttl_ms / 5))
+            } else {
+                (1, 3)
+            },
+            lost_reply_pct: if on(rng) { rng.random_range(1..30) } else { 0 },
+            pause_permille: if on(rng) { rng.random_range(1..20) } else { 0 },
+            crash_permille: if on(rng) { rng.random_range(1..10) } else { 0 },
+            drift_ppm: if on(rng) { opts.max_drift_ppm } else { 0 },
+        }
+    }
+}
+
+impl fmt::Display for FaultMix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "latency {}-{} ms, lost replies {}%, pauses {}‰, crashes {}‰, drift ±{} ppm",
+            self.latency_ms.0,
+            self.latency_ms.1,
+            self.lost_reply_pct,
+            self.pause_permille,
+            self.crash_permille,
+            self.drift_ppm
+        )
+    }
+}
+
+/// Faults injected, by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// Replies lost after the store applied the request.
+    pub lost_replies: u64,
+    /// Client pauses longer than the TTL.
+    pub pauses: u64,
+    /// Client crashes.
+    pub crashes: u64,
+}
+
+/// A broken invariant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ViolationKind {
+    /// Two clients believed they held one resource at the same instant.
+    HolderSafety,
+    /// A grant's fence was not above the resource's previous one.
+    FenceMonotonic,
+    /// The downstream accepted a fence lower than one it had accepted.
+    StaleWrite,
+    /// A lock was left after every client stopped and every lease ran out.
+    Stuck,
+}
+
+/// One violation, at a virtual instant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// Virtual real time, in ms.
+    pub at: u64,
+    /// What broke.
+    pub kind: ViolationKind,
+    /// Who and what.
+    pub detail: String,
+}
+
+/// One line of a replayed run's timeline.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TimelineEntry {
+    /// Virtual real time, in ms.
+    pub at: u64,
+    /// The client concerned, if any.
+    pub client: Option<usize>,
+    /// What happened.
+    pub what: String,
+}
+
+/// The outcome of one seed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SeedReport {
+    /// The seed.
+    pub seed: u64,
+    /// The faults it enabled.
+    pub mix: FaultMix,
+    /// Events processed.
+    pub events: u64,
+    /// Faults injected.
+    pub faults: Faults,
+    /// Leases a client stopped trusting before releasing them.
+    pub losses: u64,
+    /// Downstream writes accepted and rejected.
+    pub writes_accepted: u64,
+    /// Downstream writes rejected for a stale fence.
+    pub writes_rejected: u64,
+    /// Broken invariants.
+    pub violations: Vec<Violation>,
+    /// Everything that happened (only when recorded).
+    pub timeline: Vec<TimelineEntry>,
+}
+
+/// Runs one seed; `record` keeps the timeline.
+#[must_use]
+pub fn run_seed(opts: &Options, seed: u64, record: bool) -> SeedReport {
+    world::World::new(opts, seed, record).run()
+}
+
+/// Totals over a sweep.
+#[derive(Clone, Debug, Default)]
+pub struct SweepSummary {
+    /// Seeds run.
+    pub seeds: u64,
+    /// Events processed.
+    pub events: u64,
+    /// Faults injected.
+    pub faults: Faults,
+    /// Seeds that enabled each fault kind: lost replies, pauses, crashes, drift.
+    pub seeds_with: [u64; 4],
+    /// Leases lost.
+    pub losses: u64,
+    /// Downstream writes accepted and rejected.
+    pub writes: (u64, u64),
+    /// Violations by kind.
+    pub violations: std::collections::BTreeMap<ViolationKind, u64>,
+    /// The first few failing seeds.
+    pub failing_seeds: Vec<u64>,
+}
+
+impl SweepSummary {
+    /// Adds one seed's report.
+    pub fn add(&mut self, r: &SeedReport) {
+        self.seeds += 1;
+        self.events += r.events;
+        self.faults.lost_replies += r.faults.lost_replies;
+        self.faults.pauses += r.faults.pauses;
+        self.faults.crashes += r.faults.crashes;
+        for (i, on) in [
+            r.mix.lost_reply_pct > 0,
+            r.mix.pause_permille > 0,
+            r.mix.crash_permille > 0,
+            r.mix.drift_ppm > 0,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            self.seeds_with[i] += u64::from(on);
+        }
+        self.losses += r.losses;
+        self.writes.0 += r.writes_accepted;
+        self.writes.1 += r.writes_rejected;
+        for v in &r.violations {
+            *self.violations.entry(v.kind).or_default() += 1;
+        }
+        if !r.violations.is_empty() && self.failing_seeds.len() < 10 {
+            self.failing_seeds.push(r.seed);
+        }
+    }
+
+    /// Total violations.
+    #[must_use]
+    pub fn violation_count(&self) -> u64 {
+        self.violations.values().sum()
+    }
+}
+
+/// Runs seeds `start..start + count`, calling `progress` after each.
+pub fn sweep(
+    opts: &Options,
+    start: u64,
+    count: u64,
+    mut progress: impl FnMut(&SeedReport),
+) -> SweepSummary {
+    let mut summary = SweepSummary::default();
+    for seed in start..start + count {
+        let report = run_seed(opts, seed, false);
+        summary.add(&report);
+        progress(&report);
+    }
+    summary
+}

@@ -1,0 +1,125 @@
+//! A run's timeline as a picture: one lane per client, lock intervals, faults, writes.
+
+use std::fmt::Write;
+
+use crate::{Options, SeedReport};
+
+/// Draws `report` (recorded with its timeline) as an SVG document.
+#[must_use]
+pub fn timeline_svg(opts: &Options, report: &SeedReport) -> String {
+    let end = report
+        .timeline
+        .iter()
+        .map(|e| e.at)
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let (left, width, lane) = (90.0, 1100.0, 46.0);
+    let x = |t: u64| left + width * (t as f64) / (end as f64);
+    let height = lane * (opts.clients as f64 + 1.5) + 30.0;
+    let colors = [
+        "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2",
+    ];
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{height}" font-family="monospace" font-size="11">"#,
+        w = left + width + 20.0
+    );
+    let _ = writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        out,
+        r#"<text x="10" y="16">seed {} — {} — {} violation(s)</text>"#,
+        report.seed,
+        report.mix,
+        report.violations.len()
+    );
+    for c in 0..opts.clients {
+        let y = 30.0 + lane * c as f64;
+        let _ = writeln!(out, r#"<text x="10" y="{}">client {c}</text>"#, y + 22.0);
+        let _ = writeln!(
+            out,
+            r##"<line x1="{left}" y1="{}" x2="{}" y2="{}" stroke="#ddd"/>"##,
+            y + 30.0,
+            left + width,
+            y + 30.0
+        );
+    }
+    // Holding intervals: from "holds" to "releases"/"stops trusting"/"crashes".
+    let mut open: Vec<Option<(u64, String)>> = vec![None; opts.clients];
+    for e in &report.timeline {
+        let Some(c) = e.client else { continue };
+        let y = 30.0 + lane * c as f64;
+        if let Some(rest) = e.what.strip_prefix("holds ") {
+            open[c] = Some((e.at, rest.to_string()));
+        } else if e.what.starts_with("releases")
+            || e.what.starts_with("stops trusting")
+            || e.what == "crashes"
+        {
+            if let Some((from, label)) = open[c].take() {
+                let color = colors[label
+                    .as_bytes()
+                    .get(1)
+                    .map_or(0, |b| usize::from(*b) % colors.len())];
+                let _ = writeln!(
+                    out,
+                    r#"<rect x="{}" y="{}" width="{}" height="16" fill="{color}" opacity="0.7"><title>{label}</title></rect>"#,
+                    x(from),
+                    y + 10.0,
+                    (x(e.at) - x(from)).max(1.0)
+                );
+                let _ = writeln!(
+                    out,
+                    r#"<text x="{}" y="{}" font-size="9">{}</text>"#,
+                    x(from) + 2.0,
+                    y + 8.0,
+                    label.split(',').next().unwrap_or("")
+                );
+            }
+        }
+        if e.what.starts_with("pauses") {
+            let _ = writeln!(
+                out,
+                r##"<text x="{}" y="{}" fill="#888">⏸</text>"##,
+                x(e.at),
+                y + 42.0
+            );
+        } else if e.what == "crashes" {
+            let _ = writeln!(
+                out,
+                r##"<text x="{}" y="{}" fill="#c00">✖</text>"##,
+                x(e.at),
+                y + 42.0
+            );
+        } else if e.what.starts_with("write") {
+            let ok = e.what.contains("accepted");
+            let fill = if ok { "#2a2" } else { "#c00" };
+            let _ = writeln!(
+                out,
+                r#"<circle cx="{}" cy="{}" r="2.5" fill="{fill}"><title>{}</title></circle>"#,
+                x(e.at),
+                y + 32.0,
+                e.what
+            );
+        }
+    }
+    let vy = 30.0 + lane * opts.clients as f64 + 10.0;
+    for v in &report.violations {
+        let _ = writeln!(
+            out,
+            r##"<line x1="{0}" y1="30" x2="{0}" y2="{vy}" stroke="#c00" stroke-dasharray="3,2"><title>{1:?}: {2}</title></line>"##,
+            x(v.at),
+            v.kind,
+            v.detail
+        );
+    }
+    let _ = writeln!(
+        out,
+        r#"<text x="{left}" y="{}">0 ms</text><text x="{}" y="{}" text-anchor="end">{end} ms (bars: locks held, label = resource and fence; dots: writes, green accepted, red rejected; ⏸ pause, ✖ crash; red dashes: violations)</text>"#,
+        vy + 14.0,
+        left + width,
+        vy + 14.0
+    );
+    out.push_str("</svg>\n");
+    out
+}
