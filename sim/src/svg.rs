@@ -77,12 +77,19 @@ pub fn timeline_svg(opts: &Options, report: &SeedReport) -> String {
                 );
             }
         }
-        if e.what.starts_with("pauses") {
+        if let Some(rest) = e.what.strip_prefix("pauses for ") {
+            let length: u64 = rest
+                .split(' ')
+                .next()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
             let _ = writeln!(
                 out,
-                r##"<text x="{}" y="{}" fill="#888">⏸</text>"##,
+                r##"<rect x="{}" y="{}" width="{}" height="24" fill="#999" opacity="0.35"><title>{}</title></rect>"##,
                 x(e.at),
-                y + 42.0
+                y + 6.0,
+                (x(e.at + length) - x(e.at)).max(1.0),
+                e.what
             );
         } else if e.what == "crashes" {
             let _ = writeln!(
@@ -103,6 +110,19 @@ pub fn timeline_svg(opts: &Options, report: &SeedReport) -> String {
             );
         }
     }
+    // Locks still held when the run ended.
+    for (c, held) in open.iter().enumerate() {
+        if let Some((from, label)) = held {
+            let y = 30.0 + lane * c as f64;
+            let _ = writeln!(
+                out,
+                r##"<rect x="{}" y="{}" width="{}" height="16" fill="#4e79a7" opacity="0.7"><title>{label}</title></rect>"##,
+                x(*from),
+                y + 10.0,
+                (x(end) - x(*from)).max(1.0)
+            );
+        }
+    }
     let vy = 30.0 + lane * opts.clients as f64 + 10.0;
     for v in &report.violations {
         let _ = writeln!(
@@ -115,7 +135,7 @@ pub fn timeline_svg(opts: &Options, report: &SeedReport) -> String {
     }
     let _ = writeln!(
         out,
-        r#"<text x="{left}" y="{}">0 ms</text><text x="{}" y="{}" text-anchor="end">{end} ms (bars: locks held, label = resource and fence; dots: writes, green accepted, red rejected; ⏸ pause, ✖ crash; red dashes: violations)</text>"#,
+        r#"<text x="{left}" y="{}">0 ms</text><text x="{}" y="{}" text-anchor="end">{end} ms (bars: locks held, label = resource and fence; dots: writes, green accepted, red rejected; grey: pause, ✖ crash; red dashes: violations)</text>"#,
         vy + 14.0,
         left + width,
         vy + 14.0
