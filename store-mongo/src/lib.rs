@@ -253,7 +253,9 @@ impl MongoStore {
     fn transaction_options(&self) -> TransactionOptions {
         TransactionOptions::builder()
             .write_concern(self.write_concern.clone())
-            .read_concern(ReadConcern::snapshot())
+            // The latest data on the primary, not the majority snapshot, which may lag a
+            // grant already acknowledged to its caller; conflicting writes still abort.
+            .read_concern(ReadConcern::local())
             .build()
     }
 
@@ -316,18 +318,29 @@ impl MongoStore {
 
     async fn purge_batch(&self, ids: &[LockId], t: Timestamp) -> Result<Vec<LockStatus>, Error> {
         let filter = pipeline::batch_filter(ids);
-        let update = pipeline::purge_batch(ids, t);
-        let groups: BTreeSet<LockId> = ids.iter().cloned().collect();
-        let context = (&self.coll, &filter, &update, &groups);
-        self.transaction("purge", context, |s, (coll, filter, update, groups)| {
+        let candidates: BTreeSet<LockId> = ids.iter().cloned().collect();
+        let context = (&self.coll, &filter, &candidates);
+        self.transaction("purge", context, |s, (coll, filter, candidates)| {
             async move {
                 let docs = read_all(coll, vec![doc! { "$match": (*filter).clone() }], s).await?;
                 let mut table = match decode_all(&docs) {
                     Ok((table, _)) => table,
                     Err(e) => return Ok(Err(e)),
                 };
-                let removed = table::purge_groups(&mut [&mut table], groups, t);
-                coll.update_many((*filter).clone(), (*update).clone())
+                // The groups were found expired before this transaction began; one may have
+                // lost its expired lock since (taken over, or purged by another purger) and
+                // gained a new one. Decide again on what this transaction reads, so only
+                // groups that still hold an expired lock lose their locks.
+                let still: BTreeSet<LockId> = table::expired_groups(&[&table], t)
+                    .intersection(candidates)
+                    .cloned()
+                    .collect();
+                if still.is_empty() {
+                    return Ok(Ok(Vec::new()));
+                }
+                let removed = table::purge_groups(&mut [&mut table], &still, t);
+                let still: Vec<LockId> = still.into_iter().collect();
+                coll.update_many(pipeline::batch_filter(&still), pipeline::purge_batch(&still, t))
                     .session(&mut *s)
                     .await?;
                 Ok(Ok(removed))
