@@ -111,9 +111,9 @@ impl Backend for Mem {
 struct Mongo;
 impl Backend for Mongo {
     type Store = MongoStore;
-    const TTL: Duration = Duration::from_millis(800);
+    const TTL: Duration = Duration::from_secs(2);
     const COUNTS_TASKS: bool = false;
-    const MANY: usize = 50;
+    const MANY: usize = 20;
     async fn store() -> MongoStore {
         test_support::fresh_store(None).await
     }
