@@ -397,15 +397,7 @@ impl World {
                 self.note(Some(client), "resumes");
                 if let Some((resource, fence)) = self.clients[client].queued_write.take() {
                     if !self.clients[client].crashed {
-                        let at = self.now + self.latency();
-                        self.push(
-                            at,
-                            Event::AtDownstream {
-                                client,
-                                resource,
-                                fence,
-                            },
-                        );
+                        self.send_write(client, resource, fence);
                     }
                 }
                 self.step(client);
@@ -549,28 +541,11 @@ impl World {
                     if self.rng.random_range(0..1000) < u32::from(self.mix.pause_permille) * 5 {
                         // Checked the lock, then paused before the write left: it goes out on
                         // resume with a fence that may be stale by then (Kleppmann's case).
-                        let length = self
-                            .rng
-                            .random_range(self.opts.ttl_ms..self.opts.ttl_ms * 3);
-                        self.clients[client].paused_until = Some(self.now + length);
                         self.clients[client].queued_write = Some((resource, fence));
-                        self.report.faults.pauses += 1;
-                        self.note(
-                            Some(client),
-                            format!("pauses for {length} ms in the middle of a write"),
-                        );
-                        self.push(self.now + length, Event::Resume { client });
+                        self.pause(client, " in the middle of a write");
                         return;
                     }
-                    let at = self.now + self.latency();
-                    self.push(
-                        at,
-                        Event::AtDownstream {
-                            client,
-                            resource,
-                            fence,
-                        },
-                    );
+                    self.send_write(client, resource, fence);
                 }
             }
             _ => {}
@@ -745,16 +720,35 @@ impl World {
         }
     }
 
+    /// Sends a write to the downstream store, which it reaches after network latency.
+    fn send_write(&mut self, client: usize, resource: usize, fence: u64) {
+        let at = self.now + self.latency();
+        self.push(
+            at,
+            Event::AtDownstream {
+                client,
+                resource,
+                fence,
+            },
+        );
+    }
+
+    /// Pauses `client` for longer than a TTL (a garbage-collection pause): it stops acting
+    /// while its clock keeps running.
+    fn pause(&mut self, client: usize, why: &str) {
+        let length = self
+            .rng
+            .random_range(self.opts.ttl_ms..self.opts.ttl_ms * 3);
+        self.clients[client].paused_until = Some(self.now + length);
+        self.report.faults.pauses += 1;
+        self.note(Some(client), format!("pauses for {length} ms{why}"));
+        self.push(self.now + length, Event::Resume { client });
+    }
+
     fn maybe_fault(&mut self, client: usize) {
         let roll = self.rng.random_range(0..1000);
         if roll < u32::from(self.mix.pause_permille) {
-            let length = self
-                .rng
-                .random_range(self.opts.ttl_ms..self.opts.ttl_ms * 3);
-            self.clients[client].paused_until = Some(self.now + length);
-            self.report.faults.pauses += 1;
-            self.note(Some(client), format!("pauses for {length} ms"));
-            self.push(self.now + length, Event::Resume { client });
+            self.pause(client, "");
         } else if roll < u32::from(self.mix.pause_permille) + u32::from(self.mix.crash_permille) {
             let c = &mut self.clients[client];
             c.crashed = true;
