@@ -22,10 +22,15 @@ struct FencedStore {
 
 impl FencedStore {
     fn write(&self, key: &str, fence: u64, value: &str) -> Result<(), String> {
-        let mut highest = self.highest.lock().expect("no writer panics while holding this mutex");
+        let mut highest = self
+            .highest
+            .lock()
+            .expect("no writer panics while holding this mutex");
         let seen = highest.entry(key.to_string()).or_insert(0);
         if fence < *seen {
-            return Err(format!("rejected {value:?}: fence {fence} is older than {seen}"));
+            return Err(format!(
+                "rejected {value:?}: fence {fence} is older than {seen}"
+            ));
         }
         *seen = fence;
         println!("  downstream accepted {value:?} with fence {fence}");
@@ -44,16 +49,28 @@ async fn main() -> Result<(), Error> {
     // A: a plain lock without renewal, so that its pause costs it the lock.
     let a_id = lockwright::generate_lock_id();
     let ttl = Duration::from_millis(300);
-    let a = client.xlock("invoice-42", &a_id, &lockwright::LockDetails::new().ttl(ttl)).await?;
+    let a = client
+        .xlock(
+            "invoice-42",
+            &a_id,
+            &lockwright::LockDetails::new().ttl(ttl),
+        )
+        .await?;
     println!("A holds invoice-42 with fence {}", a.fence);
-    downstream.write("invoice-42", a.fence, "A: draft").map_err(|e| Error::invalid("example", e))?;
+    downstream
+        .write("invoice-42", a.fence, "A: draft")
+        .map_err(|e| Error::invalid("example", e))?;
     println!("A prepares its next write... and pauses for 500 ms");
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     // Meanwhile the lock expired; B takes it over and writes.
-    let b = locker.acquire("invoice-42", Access::Exclusive, Duration::from_secs(2)).await?;
+    let b = locker
+        .acquire("invoice-42", Access::Exclusive, Duration::from_secs(2))
+        .await?;
     println!("B took invoice-42 over with fence {}", b.fence());
-    downstream.write("invoice-42", b.fence(), "B: final").map_err(|e| Error::invalid("example", e))?;
+    downstream
+        .write("invoice-42", b.fence(), "B: final")
+        .map_err(|e| Error::invalid("example", e))?;
 
     // A wakes up and sends the write it prepared before its pause.
     match downstream.write("invoice-42", a.fence, "A: stale") {

@@ -340,9 +340,12 @@ impl MongoStore {
                 }
                 let removed = table::purge_groups(&mut [&mut table], &still, t);
                 let still: Vec<LockId> = still.into_iter().collect();
-                coll.update_many(pipeline::batch_filter(&still), pipeline::purge_batch(&still, t))
-                    .session(&mut *s)
-                    .await?;
+                coll.update_many(
+                    pipeline::batch_filter(&still),
+                    pipeline::purge_batch(&still, t),
+                )
+                .session(&mut *s)
+                .await?;
                 Ok(Ok(removed))
             }
             .boxed()
