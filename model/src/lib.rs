@@ -1,1 +1,76 @@
-//! The model (being written).
+//! A stateright model of Lockwright: clients with drifting clocks, beliefs, pauses and
+//! crashes, a purger whose phases interleave with everything else, and a fenced downstream
+//! store, all acting on the engine's own [`LockTable`](lockwright_engine::LockTable).
+//!
+//! The transitions ([`model`]) call the engine for every lock rule: grants, unlock, renew,
+//! the three phases of purge and the holding rule. The model itself only keeps real time
+//! (the store's clock, one tick per millisecond), each client's clock (`floor(real * rate)`),
+//! what each client believes it holds and until when, and what the downstream store
+//! accepted. The properties ([`props`]) are written from the rules' definitions, not from the
+//! engine's code, so a broken rule (an engine mutant) shows up as a counterexample.
+//!
+//! - [`Config`]: clients and their clock rates, resources, the time bound, TTL, shared limit,
+//!   renew margin, drift margin, faults, symmetry reduction; [`Config::ci`] and
+//!   [`Config::ci_faults`] are what CI checks exhaustively.
+//! - [`LockState`], [`Action`]: what the checker explores.
+//! - [`props`]: `mutual_exclusion`, `shared_limit`, `purge_safety`, `renew_after_purge`,
+//!   `holder_safety`, `fence_monotonic`, `idempotence`, `no_lost_grant`, and the `sometimes_*`
+//!   properties showing that each is not vacuous.
+//! - [`symmetry`]: reduction over clients with equal clock rates.
+//! - [`trace`]: counterexamples as numbered, readable traces.
+//!
+//! # Modelling choices
+//!
+//! - **Atomic requests.** A lock request is answered in the step that sends it, so the local
+//!   send time the holding rule measures from is the grant's local time.
+//! - **Groups.** A client uses one lock id (per incarnation) for all its locks, so a group
+//!   can span resources and purge's group rule is exercised. Because a purge removes a whole
+//!   group as soon as one of its locks has expired, a client trusts its locks until the
+//!   earliest trust instant among them (a renewal, which moves the whole group, resets it),
+//!   and adds to its group only while it trusts it or once the group holds nothing (else it
+//!   unlocks first, or crashes and restarts with a new lock id). `Locker` never meets this:
+//!   it takes a fresh lock id for every guard.
+//! - **Bounds.** Real time runs to [`Config::ticks`]; at most [`Config::grants_per_ms`]
+//!   grants per resource and millisecond (else lock-unlock loops within one millisecond
+//!   would count fences through the engine's per-millisecond reserve).
+//! - **Pauses** stop a client from acting while its clock runs and its beliefs stay. Every
+//!   action is optional anyway, so a pause adds no behaviour; it is there to be seen in
+//!   traces. The pause in the middle of a write is the delay between [`Action::Write`] and
+//!   [`Action::Deliver`].
+//! - **Crashes** lose the client's beliefs and move it to a new lock id: the smallest one
+//!   that holds nothing and takes no part in an in-flight purge, which is as good as a
+//!   fresh random id and keeps equal situations equal states.
+//! - **Stale writes** (fence below the highest the downstream accepted) are rejected as soon
+//!   as they are stale: their answer can no longer change.
+//! - **Purge in its own millisecond** ([`Config::purge_race`], off by default): with
+//!   millisecond timestamps, a lock a purged group takes after the purge began but in the
+//!   same millisecond has `created_at == t`, and purge removes locks "created no later than
+//!   `t`", so it removes a lock its holder just got and trusts (a `holder_safety`
+//!   counterexample). The rules also say a lock created after the purge began is never
+//!   removed; the two agree only if purge spares locks created at `t` itself.
+//!
+//! ```
+//! use lockwright_model::{Config, LockModel};
+//! use stateright::{Checker, Model};
+//!
+//! let config = Config::new(1, 1, 2)?;
+//! let checker = LockModel::new(config).checker().spawn_bfs().join();
+//! for name in lockwright_model::props::ALWAYS {
+//!     assert!(checker.discovery(name).is_none(), "{name}");
+//! }
+//! # Ok::<(), lockwright_model::ConfigError>(())
+//! ```
+#![forbid(unsafe_code)]
+
+pub mod action;
+pub mod config;
+pub mod model;
+pub mod props;
+pub mod state;
+pub mod symmetry;
+pub mod trace;
+
+pub use action::{Action, Effect};
+pub use config::{Config, ConfigError, Rate};
+pub use model::LockModel;
+pub use state::{Belief, ClientState, LockState};

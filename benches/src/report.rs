@@ -1,0 +1,890 @@
+//! The Markdown report: every benchmark's median next to its ratio, the commands it issued
+//! and their query plans, then each `PERFORMANCE.md` target with the threshold applied, the
+//! measurement and the verdict.
+//!
+//! "Well under" a bound is read as at most half of it ([`WELL_UNDER`]); the report says so
+//! next to each threshold.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::results::{Meta, Record};
+
+/// "Well under a bound" means at most this fraction of it.
+pub const WELL_UNDER: f64 = 0.5;
+/// xlock / slock median over the bare upsert's median, at most.
+pub const GRANT_RATIO: f64 = 1.3;
+/// renew of K = 100 over renew of K = 1, at most.
+pub const RENEW_RATIO: f64 = 3.0;
+/// An engine transition's bound (well under it is the target), in ns.
+pub const ENGINE_BOUND_NS: f64 = 1_000.0;
+/// The purge size whose time is bounded, and the bound (well under it is the target), in ns.
+pub const PURGE_TIMED_N: u64 = 10_000;
+/// See [`PURGE_TIMED_N`].
+pub const PURGE_BOUND_NS: f64 = 1e9;
+/// Uncontended lock+unlock pairs per second the in-memory store must exceed.
+pub const MEM_PAIRS_PER_SEC: f64 = 1e6;
+
+/// The engine transitions that touch one lock (or one resource), whatever the table size.
+pub const ENGINE_SINGLE: [&str; 6] = [
+    "xlock",
+    "slock",
+    "unlock",
+    "renew",
+    "status_resource",
+    "status_lock_id",
+];
+/// The status filter kinds that must use an index.
+pub const INDEXED_FILTERS: [&str; 4] = ["resource", "lock_id", "ttl_lt", "ttl_gte"];
+
+/// Whether a target is met.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Measured and within the threshold.
+    Met,
+    /// Measured and outside it.
+    Missed,
+    /// Not measured in this run (a bench or a size is missing).
+    NotMeasured,
+}
+
+impl Verdict {
+    fn label(self) -> &'static str {
+        match self {
+            Verdict::Met => "**met**",
+            Verdict::Missed => "**MISSED**",
+            Verdict::NotMeasured => "not measured",
+        }
+    }
+}
+
+/// One target and how this run fared against it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Check {
+    /// The target as `PERFORMANCE.md` states it.
+    pub target: String,
+    /// The threshold this report applies.
+    pub threshold: String,
+    /// The numbers behind the verdict.
+    pub evidence: String,
+    /// The verdict.
+    pub verdict: Verdict,
+}
+
+/// The records of one run with their medians (ns per iteration, by [`Record::id`]).
+#[derive(Debug)]
+pub struct Run<'a> {
+    /// What the benches recorded.
+    pub records: &'a [Record],
+    /// Criterion's median per iteration, in ns, by benchmark id.
+    pub medians: &'a BTreeMap<String, f64>,
+    /// Facts about the run.
+    pub meta: &'a [Meta],
+}
+
+impl Run<'_> {
+    fn median(&self, r: &Record) -> Option<f64> {
+        self.medians.get(&r.id()).copied()
+    }
+
+    fn find(&self, group: &str, function: &str) -> Vec<&Record> {
+        let mut v: Vec<&Record> = self
+            .records
+            .iter()
+            .filter(|r| r.group == group && r.function == function)
+            .collect();
+        v.sort_by_key(|r| r.size);
+        v
+    }
+
+    fn one(&self, group: &str, function: &str) -> Option<&Record> {
+        self.find(group, function).into_iter().next()
+    }
+
+    fn sized(&self, group: &str, function: &str, size: u64) -> Option<&Record> {
+        self.find(group, function)
+            .into_iter()
+            .find(|r| r.size == Some(size))
+    }
+
+    /// The record a row's ratio is taken against: the baseline for single MongoDB paths,
+    /// the smallest size of the same function for sized ones.
+    fn reference(&self, r: &Record) -> Option<(&Record, String)> {
+        if r.group == "store_mongo" && r.parameter.is_none() && r.function != "baseline" {
+            return self
+                .one("store_mongo", "baseline")
+                .map(|b| (b, "baseline".to_string()));
+        }
+        r.size?;
+        let smallest = self.find(&r.group, &r.function).into_iter().next()?;
+        if smallest.id() == r.id() {
+            return None;
+        }
+        let label = match (&smallest.parameter, smallest.size) {
+            (Some(p), _) => p.clone(),
+            (None, Some(s)) => s.to_string(),
+            (None, None) => smallest.function.clone(),
+        };
+        Some((smallest, label))
+    }
+
+    fn ratio(&self, r: &Record, to: &Record) -> Option<f64> {
+        Some(self.median(r)? / self.median(to)?)
+    }
+
+    /// Every target of `PERFORMANCE.md` that these benches measure.
+    #[must_use]
+    pub fn checks(&self) -> Vec<Check> {
+        vec![
+            self.grant_check("xlock", "xlock of one resource (MongoDB)"),
+            self.grant_check("slock_at_limit", "slock of one resource (MongoDB)"),
+            self.group_commands_check("unlock", "unlock of a group of K locks"),
+            self.group_commands_check("renew", "renew of a group of K locks"),
+            self.renew_ratio_check(),
+            self.purge_commands_check(),
+            self.purge_time_check(),
+            self.status_index_check(),
+            self.engine_check(),
+            self.engine_warm_check(),
+            self.engine_purge_check(),
+            self.mem_check(),
+        ]
+    }
+
+    fn grant_check(&self, function: &str, target: &str) -> Check {
+        let threshold = format!(
+            "1 command; median <= {GRANT_RATIO}x the baseline's (bare find_one_and_update \
+             upsert), measured interleaved with it so both see the same machine; criterion's \
+             two medians, taken seconds apart, are shown too"
+        );
+        let (Some(r), Some(b)) = (
+            self.one("store_mongo", function),
+            self.one("store_mongo", "baseline"),
+        ) else {
+            return not_measured(target, threshold);
+        };
+        let Some(cmds) = r.commands else {
+            return not_measured(target, threshold);
+        };
+        // The interleaved ratio when the bench took one, else criterion's.
+        let Some(ratio) = r
+            .extra
+            .get("paired_ratio")
+            .copied()
+            .or_else(|| self.ratio(r, b))
+        else {
+            return not_measured(target, threshold);
+        };
+        let ok = (cmds - 1.0).abs() < 1e-9 && ratio <= GRANT_RATIO;
+        let criterion = self.ratio(r, b).map_or_else(String::new, |c| {
+            format!(
+                "; criterion medians {} vs {} = {c:.2}x",
+                fmt_opt_ns(self.median(r)),
+                fmt_opt_ns(self.median(b)),
+            )
+        });
+        Check {
+            target: target.to_string(),
+            threshold,
+            evidence: format!(
+                "{} command/op ({}){}{criterion}",
+                fmt_num(cmds),
+                r.command_names.join(", "),
+                paired(r),
+            ),
+            verdict: verdict(ok),
+        }
+    }
+
+    fn group_commands_check(&self, function: &str, target: &str) -> Check {
+        let threshold = "the same number of commands for every K (K = 1, 10, 100, 1000)".into();
+        let rows = self.find("store_mongo", function);
+        if rows.len() < 2 || rows.iter().any(|r| r.commands.is_none()) {
+            return not_measured(target, threshold);
+        }
+        let first = rows[0].commands.unwrap_or_default();
+        let same = rows
+            .iter()
+            .all(|r| r.commands.is_some_and(|c| (c - first).abs() < 1e-9));
+        let all_k = [1, 10, 100, 1000]
+            .iter()
+            .all(|k| rows.iter().any(|r| r.size == Some(*k)));
+        let evidence = rows
+            .iter()
+            .map(|r| {
+                format!(
+                    "K={}: {}",
+                    r.size.unwrap_or_default(),
+                    fmt_num(r.commands.unwrap_or_default())
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let names = fold_repeats(&rows[0].command_names);
+        Check {
+            target: target.to_string(),
+            threshold,
+            evidence: format!("commands/op {evidence} ({names})"),
+            verdict: if !same {
+                Verdict::Missed
+            } else if all_k {
+                Verdict::Met
+            } else {
+                Verdict::NotMeasured
+            },
+        }
+    }
+
+    fn renew_ratio_check(&self) -> Check {
+        let target = "renew of a group of K locks: K=100 within 3x of K=1";
+        let threshold = format!("median(K=100) <= {RENEW_RATIO}x median(K=1)");
+        let (Some(k1), Some(k100)) = (
+            self.sized("store_mongo", "renew", 1),
+            self.sized("store_mongo", "renew", 100),
+        ) else {
+            return not_measured(target, threshold);
+        };
+        let Some(ratio) = self.ratio(k100, k1) else {
+            return not_measured(target, threshold);
+        };
+        Check {
+            target: target.to_string(),
+            threshold,
+            evidence: format!(
+                "K=1 {}, K=100 {} = {ratio:.2}x",
+                fmt_opt_ns(self.median(k1)),
+                fmt_opt_ns(self.median(k100))
+            ),
+            verdict: verdict(ratio <= RENEW_RATIO),
+        }
+    }
+
+    fn purge_commands_check(&self) -> Check {
+        let target = "purge of N expired among N live: round trips grow with N / batch size only";
+        let threshold =
+            "commands(N) = a + b x ceil(N / batch), a and b fitted on the two smallest N".into();
+        let rows: Vec<(u64, f64, f64)> = self
+            .find("store_mongo", "purge")
+            .into_iter()
+            .filter_map(|r| Some((r.size?, r.extra.get("batches").copied()?, r.commands?)))
+            .collect();
+        if rows.len() < 3 {
+            return not_measured(target, threshold);
+        }
+        let ((_, b0, c0), (_, b1, c1)) = (rows[0], rows[1]);
+        if (b1 - b0).abs() < 1e-9 {
+            return not_measured(target, threshold);
+        }
+        let per_batch = (c1 - c0) / (b1 - b0);
+        let fixed = c0 - per_batch * b0;
+        let fits = rows
+            .iter()
+            .all(|&(_, b, c)| (fixed + per_batch * b - c).abs() < 1e-6);
+        let evidence = rows
+            .iter()
+            .map(|(n, b, c)| format!("N={n}: {} in {} batches", fmt_num(*c), fmt_num(*b)))
+            .collect::<Vec<_>>()
+            .join("; ");
+        Check {
+            target: target.to_string(),
+            threshold,
+            evidence: format!(
+                "{evidence}; fit: {} + {} per batch",
+                fmt_num(fixed),
+                fmt_num(per_batch)
+            ),
+            verdict: verdict(fits),
+        }
+    }
+
+    fn purge_time_check(&self) -> Check {
+        let target = "purge of N=10,000 expired among 10,000 live: well under a second";
+        let threshold = format!(
+            "median <= {} (well under = at most {WELL_UNDER} of 1 s)",
+            fmt_ns(PURGE_BOUND_NS * WELL_UNDER)
+        );
+        let Some(r) = self.sized("store_mongo", "purge", PURGE_TIMED_N) else {
+            return not_measured(target, threshold);
+        };
+        let Some(m) = self.median(r) else {
+            return not_measured(target, threshold);
+        };
+        Check {
+            target: target.to_string(),
+            threshold,
+            evidence: format!("median {}", fmt_ns(m)),
+            verdict: verdict(m <= PURGE_BOUND_NS * WELL_UNDER),
+        }
+    }
+
+    fn status_index_check(&self) -> Check {
+        let target = "status with a filter uses an index (resource, lockId, expiry)";
+        let threshold = "every query the store sent: IXSCAN in the winning plan, no COLLSCAN \
+                         (also asserted by store-mongo/tests/explain.rs)"
+            .into();
+        let rows: Vec<&Record> = self
+            .find("store_mongo", "status")
+            .into_iter()
+            .filter(|r| {
+                r.parameter
+                    .as_deref()
+                    .is_some_and(|p| INDEXED_FILTERS.contains(&p))
+            })
+            .collect();
+        if rows.len() < INDEXED_FILTERS.len() || rows.iter().any(|r| r.plans.is_empty()) {
+            return not_measured(target, threshold);
+        }
+        let indexed = |r: &&Record| {
+            r.plans
+                .iter()
+                .all(|p| p.contains("IXSCAN") && !p.contains("COLLSCAN"))
+        };
+        let ok = rows.iter().all(indexed);
+        let evidence = rows
+            .iter()
+            .map(|r| {
+                format!(
+                    "{}: {}",
+                    r.parameter.as_deref().unwrap_or_default(),
+                    r.plans.join("; ")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("<br>");
+        Check {
+            target: target.to_string(),
+            threshold,
+            evidence,
+            verdict: verdict(ok),
+        }
+    }
+
+    fn slowest<'r>(&self, rows: &[&'r Record]) -> Option<(&'r Record, f64)> {
+        rows.iter()
+            .filter_map(|r| Some((*r, self.median(r)? / r.elements as f64)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+    }
+
+    fn engine_check(&self) -> Check {
+        let target = "engine transition (pure): well under 1 µs per operation";
+        let threshold = format!(
+            "median <= {} for xlock, slock, unlock, renew, status (by resource, by lock id) on \
+             every table size; xlock, slock and unlock each run on a fresh clone of the table",
+            fmt_ns(ENGINE_BOUND_NS * WELL_UNDER)
+        );
+        let rows: Vec<&Record> = ENGINE_SINGLE
+            .iter()
+            .flat_map(|f| self.find("engine", f))
+            .collect();
+        let Some((worst, ns)) = self.slowest(&rows) else {
+            return not_measured(target, threshold);
+        };
+        Check {
+            target: target.to_string(),
+            threshold,
+            evidence: format!(
+                "{} benchmarks; slowest {} at {}",
+                rows.len(),
+                worst.id(),
+                fmt_ns(ns)
+            ),
+            verdict: verdict(ns <= ENGINE_BOUND_NS * WELL_UNDER),
+        }
+    }
+
+    fn engine_warm_check(&self) -> Check {
+        let target = "engine transition (pure): well under 1 µs per operation, on a warm table";
+        let threshold = format!(
+            "median of an xlock+unlock pair in place (no clone) <= 2 x {} on every table size",
+            fmt_ns(ENGINE_BOUND_NS * WELL_UNDER)
+        );
+        let rows = self.find("engine", "xlock_unlock_in_place");
+        let Some((worst, ns)) = self.slowest(&rows) else {
+            return not_measured(target, threshold);
+        };
+        let all = rows
+            .iter()
+            .filter_map(|r| Some(format!("{}: {}", r.size?, fmt_ns(self.median(r)?))))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Check {
+            target: target.to_string(),
+            threshold,
+            evidence: format!("pairs {all}; slowest {}", worst.id()),
+            verdict: verdict(ns <= 2.0 * ENGINE_BOUND_NS * WELL_UNDER),
+        }
+    }
+
+    fn engine_purge_check(&self) -> Check {
+        let target = "engine transition (pure): purge, which scans the whole table";
+        let threshold = format!(
+            "median per lock in the table <= {}",
+            fmt_ns(ENGINE_BOUND_NS * WELL_UNDER)
+        );
+        let rows = self.find("engine", "purge");
+        let Some((worst, ns)) = self.slowest(&rows) else {
+            return not_measured(target, threshold);
+        };
+        let all = rows
+            .iter()
+            .filter_map(|r| Some(format!("{}: {}", r.size?, fmt_ns(self.median(r)?))))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Check {
+            target: target.to_string(),
+            threshold,
+            evidence: format!(
+                "medians {all}; worst per lock {} ({})",
+                fmt_ns(ns),
+                worst.id()
+            ),
+            verdict: verdict(ns <= ENGINE_BOUND_NS * WELL_UNDER),
+        }
+    }
+
+    fn mem_check(&self) -> Check {
+        let target =
+            "store-mem: over 1 million uncontended lock+unlock pairs per second on one core";
+        let threshold = "1e9 / median(lock+unlock) > 1,000,000".into();
+        let Some(m) = self
+            .one("store_mem", "lock_unlock")
+            .and_then(|r| self.median(r))
+        else {
+            return not_measured(target, threshold);
+        };
+        let rate = 1e9 / m;
+        Check {
+            target: target.to_string(),
+            threshold,
+            evidence: format!("median {} per pair = {} pairs/s", fmt_ns(m), fmt_rate(rate)),
+            verdict: verdict(rate > MEM_PAIRS_PER_SEC),
+        }
+    }
+
+    /// The whole report in Markdown.
+    #[must_use]
+    pub fn markdown(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "# Lockwright benchmark report\n");
+        for m in self.meta {
+            let _ = writeln!(out, "- {}: {}", m.key, m.value);
+        }
+        let _ = writeln!(
+            out,
+            "- medians: criterion's `median.point_estimate` per iteration; ratios are taken \
+             within this run\n"
+        );
+
+        let checks = self.checks();
+        let met = checks.iter().filter(|c| c.verdict == Verdict::Met).count();
+        let missed = checks
+            .iter()
+            .filter(|c| c.verdict == Verdict::Missed)
+            .count();
+        let _ = writeln!(
+            out,
+            "## Targets ({met} met, {missed} missed, {} not measured)\n",
+            checks.len() - met - missed
+        );
+        let _ = writeln!(
+            out,
+            "| target (PERFORMANCE.md) | threshold | measured | verdict |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|");
+        for c in &checks {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} |",
+                c.target,
+                c.threshold,
+                c.evidence,
+                c.verdict.label()
+            );
+        }
+        out.push('\n');
+
+        let mut groups: Vec<&str> = Vec::new();
+        for r in self.records {
+            if !groups.contains(&r.group.as_str()) {
+                groups.push(&r.group);
+            }
+        }
+        for g in groups {
+            self.group_table(&mut out, g);
+        }
+        out
+    }
+
+    fn group_table(&self, out: &mut String, group: &str) {
+        let rows: Vec<&Record> = self.records.iter().filter(|r| r.group == group).collect();
+        let mongo = rows.iter().any(|r| r.commands.is_some());
+        let _ = writeln!(out, "## {group}\n");
+        if mongo {
+            let _ = writeln!(
+                out,
+                "| benchmark | median | per element | rate | ratio | commands/op | commands | round trip per op, by command | plans | note |"
+            );
+            let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
+        } else {
+            let _ = writeln!(
+                out,
+                "| benchmark | median | per element | rate | ratio | note |"
+            );
+            let _ = writeln!(out, "|---|---|---|---|---|---|");
+        }
+        for r in rows {
+            let median = self.median(r);
+            let per = median.map(|m| m / r.elements as f64);
+            let per_el = if r.elements > 1 {
+                fmt_opt_ns(per)
+            } else {
+                String::new()
+            };
+            let rate = per.map_or_else(String::new, |p| format!("{}/s", fmt_rate(1e9 / p)));
+            let ratio = self
+                .reference(r)
+                .and_then(|(to, label)| Some(format!("{:.2}x {label}", self.ratio(r, to)?)))
+                .unwrap_or_default();
+            let note = r.note.clone().unwrap_or_default();
+            let name = r.id().trim_start_matches(&format!("{group}/")).to_string();
+            if mongo {
+                let times = r
+                    .command_time_us
+                    .iter()
+                    .map(|(c, us)| format!("{c} {}", fmt_us(*us)))
+                    .collect::<Vec<_>>()
+                    .join("<br>");
+                let _ = writeln!(
+                    out,
+                    "| {name} | {} | {per_el} | {rate} | {ratio} | {} | {} | {times} | {} | {note} |",
+                    fmt_opt_ns(median),
+                    r.commands.map(fmt_num).unwrap_or_default(),
+                    fold_repeats(&r.command_names),
+                    fold_duplicates(&r.plans).join("<br>"),
+                );
+            } else {
+                let _ = writeln!(
+                    out,
+                    "| {name} | {} | {per_el} | {rate} | {ratio} | {note} |",
+                    fmt_opt_ns(median)
+                );
+            }
+        }
+        out.push('\n');
+    }
+}
+
+/// A command sequence with repeats folded: `aggregate, [aggregate, update] x2, delete`.
+#[must_use]
+pub fn fold_repeats(items: &[String]) -> String {
+    // The block of 1 to 4 items starting at `i` whose back-to-back repeats cover the most.
+    let best_at = |i: usize| {
+        let mut best = (1, 1);
+        for width in 1..=4.min(items.len().saturating_sub(i)) {
+            let block = &items[i..i + width];
+            let mut count = 1;
+            while items[i + count * width..]
+                .get(..width)
+                .is_some_and(|next| next == block)
+            {
+                count += 1;
+            }
+            if count > 1 && width * count > best.0 * best.1 {
+                best = (width, count);
+            }
+        }
+        best
+    };
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < items.len() {
+        let (width, count) = best_at(i);
+        let (w_next, c_next) = best_at(i + 1);
+        if i + 1 < items.len() && c_next > 1 && w_next * c_next > width * count {
+            // Folding from the next item covers more: keep this one as it is.
+            parts.push(items[i].clone());
+            i += 1;
+            continue;
+        }
+        let block = items[i..i + width].join(", ");
+        parts.push(match (width, count) {
+            (_, 1) => block,
+            (1, _) => format!("{block} x{count}"),
+            _ => format!("[{block}] x{count}"),
+        });
+        i += width * count;
+    }
+    parts.join(", ")
+}
+
+/// Distinct lines in first-seen order, each with its count when above one.
+#[must_use]
+pub fn fold_duplicates(items: &[String]) -> Vec<String> {
+    let mut seen: Vec<(&String, usize)> = Vec::new();
+    for item in items {
+        match seen.iter_mut().find(|(s, _)| *s == item) {
+            Some((_, n)) => *n += 1,
+            None => seen.push((item, 1)),
+        }
+    }
+    seen.into_iter()
+        .map(|(s, n)| {
+            if n > 1 {
+                format!("{s} (x{n})")
+            } else {
+                s.clone()
+            }
+        })
+        .collect()
+}
+
+fn fmt_us(us: f64) -> String {
+    fmt_ns(us * 1e3)
+}
+
+/// The interleaved measurement of a grant against the baseline, when the bench took one.
+fn paired(r: &Record) -> String {
+    match (
+        r.extra.get("paired_ratio"),
+        r.extra.get("paired_us"),
+        r.extra.get("paired_baseline_us"),
+        r.extra.get("paired_rounds"),
+    ) {
+        (Some(ratio), Some(op), Some(base), Some(rounds)) => format!(
+            "; interleaved with the baseline ({} rounds): medians {} vs {} = {ratio:.2}x",
+            fmt_num(*rounds),
+            fmt_us(*op),
+            fmt_us(*base)
+        ),
+        _ => String::new(),
+    }
+}
+
+fn verdict(ok: bool) -> Verdict {
+    if ok { Verdict::Met } else { Verdict::Missed }
+}
+
+fn not_measured(target: &str, threshold: String) -> Check {
+    Check {
+        target: target.to_string(),
+        threshold,
+        evidence: "no measurement in this run".into(),
+        verdict: Verdict::NotMeasured,
+    }
+}
+
+/// A duration in ns with a readable unit.
+#[must_use]
+pub fn fmt_ns(ns: f64) -> String {
+    if ns < 1e3 {
+        format!("{ns:.0} ns")
+    } else if ns < 1e6 {
+        format!("{:.2} µs", ns / 1e3)
+    } else if ns < 1e9 {
+        format!("{:.2} ms", ns / 1e6)
+    } else {
+        format!("{:.2} s", ns / 1e9)
+    }
+}
+
+fn fmt_opt_ns(ns: Option<f64>) -> String {
+    ns.map_or_else(|| "-".into(), fmt_ns)
+}
+
+/// A rate per second with a readable unit.
+#[must_use]
+pub fn fmt_rate(per_sec: f64) -> String {
+    if per_sec >= 1e6 {
+        format!("{:.2} M", per_sec / 1e6)
+    } else if per_sec >= 1e3 {
+        format!("{:.1} k", per_sec / 1e3)
+    } else {
+        format!("{per_sec:.1}")
+    }
+}
+
+/// A count that is usually whole: `3`, or `3.50` when it is not.
+#[must_use]
+pub fn fmt_num(x: f64) -> String {
+    if (x - x.round()).abs() < 1e-9 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(group: &str, function: &str, size: Option<u64>, commands: Option<f64>) -> Record {
+        let mut r = Record::new(group, function, size.map(|s| s.to_string()), 1);
+        r.size = size;
+        r.commands = commands;
+        r
+    }
+
+    fn checks_of(records: &[Record], medians: &[(&str, f64)]) -> Vec<Check> {
+        let medians: BTreeMap<String, f64> =
+            medians.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        Run {
+            records,
+            medians: &medians,
+            meta: &[],
+        }
+        .checks()
+    }
+
+    fn find<'c>(checks: &'c [Check], prefix: &str) -> &'c Check {
+        checks
+            .iter()
+            .find(|c| c.target.starts_with(prefix))
+            .unwrap()
+    }
+
+    #[test]
+    fn grant_ratio_and_command_count_decide_the_grant_targets() {
+        let records = [
+            rec("store_mongo", "baseline", None, Some(1.0)),
+            rec("store_mongo", "xlock", None, Some(1.0)),
+            rec("store_mongo", "slock_at_limit", None, Some(2.0)),
+        ];
+        let checks = checks_of(
+            &records,
+            &[
+                ("store_mongo/baseline", 1000.0),
+                ("store_mongo/xlock", 1250.0),
+                ("store_mongo/slock_at_limit", 1100.0),
+            ],
+        );
+        assert_eq!(find(&checks, "xlock").verdict, Verdict::Met);
+        assert_eq!(
+            find(&checks, "slock").verdict,
+            Verdict::Missed,
+            "2 commands"
+        );
+        let slow = checks_of(
+            &records,
+            &[
+                ("store_mongo/baseline", 1000.0),
+                ("store_mongo/xlock", 1400.0),
+            ],
+        );
+        assert_eq!(find(&slow, "xlock").verdict, Verdict::Missed);
+        assert_eq!(find(&slow, "slock").verdict, Verdict::NotMeasured);
+
+        // The interleaved ratio, when measured, decides over criterion's medians.
+        let mut records = records.clone();
+        records[1].extra.insert("paired_ratio".into(), 1.2);
+        let paired = checks_of(
+            &records,
+            &[
+                ("store_mongo/baseline", 1000.0),
+                ("store_mongo/xlock", 1400.0),
+            ],
+        );
+        assert_eq!(find(&paired, "xlock").verdict, Verdict::Met);
+    }
+
+    #[test]
+    fn group_commands_must_not_depend_on_k() {
+        let same: Vec<Record> = [1, 10, 100, 1000]
+            .iter()
+            .map(|k| rec("store_mongo", "unlock", Some(*k), Some(3.0)))
+            .collect();
+        assert_eq!(find(&checks_of(&same, &[]), "unlock").verdict, Verdict::Met);
+        let mut growing = same.clone();
+        growing[3].commands = Some(4.0);
+        assert_eq!(
+            find(&checks_of(&growing, &[]), "unlock").verdict,
+            Verdict::Missed
+        );
+    }
+
+    #[test]
+    fn purge_commands_fit_a_line_in_batches() {
+        let purge = |n: u64, batches: f64, commands: f64| {
+            let mut r = rec("store_mongo", "purge", Some(n), Some(commands));
+            r.extra.insert("batches".into(), batches);
+            r
+        };
+        let good = [
+            purge(100, 1.0, 5.0),
+            purge(1000, 2.0, 8.0),
+            purge(10_000, 20.0, 62.0),
+        ];
+        let checks = checks_of(&good, &[("store_mongo/purge/10000", 300e6)]);
+        assert_eq!(find(&checks, "purge of N expired").verdict, Verdict::Met);
+        assert_eq!(find(&checks, "purge of N=10,000").verdict, Verdict::Met);
+        let bad = [
+            purge(100, 1.0, 5.0),
+            purge(1000, 2.0, 8.0),
+            purge(10_000, 20.0, 70.0),
+        ];
+        let checks = checks_of(&bad, &[("store_mongo/purge/10000", 700e6)]);
+        assert_eq!(find(&checks, "purge of N expired").verdict, Verdict::Missed);
+        assert_eq!(find(&checks, "purge of N=10,000").verdict, Verdict::Missed);
+    }
+
+    #[test]
+    fn engine_and_mem_thresholds() {
+        let records = [
+            rec("engine", "xlock", Some(1), None),
+            rec("engine", "renew", Some(100_000), None),
+            rec("store_mem", "lock_unlock", None, None),
+        ];
+        let checks = checks_of(
+            &records,
+            &[
+                ("engine/xlock/1", 120.0),
+                ("engine/renew/100000", 450.0),
+                ("store_mem/lock_unlock", 900.0),
+            ],
+        );
+        assert_eq!(
+            find(&checks, "engine transition (pure): well").verdict,
+            Verdict::Met
+        );
+        assert_eq!(find(&checks, "store-mem").verdict, Verdict::Met);
+        let checks = checks_of(
+            &records,
+            &[
+                ("engine/xlock/1", 120.0),
+                ("engine/renew/100000", 650.0),
+                ("store_mem/lock_unlock", 1100.0),
+            ],
+        );
+        assert_eq!(
+            find(&checks, "engine transition (pure): well").verdict,
+            Verdict::Missed
+        );
+        assert_eq!(find(&checks, "store-mem").verdict, Verdict::Missed);
+    }
+
+    #[test]
+    fn repeats_fold() {
+        let names: Vec<String> = ["aggregate", "aggregate", "update", "commit"]
+            .iter()
+            .chain(["aggregate", "update", "commit"].iter())
+            .chain(["delete"].iter())
+            .map(|s| (*s).to_string())
+            .collect();
+        assert_eq!(
+            fold_repeats(&names),
+            "aggregate, [aggregate, update, commit] x2, delete"
+        );
+        let same: Vec<String> = vec!["find".into(); 3];
+        assert_eq!(fold_repeats(&same), "find x3");
+        assert_eq!(fold_duplicates(&same), ["find (x3)"]);
+    }
+
+    #[test]
+    fn units() {
+        assert_eq!(fmt_ns(412.0), "412 ns");
+        assert_eq!(fmt_ns(1_500.0), "1.50 µs");
+        assert_eq!(fmt_ns(2_500_000.0), "2.50 ms");
+        assert_eq!(fmt_num(3.0), "3");
+        assert_eq!(fmt_num(3.5), "3.50");
+        assert_eq!(fmt_rate(2_500_000.0), "2.50 M");
+    }
+}

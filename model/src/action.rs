@@ -1,0 +1,373 @@
+//! What can happen in one step, and what the engine answered.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use lockwright_engine::{LockId, LockStatus, Mode};
+
+use crate::state::{LockKey, mode_word, resource_index};
+
+/// One step of the model: a client's operation, a network delivery, a fault, a purge phase
+/// or the passing of one millisecond.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// The client asks for an exclusive lock on the resource.
+    XLock {
+        /// The client (index).
+        client: usize,
+        /// The resource (index).
+        resource: usize,
+    },
+    /// The client asks for a shared lock on the resource, with the configured limit.
+    SLock {
+        /// The client (index).
+        client: usize,
+        /// The resource (index).
+        resource: usize,
+    },
+    /// The client releases its whole group.
+    Unlock {
+        /// The client (index).
+        client: usize,
+    },
+    /// The client renews its whole group.
+    Renew {
+        /// The client (index).
+        client: usize,
+    },
+    /// The client, believing it holds the resource exclusively, sends a fenced write to the
+    /// downstream store.
+    Write {
+        /// The client (index).
+        client: usize,
+        /// The resource (index).
+        resource: usize,
+    },
+    /// The client's in-flight write reaches the downstream store.
+    Deliver {
+        /// The client (index).
+        client: usize,
+    },
+    /// The client stops acting (a GC pause); its clock runs on and its beliefs stay.
+    Pause {
+        /// The client (index).
+        client: usize,
+    },
+    /// The paused client acts again.
+    Resume {
+        /// The client (index).
+        client: usize,
+    },
+    /// The client crashes and restarts: beliefs lost, a new lock id.
+    Crash {
+        /// The client (index).
+        client: usize,
+    },
+    /// A purger computes the expired groups at the current instant.
+    PurgeBegin,
+    /// The purger removes those groups' locks and deletes empty resources, as of the instant
+    /// the purge began.
+    PurgeFinish,
+    /// One millisecond of real time passes; every client's clock advances at its rate.
+    Tick,
+}
+
+impl Action {
+    /// The client acting, if any.
+    #[must_use]
+    pub fn client(self) -> Option<usize> {
+        match self {
+            Action::XLock { client, .. }
+            | Action::SLock { client, .. }
+            | Action::Unlock { client }
+            | Action::Renew { client }
+            | Action::Write { client, .. }
+            | Action::Deliver { client }
+            | Action::Pause { client }
+            | Action::Resume { client }
+            | Action::Crash { client } => Some(client),
+            Action::PurgeBegin | Action::PurgeFinish | Action::Tick => None,
+        }
+    }
+
+    /// The same action by client `f(client)`.
+    #[must_use]
+    pub fn map_client(self, f: impl Fn(usize) -> usize) -> Self {
+        match self {
+            Action::XLock { client, resource } => Action::XLock {
+                client: f(client),
+                resource,
+            },
+            Action::SLock { client, resource } => Action::SLock {
+                client: f(client),
+                resource,
+            },
+            Action::Unlock { client } => Action::Unlock { client: f(client) },
+            Action::Renew { client } => Action::Renew { client: f(client) },
+            Action::Write { client, resource } => Action::Write {
+                client: f(client),
+                resource,
+            },
+            Action::Deliver { client } => Action::Deliver { client: f(client) },
+            Action::Pause { client } => Action::Pause { client: f(client) },
+            Action::Resume { client } => Action::Resume { client: f(client) },
+            Action::Crash { client } => Action::Crash { client: f(client) },
+            Action::PurgeBegin | Action::PurgeFinish | Action::Tick => self,
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Action::XLock { client, resource } => write!(f, "c{client} xlock r{resource}"),
+            Action::SLock { client, resource } => write!(f, "c{client} slock r{resource}"),
+            Action::Unlock { client } => write!(f, "c{client} unlock"),
+            Action::Renew { client } => write!(f, "c{client} renew"),
+            Action::Write { client, resource } => {
+                write!(f, "c{client} sends a fenced write for r{resource}")
+            }
+            Action::Deliver { client } => write!(f, "c{client}'s write reaches downstream"),
+            Action::Pause { client } => write!(f, "c{client} pauses"),
+            Action::Resume { client } => write!(f, "c{client} resumes"),
+            Action::Crash { client } => write!(f, "c{client} crashes and restarts"),
+            Action::PurgeBegin => f.write_str("purge begins"),
+            Action::PurgeFinish => f.write_str("purge finishes"),
+            Action::Tick => f.write_str("tick"),
+        }
+    }
+}
+
+/// What a step did, as the engine (or the downstream store) reported it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// A lock was granted.
+    Granted {
+        /// The resource (index).
+        resource: usize,
+        /// The grant as the engine reported it.
+        status: LockStatus,
+        /// The locks the grant removed (expired ones, taken over).
+        took_over: Vec<LockKey>,
+        /// The client's new belief (`None`: the margin leaves nothing to trust).
+        trust_until: Option<u64>,
+    },
+    /// The grant was refused (`AlreadyLocked`).
+    Refused {
+        /// The resource (index).
+        resource: usize,
+        /// The mode asked for.
+        mode: Mode,
+    },
+    /// A group was unlocked.
+    Unlocked {
+        /// The group.
+        lock_id: LockId,
+        /// What unlock returned.
+        removed: Vec<LockStatus>,
+    },
+    /// A group was renewed.
+    Renewed {
+        /// The group.
+        lock_id: LockId,
+        /// What renew returned.
+        renewed: Vec<LockStatus>,
+    },
+    /// Renew refused: some lock was expired or within the renew margin.
+    NotRenewable {
+        /// The group.
+        lock_id: LockId,
+        /// The locks that were not renewable.
+        locks: Vec<LockStatus>,
+    },
+    /// Renew found no lock of the group.
+    RenewNotFound {
+        /// The group.
+        lock_id: LockId,
+    },
+    /// A fenced write left the client.
+    WriteSent {
+        /// The resource (index).
+        resource: usize,
+        /// The fence attached.
+        fence: u64,
+    },
+    /// A fenced write reached the downstream store.
+    Delivered {
+        /// The resource (index).
+        resource: usize,
+        /// The fence attached.
+        fence: u64,
+        /// The highest fence the downstream store had accepted before.
+        highest_before: Option<u64>,
+        /// Whether it accepted the write.
+        accepted: bool,
+        /// The other writes in flight (client, fence) that this one made stale: their fences
+        /// are below the new highest, so they are rejected at once.
+        doomed: Vec<(usize, u64)>,
+    },
+    /// A purge found its groups.
+    PurgeBegun {
+        /// The purge instant.
+        at: u64,
+        /// The groups with a lock expired at `at`.
+        groups: BTreeSet<LockId>,
+    },
+    /// A purge removed its groups' locks.
+    Purged {
+        /// The purge instant.
+        at: u64,
+        /// The groups it purged.
+        groups: BTreeSet<LockId>,
+        /// What it removed.
+        removed: Vec<LockStatus>,
+    },
+    /// The client crashed and restarted with a new lock id.
+    Crashed {
+        /// The lock id it had.
+        old: LockId,
+        /// The lock id it restarted with.
+        new: LockId,
+    },
+    /// A pause, a resume, or a tick: nothing for the store.
+    Nothing,
+}
+
+fn list(locks: &[LockStatus]) -> String {
+    let items: Vec<String> = locks
+        .iter()
+        .map(|l| {
+            format!(
+                "{} {} on {} (fence {}, expires {})",
+                mode_word(l.mode),
+                l.lock_id,
+                l.resource,
+                l.fence,
+                l.expires_at
+                    .map_or_else(|| "never".to_string(), |e| e.as_millis().to_string())
+            )
+        })
+        .collect();
+    if items.is_empty() {
+        "nothing".to_string()
+    } else {
+        items.join(", ")
+    }
+}
+
+impl fmt::Display for Effect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Effect::Granted {
+                status,
+                took_over,
+                trust_until,
+                ..
+            } => {
+                write!(
+                    f,
+                    "granted {} {} with fence {}, expires {}",
+                    mode_word(status.mode),
+                    status.resource,
+                    status.fence,
+                    status
+                        .expires_at
+                        .map_or_else(|| "never".to_string(), |e| e.as_millis().to_string())
+                )?;
+                for k in took_over {
+                    write!(
+                        f,
+                        "; took over {}'s expired lock (fence {})",
+                        k.lock_id, k.fence
+                    )?;
+                }
+                match trust_until {
+                    Some(t) => write!(f, "; the client trusts it while its clock < {t}"),
+                    None => write!(f, "; the drift margin leaves the client nothing to trust"),
+                }
+            }
+            Effect::Refused { resource, mode } => {
+                write!(
+                    f,
+                    "refused: r{resource} is already locked ({})",
+                    mode_word(*mode)
+                )
+            }
+            Effect::Unlocked { lock_id, removed } => {
+                write!(f, "unlocked {lock_id}: removed {}", list(removed))
+            }
+            Effect::Renewed { lock_id, renewed } => {
+                write!(f, "renewed {lock_id}: {}", list(renewed))
+            }
+            Effect::NotRenewable { lock_id, locks } => {
+                write!(
+                    f,
+                    "renew of {lock_id} refused, not renewable: {}",
+                    list(locks)
+                )
+            }
+            Effect::RenewNotFound { lock_id } => {
+                write!(f, "renew of {lock_id} refused: no lock found")
+            }
+            Effect::WriteSent { resource, fence } => {
+                write!(f, "write for r{resource} with fence {fence} in flight")
+            }
+            Effect::Delivered {
+                resource,
+                fence,
+                highest_before,
+                accepted,
+                doomed,
+            } => {
+                let verb = if *accepted { "accepted" } else { "REJECTED" };
+                write!(f, "downstream {verb} fence {fence} for r{resource}")?;
+                if let Some(h) = highest_before {
+                    write!(f, " (highest accepted before: {h})")?;
+                }
+                for (client, stale) in doomed {
+                    write!(
+                        f,
+                        "; c{client}'s write with fence {stale} is now stale: REJECTED on arrival"
+                    )?;
+                }
+                Ok(())
+            }
+            Effect::PurgeBegun { at, groups } => {
+                let g: Vec<&str> = groups.iter().map(LockId::as_str).collect();
+                write!(
+                    f,
+                    "purge at {at} ms: groups with an expired lock: [{}]",
+                    g.join(", ")
+                )
+            }
+            Effect::Purged { at, removed, .. } => {
+                write!(f, "purge at {at} ms removed {}", list(removed))
+            }
+            Effect::Crashed { old, new } => {
+                write!(
+                    f,
+                    "beliefs lost; lock id {old} abandoned, restarts as {new}"
+                )
+            }
+            Effect::Nothing => Ok(()),
+        }
+    }
+}
+
+/// The resource index of a status the engine returned for a model resource.
+#[must_use]
+pub fn status_resource(status: &LockStatus) -> usize {
+    resource_index(&status.resource).expect("model resources are named r<index>")
+}
+
+/// The key of a status the engine returned.
+#[must_use]
+pub fn status_key(status: &LockStatus) -> LockKey {
+    LockKey {
+        resource: status_resource(status),
+        lock_id: status.lock_id.clone(),
+        mode: status.mode,
+        created_at: status.created_at.as_millis(),
+        fence: status.fence,
+    }
+}

@@ -1,0 +1,281 @@
+//! What the model is checked with: clients and their clock rates, resources, time bound,
+//! TTL, shared limit, the store's renew margin and the holders' drift margin, and which
+//! faults clients may suffer.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use lockwright_engine::{SharedLimit, Ttl};
+
+/// The most clients a configuration may have (client names and sort keys assume it).
+pub const MAX_CLIENTS: usize = 8;
+/// The most resources a configuration may have.
+pub const MAX_RESOURCES: usize = 8;
+/// The largest real-time bound, in ticks (milliseconds).
+pub const MAX_TICKS: u64 = 1_000;
+
+/// How fast a client's monotonic clock runs against real time: `num / den` local
+/// milliseconds per real millisecond. A client's clock reads `floor(real * num / den)`.
+///
+/// The drift bound of a configuration is the spread of its clients' rates; the holding rule's
+/// drift margin has to cover the slowest one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Rate {
+    /// Local milliseconds per `den` real milliseconds.
+    pub num: u32,
+    /// Real milliseconds the `num` local ones take.
+    pub den: u32,
+}
+
+impl Rate {
+    /// Two local milliseconds per three real ones: a clock a third slow.
+    pub const SLOW: Rate = Rate { num: 2, den: 3 };
+    /// Exactly real time.
+    pub const NORMAL: Rate = Rate { num: 1, den: 1 };
+    /// Four local milliseconds per three real ones: a clock a third fast.
+    pub const FAST: Rate = Rate { num: 4, den: 3 };
+
+    /// A rate of `num / den`.
+    ///
+    /// # Errors
+    /// When either part is zero or over 1000.
+    pub fn new(num: u32, den: u32) -> Result<Self, ConfigError> {
+        if num == 0 || den == 0 || num > 1_000 || den > 1_000 {
+            return Err(ConfigError(format!(
+                "clock rate {num}/{den}: both parts must be between 1 and 1000"
+            )));
+        }
+        Ok(Rate { num, den })
+    }
+
+    /// The client's clock reading at real time `real` (both in ms; the clocks start together).
+    #[must_use]
+    pub fn local(self, real: u64) -> u64 {
+        real * u64::from(self.num) / u64::from(self.den)
+    }
+
+    /// The shortest local time a client with this rate can see pass while `real` ms of real
+    /// time pass, over every starting instant: `floor(real * num / den)` is a lower bound and
+    /// is reached at a start of 0.
+    #[must_use]
+    pub fn min_local_elapsed(self, real: u64) -> u64 {
+        self.local(real)
+    }
+}
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Rate::SLOW => f.write_str("slow (2/3)"),
+            Rate::NORMAL => f.write_str("normal (1/1)"),
+            Rate::FAST => f.write_str("fast (4/3)"),
+            Rate { num, den } => write!(f, "{num}/{den}"),
+        }
+    }
+}
+
+impl FromStr for Rate {
+    type Err = ConfigError;
+
+    /// `slow`, `normal`, `fast`, or `NUM/DEN`.
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        match s {
+            "slow" => Ok(Rate::SLOW),
+            "normal" => Ok(Rate::NORMAL),
+            "fast" => Ok(Rate::FAST),
+            other => {
+                let bad = || {
+                    ConfigError(format!(
+                        "clock rate `{other}`: expected slow, normal, fast or NUM/DEN (e.g. 9/10)"
+                    ))
+                };
+                let (num, den) = other.split_once('/').ok_or_else(bad)?;
+                let num = num.trim().parse().map_err(|_| bad())?;
+                let den = den.trim().parse().map_err(|_| bad())?;
+                Rate::new(num, den)
+            }
+        }
+    }
+}
+
+/// A configuration the model refuses, with the reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The parameters of one model.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Config {
+    /// One clock rate per client; the number of clients is its length.
+    pub rates: Vec<Rate>,
+    /// The number of resources (`r0`, `r1`, ...).
+    pub resources: usize,
+    /// The last real instant the model reaches, in ms (ticks): time runs `0..=ticks`.
+    pub ticks: u64,
+    /// The TTL of every lock and every renewal.
+    pub ttl: Ttl,
+    /// The limit every `slock` passes (`None`: unlimited).
+    pub shared_limit: Option<SharedLimit>,
+    /// The store's renew margin: a lock expiring within it is not renewable.
+    pub renew_margin: Duration,
+    /// The holders' drift margin in the holding rule (`trust until sent + ttl - margin`).
+    pub drift_margin: Duration,
+    /// Whether clients may pause (stop acting, keeping their beliefs).
+    pub pauses: bool,
+    /// Whether clients may crash (losing their beliefs; a new lock id on restart).
+    pub crashes: bool,
+    /// Whether holders write to the fenced downstream store.
+    pub writes: bool,
+    /// The most grants per resource per millisecond (a bound on the state space like
+    /// `ticks`: without it, lock-unlock loops within one millisecond would count fences up
+    /// to the engine's per-millisecond reserve). Two suffice for two grants to meet in one
+    /// millisecond.
+    pub grants_per_ms: u64,
+    /// Whether a client whose group a begun purge is about to remove may take a new lock in
+    /// the purge's own millisecond. The engine removes locks of a purged group "created no
+    /// later than `t`", and with millisecond timestamps such a lock has `created_at == t`
+    /// although it was created after the purge began, so the purge removes a lock its holder
+    /// just got and trusts. Off by default: with it on, `holder_safety` fails (see the test
+    /// `purge_race_in_the_purge_millisecond`).
+    pub purge_race: bool,
+    /// Whether states are reduced to a representative under permutations of clients with
+    /// equal clock rates.
+    pub symmetry: bool,
+}
+
+impl Config {
+    /// `clients` clients with slow clocks (the worst drift the default bound allows),
+    /// `resources` resources, time up to `ticks` ms, TTL 3 ms, shared limit 1, renew margin
+    /// 1 ms, the drift margin the slow clocks need ([`Config::required_drift_margin`]),
+    /// pauses, crashes and downstream writes on, symmetry reduction on.
+    ///
+    /// # Errors
+    /// As [`Config::validate`].
+    pub fn new(clients: usize, resources: usize, ticks: u64) -> Result<Self, ConfigError> {
+        let mut config = Config {
+            rates: vec![Rate::SLOW; clients],
+            resources,
+            ticks,
+            ttl: Ttl::new(Duration::from_millis(3)).map_err(|e| ConfigError(e.to_string()))?,
+            shared_limit: Some(SharedLimit::new(1).map_err(|e| ConfigError(e.to_string()))?),
+            renew_margin: Duration::from_millis(1),
+            drift_margin: Duration::ZERO,
+            pauses: true,
+            crashes: true,
+            writes: true,
+            grants_per_ms: 2,
+            purge_race: false,
+            symmetry: true,
+        };
+        config.drift_margin = Duration::from_millis(config.required_drift_margin());
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The configuration CI checks exhaustively for the lock rules: two slow clients, two
+    /// resources (so that a lock group spans resources), time up to 4 ms (a purge at the
+    /// first expiry, 3 ms, then a lock created after it), no client faults and no downstream
+    /// writes (those are checked by [`Config::ci_faults`]).
+    #[must_use]
+    pub fn ci() -> Self {
+        let mut config = Config::new(2, 2, 4).expect("the CI configuration is valid");
+        config.pauses = false;
+        config.crashes = false;
+        config.writes = false;
+        config
+    }
+
+    /// The configuration CI checks exhaustively for client faults: two slow clients that
+    /// pause, crash and write to the fenced downstream store, one resource, time up to 4 ms.
+    #[must_use]
+    pub fn ci_faults() -> Self {
+        Config::new(2, 1, 4).expect("the CI faults configuration is valid")
+    }
+
+    /// The number of clients.
+    #[must_use]
+    pub fn clients(&self) -> usize {
+        self.rates.len()
+    }
+
+    /// The TTL in ms.
+    #[must_use]
+    pub fn ttl_ms(&self) -> u64 {
+        self.ttl.as_millis()
+    }
+
+    /// The smallest drift margin (ms) with which the holding rule is safe for these clock
+    /// rates: a lock granted at real `g` expires at `g + ttl`, and the slowest clock may show
+    /// only `floor(ttl * rate)` elapsed by then, so trust must end `ttl - floor(ttl * rate)`
+    /// early. Fast clocks need nothing (they stop trusting early).
+    #[must_use]
+    pub fn required_drift_margin(&self) -> u64 {
+        let ttl = self.ttl_ms();
+        self.rates
+            .iter()
+            .map(|r| ttl.saturating_sub(r.min_local_elapsed(ttl)))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Checks the bounds: 1 to [`MAX_CLIENTS`] clients, 1 to [`MAX_RESOURCES`] resources,
+    /// 1 to [`MAX_TICKS`] ticks.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming the bad parameter.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.rates.is_empty() || self.rates.len() > MAX_CLIENTS {
+            return Err(ConfigError(format!(
+                "clients: {} given, must be between 1 and {MAX_CLIENTS}",
+                self.rates.len()
+            )));
+        }
+        if self.resources == 0 || self.resources > MAX_RESOURCES {
+            return Err(ConfigError(format!(
+                "resources: {} given, must be between 1 and {MAX_RESOURCES}",
+                self.resources
+            )));
+        }
+        if self.ticks == 0 || self.ticks > MAX_TICKS {
+            return Err(ConfigError(format!(
+                "ticks: {} given, must be between 1 and {MAX_TICKS}",
+                self.ticks
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_parse_and_run() {
+        assert_eq!("slow".parse::<Rate>(), Ok(Rate::SLOW));
+        assert_eq!("9/10".parse::<Rate>(), Ok(Rate { num: 9, den: 10 }));
+        assert!("0/1".parse::<Rate>().is_err());
+        assert!("quick".parse::<Rate>().is_err());
+        assert_eq!(Rate::SLOW.local(3), 2);
+        assert_eq!(Rate::SLOW.local(4), 2);
+        assert_eq!(Rate::FAST.local(3), 4);
+    }
+
+    #[test]
+    fn slow_clocks_need_one_ms_of_margin_with_a_ttl_of_three() {
+        let config = Config::ci();
+        assert_eq!(config.required_drift_margin(), 1);
+        assert_eq!(config.drift_margin, Duration::from_millis(1));
+        assert!(Config::new(0, 1, 1).is_err());
+        assert!(Config::new(1, 0, 1).is_err());
+        assert!(Config::new(1, 1, 0).is_err());
+    }
+}

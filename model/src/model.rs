@@ -1,0 +1,424 @@
+//! The transitions: each one calls the engine (`LockTable::xlock`, `slock`, `unlock`,
+//! `renew`, `table::expired_groups`, `purge_groups`, `delete_empty`, `holder::trust_until`)
+//! on the model's copy of the store. The model adds only what is outside the engine: real
+//! time, client clocks and beliefs, faults, and the fenced downstream store.
+
+use lockwright_engine::table::{delete_empty, expired_groups, fence_floor, purge_groups};
+use lockwright_engine::{Error, LockDetails, LockRequest, Mode, Timestamp, holder};
+use stateright::{Model, Property};
+
+use crate::action::{Action, Effect};
+use crate::config::Config;
+use crate::props::{self, Transition};
+use crate::state::{Belief, LockKey, LockState, Verdict, Write, lock_id, resource};
+
+/// The Lockwright model: a [`stateright::Model`] over [`LockState`] and [`Action`].
+#[derive(Clone, Debug)]
+pub struct LockModel {
+    config: Config,
+    /// The lock requests of every client, incarnation and resource, built once.
+    requests: Vec<LockRequest>,
+    incarnations: usize,
+}
+
+impl LockModel {
+    /// The model of `config`.
+    #[must_use]
+    pub fn new(config: Config) -> Self {
+        let details = LockDetails::new().ttl(config.ttl.as_duration());
+        let incarnations = config.resources + 2;
+        let mut requests = Vec::new();
+        for c in 0..config.clients() {
+            for g in 0..incarnations {
+                for r in 0..config.resources {
+                    let g = u8::try_from(g).expect("few incarnations");
+                    requests.push(Self::request(c, g, r, &details));
+                }
+            }
+        }
+        LockModel {
+            config,
+            requests,
+            incarnations,
+        }
+    }
+
+    /// What is checked.
+    #[must_use]
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    fn request(client: usize, incarnation: u8, r: usize, details: &LockDetails) -> LockRequest {
+        LockRequest::new(
+            resource(r).as_str(),
+            lock_id(client, incarnation).as_str(),
+            details,
+        )
+        .expect("model lock requests are valid")
+    }
+
+    /// The initial state before symmetry reduction.
+    #[must_use]
+    pub fn raw_initial(&self) -> LockState {
+        LockState::initial(&self.config.rates, self.config.resources)
+    }
+
+    /// The state as the checker stores it, with the permutation that got it there:
+    /// `perm[i]` is the index, in `state`, of the client at index `i` of the result. Without
+    /// symmetry reduction, `state` itself and the identity.
+    #[must_use]
+    pub fn normalize(&self, state: LockState) -> (LockState, Vec<usize>) {
+        if self.config.symmetry {
+            state.into_canonical()
+        } else {
+            let n = state.clients.len();
+            (state, (0..n).collect())
+        }
+    }
+
+    /// Applies `action` to `state` (no symmetry reduction), judges the transition against
+    /// the transition properties, and returns the next state and what the engine answered.
+    #[must_use]
+    pub fn step(&self, state: &LockState, action: Action) -> (LockState, Effect) {
+        let mut next = state.clone();
+        next.last = Verdict::default();
+        let effect = self.apply(&mut next, action);
+        next.last = props::judge(&Transition {
+            model: self,
+            before: state,
+            action,
+            after: &next,
+            effect: &effect,
+        });
+        (next, effect)
+    }
+
+    fn apply(&self, next: &mut LockState, action: Action) -> Effect {
+        let now = Timestamp::from_millis(next.now);
+        match action {
+            Action::XLock { client, resource } => {
+                self.lock(next, client, resource, Mode::Exclusive)
+            }
+            Action::SLock { client, resource } => self.lock(next, client, resource, Mode::Shared),
+            Action::Unlock { client } => {
+                let id = next.lock_id_of(client);
+                let removed = next.table.unlock(id, now);
+                next.clients[client].forget();
+                Effect::Unlocked {
+                    lock_id: id.clone(),
+                    removed,
+                }
+            }
+            Action::Renew { client } => {
+                let id = next.lock_id_of(client);
+                match next
+                    .table
+                    .renew(id, self.config.ttl, self.config.renew_margin, now)
+                {
+                    Ok(renewed) => {
+                        // The renewal was sent at this local time: the whole group is
+                        // trusted anew from it.
+                        let local = next.local(client);
+                        let c = &mut next.clients[client];
+                        match holder::trust_until(local, self.config.ttl, self.config.drift_margin)
+                        {
+                            Some(t) => c.trust_until = Some(t),
+                            None => c.forget(),
+                        }
+                        Effect::Renewed {
+                            lock_id: id.clone(),
+                            renewed,
+                        }
+                    }
+                    Err(Error::NotRenewable { locks }) => Effect::NotRenewable {
+                        lock_id: id.clone(),
+                        locks,
+                    },
+                    Err(Error::LockNotFound) => Effect::RenewNotFound {
+                        lock_id: id.clone(),
+                    },
+                    Err(other) => panic!("renew failed unexpectedly: {other}"),
+                }
+            }
+            Action::Write { client, resource } => {
+                let belief = next.clients[client].beliefs[resource]
+                    .expect("a client writes only for a lock it believes it holds");
+                next.clients[client].write = Some(Write {
+                    resource,
+                    fence: belief.fence,
+                });
+                Effect::WriteSent {
+                    resource,
+                    fence: belief.fence,
+                }
+            }
+            Action::Deliver { client } => {
+                let write = next.clients[client]
+                    .write
+                    .take()
+                    .expect("only a write in flight is delivered");
+                let highest = &mut next.downstream[write.resource];
+                let highest_before = *highest;
+                let accepted = highest.is_none_or(|h| write.fence >= h);
+                if accepted {
+                    *highest = Some(write.fence);
+                }
+                // A write still in flight with a fence below the new highest can only be
+                // rejected, whenever it arrives: the model rejects it now, so that doomed
+                // writes do not multiply states.
+                let mut doomed = Vec::new();
+                for (other, c) in next.clients.iter_mut().enumerate() {
+                    if let Some(w) = c.write {
+                        if w.resource == write.resource && w.fence < write.fence && accepted {
+                            doomed.push((other, w.fence));
+                            c.write = None;
+                        }
+                    }
+                }
+                Effect::Delivered {
+                    resource: write.resource,
+                    fence: write.fence,
+                    highest_before,
+                    accepted,
+                    doomed,
+                }
+            }
+            Action::Pause { client } => {
+                next.clients[client].paused = true;
+                Effect::Nothing
+            }
+            Action::Resume { client } => {
+                next.clients[client].paused = false;
+                Effect::Nothing
+            }
+            Action::Crash { client } => {
+                let old = next.lock_id_of(client);
+                let in_use = |id: &_| {
+                    next.has_locks_of(id)
+                        || next.purge.as_ref().is_some_and(|p| p.groups.contains(id))
+                };
+                let incarnation = (0..=u8::MAX)
+                    .find(|&g| !in_use(lock_id(client, g)))
+                    .expect("fewer than 256 lock ids of one client are ever in use");
+                let c = &mut next.clients[client];
+                c.incarnation = incarnation;
+                c.forget();
+                c.paused = false;
+                Effect::Crashed {
+                    old: old.clone(),
+                    new: next.lock_id_of(client).clone(),
+                }
+            }
+            Action::PurgeBegin => {
+                let groups = expired_groups(&[&next.table], now);
+                next.purge = Some(crate::state::PendingPurge {
+                    at: next.now,
+                    groups: groups.clone(),
+                });
+                Effect::PurgeBegun {
+                    at: next.now,
+                    groups,
+                }
+            }
+            Action::PurgeFinish => {
+                let purge = next.purge.take().expect("only a begun purge finishes");
+                let at = Timestamp::from_millis(purge.at);
+                let removed = purge_groups(&mut [&mut next.table], &purge.groups, at);
+                delete_empty(&mut [&mut next.table], at);
+                Effect::Purged {
+                    at: purge.at,
+                    groups: purge.groups,
+                    removed,
+                }
+            }
+            Action::Tick => {
+                next.now += 1;
+                // A client whose trust ran out knows it: it forgets its beliefs.
+                for i in 0..next.clients.len() {
+                    let local = next.local(i);
+                    let c = &mut next.clients[i];
+                    if c.trust_until.is_some_and(|t| local >= t) {
+                        c.forget();
+                    }
+                }
+                Effect::Nothing
+            }
+        }
+    }
+
+    fn lock(&self, next: &mut LockState, client: usize, r: usize, mode: Mode) -> Effect {
+        let now = Timestamp::from_millis(next.now);
+        let incarnation = next.clients[client].incarnation;
+        let built;
+        let request = if usize::from(incarnation) < self.incarnations {
+            let per_client = self.incarnations * self.config.resources;
+            &self.requests
+                [client * per_client + usize::from(incarnation) * self.config.resources + r]
+        } else {
+            let details = LockDetails::new().ttl(self.config.ttl.as_duration());
+            built = Self::request(client, incarnation, r, &details);
+            &built
+        };
+        let name = resource(r);
+        let before: Vec<LockKey> = next
+            .table
+            .resource(name)
+            .into_iter()
+            .flat_map(|st| st.locks().map(|(m, l)| LockKey::of(r, m, l)))
+            .collect();
+        let granted = match mode {
+            Mode::Exclusive => next.table.xlock(request, now),
+            Mode::Shared => next.table.slock(request, self.config.shared_limit, now),
+        };
+        match granted {
+            Ok(status) => {
+                let after = next.table.resource(name);
+                let took_over = before
+                    .into_iter()
+                    .filter(|k| {
+                        after.is_none_or(|st| !st.locks().any(|(m, l)| LockKey::of(r, m, l) == *k))
+                    })
+                    .collect();
+                let history = &mut next.fence_history[r];
+                *history = Some(history.map_or(status.fence, |h| h.max(status.fence)));
+                // The request is answered in the same step, so it was sent at this local time.
+                let sent = next.local(client);
+                let trust_until =
+                    holder::trust_until(sent, self.config.ttl, self.config.drift_margin);
+                if let Some(t) = trust_until {
+                    let c = &mut next.clients[client];
+                    c.beliefs[r] = Some(Belief {
+                        mode,
+                        fence: status.fence,
+                    });
+                    c.trust_until = Some(c.trust_until.map_or(t, |old| old.min(t)));
+                }
+                Effect::Granted {
+                    resource: r,
+                    status,
+                    took_over,
+                    trust_until,
+                }
+            }
+            Err(Error::AlreadyLocked { .. }) => Effect::Refused { resource: r, mode },
+            Err(other) => panic!("lock failed unexpectedly: {other}"),
+        }
+    }
+
+    /// The actions possible in `state`, in a fixed order.
+    ///
+    /// Clients follow a discipline (the one `Locker` follows by taking a fresh lock id for
+    /// every guard): they do not ask again for a resource they believe they hold; they add
+    /// to their group only while they trust it, or once it holds nothing in the store (after
+    /// losing trust they unlock first, or crash and restart with a new lock id); they renew
+    /// only while they trust their group; they write downstream only for an exclusive lock
+    /// they trust.
+    pub fn possible_actions(&self, state: &LockState, actions: &mut Vec<Action>) {
+        let config = &self.config;
+        let floor = fence_floor(Timestamp::from_millis(state.now));
+        let may_grant: Vec<bool> = (0..config.resources)
+            .map(|r| {
+                state.table.resource(resource(r)).is_none_or(|st| {
+                    st.fence < floor || st.fence - floor + 1 < config.grants_per_ms
+                })
+            })
+            .collect();
+        for (client, c) in state.clients.iter().enumerate() {
+            let id = state.lock_id_of(client);
+            let has_locks = state.has_locks_of(id);
+            if c.paused {
+                actions.push(Action::Resume { client });
+            } else {
+                let trusts = c.believes_anything();
+                let purging_now = state
+                    .purge
+                    .as_ref()
+                    .is_some_and(|p| p.at == state.now && p.groups.contains(id))
+                    && !config.purge_race;
+                if (trusts || !has_locks) && !purging_now {
+                    for (resource, &may) in may_grant.iter().enumerate() {
+                        if may && c.beliefs[resource].is_none() {
+                            actions.push(Action::XLock { client, resource });
+                            actions.push(Action::SLock { client, resource });
+                        }
+                    }
+                }
+                if trusts || has_locks {
+                    actions.push(Action::Unlock { client });
+                }
+                if trusts {
+                    actions.push(Action::Renew { client });
+                }
+                if config.writes && c.write.is_none() {
+                    for resource in 0..config.resources {
+                        if state
+                            .believed(client, resource)
+                            .is_some_and(|b| b.mode == Mode::Exclusive)
+                        {
+                            actions.push(Action::Write { client, resource });
+                        }
+                    }
+                }
+                // Pausing matters only to a client that holds something.
+                if config.pauses && trusts {
+                    actions.push(Action::Pause { client });
+                }
+            }
+            if c.write.is_some() {
+                actions.push(Action::Deliver { client });
+            }
+            if config.crashes && (c.believes_anything() || has_locks) {
+                actions.push(Action::Crash { client });
+            }
+        }
+        if state.purge.is_none() {
+            actions.push(Action::PurgeBegin);
+        } else {
+            actions.push(Action::PurgeFinish);
+        }
+        if state.now < config.ticks {
+            actions.push(Action::Tick);
+        }
+    }
+}
+
+impl Model for LockModel {
+    type State = LockState;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<LockState> {
+        vec![self.normalize(self.raw_initial()).0]
+    }
+
+    fn actions(&self, state: &LockState, actions: &mut Vec<Action>) {
+        self.possible_actions(state, actions);
+    }
+
+    fn next_state(&self, last_state: &LockState, action: Action) -> Option<LockState> {
+        let (next, _) = self.step(last_state, action);
+        Some(self.normalize(next).0)
+    }
+
+    fn format_action(&self, action: &Action) -> String {
+        action.to_string()
+    }
+
+    fn format_step(&self, last_state: &LockState, action: Action) -> Option<String> {
+        let (next, effect) = self.step(last_state, action);
+        let broken = next.last.broken;
+        let verdict = if broken.is_empty() {
+            String::new()
+        } else {
+            format!("BREAKS: {broken}\n")
+        };
+        Some(format!(
+            "{action}: {effect}\n{verdict}{}",
+            self.normalize(next).0
+        ))
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        props::properties(&self.config)
+    }
+}

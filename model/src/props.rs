@@ -1,0 +1,574 @@
+//! The properties the model checks, one function each.
+//!
+//! Some are about a state (`mutual_exclusion`, `holder_safety`): the function takes the
+//! state. The others are about a step (`shared_limit`, `purge_safety`, `renew_after_purge`,
+//! `fence_monotonic`, `idempotence`, `no_lost_grant`): the function takes the
+//! [`Transition`] (state before, action, state after, what the engine answered). Every
+//! transition is judged when it is taken, and the names of the step properties it broke are
+//! kept in the next state ([`crate::state::Verdict`]), where stateright's `always` sees them.
+//! The `sometimes_*` properties show that the situations each safety property is about are
+//! reached (a property nobody could break proves nothing).
+//!
+//! The properties restate the rules from their definitions and read the store's fields
+//! directly (expired at `t` means `expires_at <= t`, see [`expired_at`]); they never call the
+//! engine's predicates, which a mutant may break.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use lockwright_engine::table::purge;
+use lockwright_engine::{LockId, Mode, StoredLock, Timestamp};
+use stateright::Property;
+
+use crate::action::{Action, Effect, status_key};
+use crate::config::Config;
+use crate::model::LockModel;
+use crate::state::{LockKey, LockState, Verdict, parse_lock_id};
+
+/// The step properties and the step witnesses, as bits of a [`PropSet`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
+pub enum Check {
+    /// [`shared_limit`] was broken.
+    SharedLimit,
+    /// [`purge_safety`] was broken.
+    PurgeSafety,
+    /// [`renew_after_purge`] was broken.
+    RenewAfterPurge,
+    /// [`fence_monotonic`] was broken.
+    FenceMonotonic,
+    /// [`idempotence`] was broken.
+    Idempotence,
+    /// [`no_lost_grant`] was broken.
+    NoLostGrant,
+    /// A grant took over another group's expired lock.
+    TakeoverAfterExpiry,
+    /// A purge removed at least one lock.
+    PurgeRemovedGroup,
+    /// A purge removed a lock that was live at the purge instant, because its group had an
+    /// expired lock (group semantics at work).
+    PurgeRemovedLiveLock,
+    /// A purge spared a lock of a purged group because it was created after the purge began.
+    PurgeSparedNewerLock,
+    /// A grant on a resource whose empty document a purge had deleted.
+    FenceAfterDeletion,
+    /// The downstream store rejected a stale fence.
+    StaleWriteRejected,
+    /// An unlock removed at least one lock.
+    UnlockRemovedLocks,
+}
+
+impl Check {
+    /// Every check, in bit order.
+    pub const ALL: [Check; 13] = [
+        Check::SharedLimit,
+        Check::PurgeSafety,
+        Check::RenewAfterPurge,
+        Check::FenceMonotonic,
+        Check::Idempotence,
+        Check::NoLostGrant,
+        Check::TakeoverAfterExpiry,
+        Check::PurgeRemovedGroup,
+        Check::PurgeRemovedLiveLock,
+        Check::PurgeSparedNewerLock,
+        Check::FenceAfterDeletion,
+        Check::StaleWriteRejected,
+        Check::UnlockRemovedLocks,
+    ];
+
+    /// The property name this check stands for.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Check::SharedLimit => "shared_limit",
+            Check::PurgeSafety => "purge_safety",
+            Check::RenewAfterPurge => "renew_after_purge",
+            Check::FenceMonotonic => "fence_monotonic",
+            Check::Idempotence => "idempotence",
+            Check::NoLostGrant => "no_lost_grant",
+            Check::TakeoverAfterExpiry => "sometimes_takeover_after_expiry",
+            Check::PurgeRemovedGroup => "sometimes_purge_removed_group",
+            Check::PurgeRemovedLiveLock => "sometimes_purge_removed_live_lock",
+            Check::PurgeSparedNewerLock => "sometimes_purge_spared_newer_lock",
+            Check::FenceAfterDeletion => "sometimes_fence_after_deletion",
+            Check::StaleWriteRejected => "sometimes_stale_write_rejected",
+            Check::UnlockRemovedLocks => "sometimes_unlock_removed_locks",
+        }
+    }
+}
+
+/// A set of [`Check`]s.
+#[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PropSet(u32);
+
+impl PropSet {
+    /// Adds `check`.
+    pub fn insert(&mut self, check: Check) {
+        self.0 |= 1 << check as u8;
+    }
+
+    /// Whether `check` is in the set.
+    #[must_use]
+    pub fn contains(self, check: Check) -> bool {
+        self.0 & (1 << check as u8) != 0
+    }
+
+    /// Whether the set is empty.
+    #[must_use]
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The checks in the set.
+    pub fn iter(self) -> impl Iterator<Item = Check> {
+        Check::ALL.into_iter().filter(move |c| self.contains(*c))
+    }
+}
+
+impl fmt::Debug for PropSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.iter().map(Check::name)).finish()
+    }
+}
+
+impl fmt::Display for PropSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.iter().map(Check::name).collect();
+        f.write_str(&names.join(", "))
+    }
+}
+
+/// One step, as the step properties judge it.
+#[derive(Clone, Copy, Debug)]
+pub struct Transition<'a> {
+    /// The model (for its configuration).
+    pub model: &'a LockModel,
+    /// The state before the step.
+    pub before: &'a LockState,
+    /// The step.
+    pub action: Action,
+    /// The state after the step (its verdict not yet filled in).
+    pub after: &'a LockState,
+    /// What the engine answered.
+    pub effect: &'a Effect,
+}
+
+/// The rules' one expiry predicate, from its definition: a lock is expired at `t` iff it
+/// has an expiry and `expires_at <= t`.
+#[must_use]
+pub fn expired_at(lock: &StoredLock, t: u64) -> bool {
+    lock.expires_at.is_some_and(|e| e.as_millis() <= t)
+}
+
+/// Live at `t`: not expired at `t`.
+#[must_use]
+pub fn live_at(lock: &StoredLock, t: u64) -> bool {
+    !expired_at(lock, t)
+}
+
+/// **mutual_exclusion**: a resource with a live exclusive lock has no other live lock.
+#[must_use]
+pub fn mutual_exclusion(_: &LockModel, state: &LockState) -> bool {
+    state.table.resources().values().all(|r| {
+        r.exclusive.as_ref().is_none_or(|x| !live_at(x, state.now))
+            || r.shared.iter().all(|l| !live_at(l, state.now))
+    })
+}
+
+/// **holder_safety**: no two clients both believe, at this real instant, each by the
+/// holding rule on its own clock (trust while `local < sent_local + ttl - drift_margin`),
+/// that they hold conflicting locks on one resource (an exclusive one and any other).
+#[must_use]
+pub fn holder_safety(_: &LockModel, state: &LockState) -> bool {
+    let n = state.clients.len();
+    let resources = state.downstream.len();
+    (0..resources).all(|r| {
+        let believers: Vec<(usize, Mode)> = (0..n)
+            .filter_map(|c| state.believed(c, r).map(|b| (c, b.mode)))
+            .collect();
+        believers.len() < 2 || believers.iter().all(|(_, m)| *m == Mode::Shared)
+    })
+}
+
+/// **shared_limit**: when a shared grant with limit `m` succeeds, the live shared locks on
+/// the resource, the new one included, number at most `m`.
+#[must_use]
+pub fn shared_limit(tr: &Transition<'_>) -> bool {
+    let Effect::Granted {
+        resource, status, ..
+    } = tr.effect
+    else {
+        return true;
+    };
+    if status.mode != Mode::Shared {
+        return true;
+    }
+    let Some(limit) = tr.model.config().shared_limit else {
+        return true;
+    };
+    let live = tr
+        .after
+        .locks()
+        .filter(|(r, m, l)| r == resource && *m == Mode::Shared && live_at(l, tr.after.now))
+        .count();
+    live <= limit.get() as usize
+}
+
+/// The lock ids with a lock expired at `t` in `state`'s store, by definition.
+fn expired_groups_at(state: &LockState, t: u64) -> BTreeSet<LockId> {
+    state
+        .locks()
+        .filter(|(_, _, l)| expired_at(l, t))
+        .map(|(_, _, l)| l.lock_id.clone())
+        .collect()
+}
+
+/// **purge_safety**: a purge at `t` works on exactly the groups with a lock expired at `t`
+/// (so no unexpired group loses a lock); it removes exactly the locks of those groups created
+/// no later than `t` (none created after the purge began, and none of those groups' older
+/// locks survive), nothing else disappears, and afterwards no lock expired at `t` remains.
+#[must_use]
+pub fn purge_safety(tr: &Transition<'_>) -> bool {
+    match tr.effect {
+        Effect::PurgeBegun { at, groups } => *groups == expired_groups_at(tr.before, *at),
+        Effect::Purged {
+            at,
+            groups,
+            removed,
+        } => {
+            let before = tr.before.lock_keys();
+            let doomed: BTreeSet<LockKey> = before
+                .iter()
+                .filter(|k| groups.contains(&k.lock_id) && k.created_at <= *at)
+                .cloned()
+                .collect();
+            let removed: BTreeSet<LockKey> = removed.iter().map(status_key).collect();
+            let survivors: BTreeSet<LockKey> = before.difference(&doomed).cloned().collect();
+            removed == doomed
+                && tr.after.lock_keys() == survivors
+                && tr.after.locks().all(|(_, _, l)| !expired_at(l, *at))
+        }
+        _ => true,
+    }
+}
+
+/// **renew_after_purge**: renew never succeeds for a group holding an expired or
+/// within-margin lock (`expires_at <= now + renew_margin`), and a lock a purge in progress
+/// saw expired is not renewed before the purge removes it.
+#[must_use]
+pub fn renew_after_purge(tr: &Transition<'_>) -> bool {
+    let Effect::Renewed { lock_id, .. } = tr.effect else {
+        return true;
+    };
+    let margin = u64::try_from(tr.model.config().renew_margin.as_millis()).unwrap_or(u64::MAX);
+    let deadline = tr.before.now.saturating_add(margin);
+    let group = || {
+        tr.before
+            .locks()
+            .filter(move |(_, _, l)| &l.lock_id == lock_id)
+    };
+    let all_renewable = group().all(|(_, _, l)| !expired_at(l, deadline));
+    let none_seen_expired = tr.before.purge.as_ref().is_none_or(|p| {
+        !p.groups.contains(lock_id) || group().all(|(_, _, l)| !expired_at(l, p.at))
+    });
+    all_renewable && none_seen_expired
+}
+
+/// **fence_monotonic**: every grant's fence is strictly greater than every fence granted
+/// before on the resource (across unlock, purge and deletion of the resource's document);
+/// the fenced downstream store accepts a write only if its fence is at least the highest it
+/// accepted, and its highest accepted fence never goes down.
+#[must_use]
+pub fn fence_monotonic(tr: &Transition<'_>) -> bool {
+    match tr.effect {
+        Effect::Granted {
+            resource, status, ..
+        } => tr.before.fence_history[*resource].is_none_or(|h| status.fence > h),
+        Effect::Delivered {
+            resource,
+            fence,
+            highest_before,
+            accepted,
+            ..
+        } => {
+            (!accepted || highest_before.is_none_or(|h| *fence >= h))
+                && tr.after.downstream[*resource] >= tr.before.downstream[*resource]
+        }
+        _ => tr.after.downstream == tr.before.downstream,
+    }
+}
+
+/// **idempotence**: unlocking a group a second time (at the same instant) removes nothing
+/// and changes nothing; a second purge at the same instant as a finished one removes nothing
+/// and changes nothing. Checked by applying the engine operation again to a copy.
+#[must_use]
+pub fn idempotence(tr: &Transition<'_>) -> bool {
+    match tr.effect {
+        Effect::Unlocked { lock_id, .. } => {
+            let mut again = tr.after.table.clone();
+            let removed = again.unlock(lock_id, Timestamp::from_millis(tr.after.now));
+            removed.is_empty() && again == tr.after.table
+        }
+        Effect::Purged { at, .. } => {
+            let mut again = tr.after.table.clone();
+            let removed = purge(&mut [&mut again], Timestamp::from_millis(*at));
+            removed.is_empty() && again == tr.after.table
+        }
+        _ => true,
+    }
+}
+
+/// **no_lost_grant**: a granted lock stays in the store (same resource, group, mode,
+/// creation and fence) until its group is unlocked, or a purge removes it after its group
+/// had an expired lock (and it was created no later than the purge instant), or a new grant
+/// on its resource takes it over after it expired.
+#[must_use]
+pub fn no_lost_grant(tr: &Transition<'_>) -> bool {
+    if tr.after.table == tr.before.table {
+        return true;
+    }
+    let after = tr.after.lock_keys();
+    tr.before
+        .locks()
+        .filter(|(r, m, l)| !after.contains(&LockKey::of(*r, *m, l)))
+        .all(|(r, _, l)| match tr.effect {
+            Effect::Unlocked { lock_id, .. } => &l.lock_id == lock_id,
+            Effect::Purged { at, groups, .. } => {
+                groups.contains(&l.lock_id) && l.created_at.as_millis() <= *at
+            }
+            Effect::Granted { resource, .. } => *resource == r && expired_at(l, tr.before.now),
+            _ => false,
+        })
+}
+
+/// The witnesses a step produces (see [`Check`]).
+fn witnesses(tr: &Transition<'_>, out: &mut PropSet) {
+    match tr.effect {
+        Effect::Granted {
+            resource,
+            status,
+            took_over,
+            ..
+        } => {
+            if took_over.iter().any(|k| k.lock_id != status.lock_id) {
+                out.insert(Check::TakeoverAfterExpiry);
+            }
+            let name = crate::state::resource(*resource);
+            if tr.before.table.resource(name).is_none()
+                && tr.before.fence_history[*resource].is_some()
+            {
+                out.insert(Check::FenceAfterDeletion);
+            }
+        }
+        Effect::Purged {
+            at,
+            groups,
+            removed,
+        } => {
+            if !removed.is_empty() {
+                out.insert(Check::PurgeRemovedGroup);
+            }
+            if removed
+                .iter()
+                .any(|l| l.expires_at.is_none_or(|e| e.as_millis() > *at))
+            {
+                out.insert(Check::PurgeRemovedLiveLock);
+            }
+            if tr
+                .after
+                .locks()
+                .any(|(_, _, l)| groups.contains(&l.lock_id) && l.created_at.as_millis() > *at)
+            {
+                out.insert(Check::PurgeSparedNewerLock);
+            }
+        }
+        Effect::Delivered {
+            accepted, doomed, ..
+        } if !accepted || !doomed.is_empty() => out.insert(Check::StaleWriteRejected),
+        Effect::Unlocked { removed, .. } if !removed.is_empty() => {
+            out.insert(Check::UnlockRemovedLocks);
+        }
+        _ => {}
+    }
+}
+
+/// A property of one step.
+type StepProperty = fn(&Transition<'_>) -> bool;
+
+/// Judges one step: which step properties it broke and which witnesses it produced.
+#[must_use]
+pub fn judge(tr: &Transition<'_>) -> Verdict {
+    let mut verdict = Verdict::default();
+    let checks: [(Check, StepProperty); 6] = [
+        (Check::SharedLimit, shared_limit),
+        (Check::PurgeSafety, purge_safety),
+        (Check::RenewAfterPurge, renew_after_purge),
+        (Check::FenceMonotonic, fence_monotonic),
+        (Check::Idempotence, idempotence),
+        (Check::NoLostGrant, no_lost_grant),
+    ];
+    for (check, holds) in checks {
+        if !holds(tr) {
+            verdict.broken.insert(check);
+        }
+    }
+    witnesses(tr, &mut verdict.witnessed);
+    verdict
+}
+
+/// **sometimes_at_shared_limit**: a resource holds as many live shared locks as the limit
+/// allows (two, without a limit).
+#[must_use]
+pub fn at_shared_limit(model: &LockModel, state: &LockState) -> bool {
+    let limit = model.config().shared_limit.map_or(2, |l| l.get() as usize);
+    state
+        .table
+        .resources()
+        .values()
+        .any(|r| r.shared.iter().filter(|l| live_at(l, state.now)).count() >= limit)
+}
+
+/// **sometimes_exclusive_contended**: a live exclusive lock on a resource while another
+/// client, free to act, holds nothing there (its `xlock` is enabled and must be refused).
+/// A state property rather than a refused step, so that refusals, which change nothing,
+/// do not split states.
+#[must_use]
+pub fn exclusive_contended(_: &LockModel, state: &LockState) -> bool {
+    state.locks().any(|(r, mode, l)| {
+        mode == Mode::Exclusive
+            && live_at(l, state.now)
+            && state.clients.iter().enumerate().any(|(c, cs)| {
+                !cs.paused && cs.beliefs[r].is_none() && *state.lock_id_of(c) != l.lock_id
+            })
+    })
+}
+
+/// **sometimes_renewed**: the store holds a lock that was renewed.
+#[must_use]
+pub fn renewed(_: &LockModel, state: &LockState) -> bool {
+    state.locks().any(|(_, _, l)| l.renewed_at.is_some())
+}
+
+/// **sometimes_renew_failed_on_margin**: a client that trusts its group and is free to act
+/// (so its `renew` is enabled) has a lock that is live but within the renew margin, so the
+/// renew is refused on the margin alone. A state property, like
+/// [`exclusive_contended`], because a refused renew changes nothing.
+#[must_use]
+pub fn renew_failed_on_margin(model: &LockModel, state: &LockState) -> bool {
+    let margin = u64::try_from(model.config().renew_margin.as_millis()).unwrap_or(u64::MAX);
+    let deadline = state.now.saturating_add(margin);
+    state.clients.iter().enumerate().any(|(c, cs)| {
+        !cs.paused
+            && cs.believes_anything()
+            && state.locks().any(|(_, _, l)| {
+                l.lock_id == *state.lock_id_of(c)
+                    && live_at(l, state.now)
+                    && expired_at(l, deadline)
+            })
+    })
+}
+
+/// **sometimes_trusted_until_last_ms**: a client trusts its lock in the last millisecond
+/// before the lock expires, so the drift margin is not so large that it hides the boundary.
+#[must_use]
+pub fn trusted_until_last_ms(_: &LockModel, state: &LockState) -> bool {
+    state.locks().any(|(r, _, l)| {
+        parse_lock_id(&l.lock_id).is_some_and(|(c, g)| {
+            state.clients[c].incarnation == g
+                && state.believed(c, r).is_some()
+                && l.expires_at.is_some_and(|e| e.as_millis() == state.now + 1)
+        })
+    })
+}
+
+/// **sometimes_lock_outlived_belief**: a live lock stays in the store while its owner no
+/// longer believes it holds it (its trust ran out, or it crashed).
+#[must_use]
+pub fn lock_outlived_belief(_: &LockModel, state: &LockState) -> bool {
+    state.locks().any(|(r, _, l)| {
+        live_at(l, state.now)
+            && parse_lock_id(&l.lock_id).is_some_and(|(c, g)| {
+                state.clients[c].incarnation != g || state.believed(c, r).is_none()
+            })
+    })
+}
+
+/// Whether the last step kept the step property `check`.
+fn kept(state: &LockState, check: Check) -> bool {
+    !state.last.broken.contains(check)
+}
+
+/// Whether the last step witnessed `check`.
+fn saw(state: &LockState, check: Check) -> bool {
+    state.last.witnessed.contains(check)
+}
+
+type M = LockModel;
+type S = LockState;
+
+/// Every property for `config`, `always` ones first. The `sometimes` ones about downstream
+/// writes, or about groups spanning resources, are left out when the configuration has no
+/// writes or a single resource.
+#[must_use]
+pub fn properties(config: &Config) -> Vec<Property<LockModel>> {
+    let mut props = vec![
+        Property::always("mutual_exclusion", mutual_exclusion),
+        Property::always("shared_limit", |_: &M, s: &S| kept(s, Check::SharedLimit)),
+        Property::always("purge_safety", |_: &M, s: &S| kept(s, Check::PurgeSafety)),
+        Property::always("renew_after_purge", |_: &M, s: &S| {
+            kept(s, Check::RenewAfterPurge)
+        }),
+        Property::always("holder_safety", holder_safety),
+        Property::always("fence_monotonic", |_: &M, s: &S| {
+            kept(s, Check::FenceMonotonic)
+        }),
+        Property::always("idempotence", |_: &M, s: &S| kept(s, Check::Idempotence)),
+        Property::always("no_lost_grant", |_: &M, s: &S| kept(s, Check::NoLostGrant)),
+        Property::sometimes("sometimes_at_shared_limit", at_shared_limit),
+        Property::sometimes("sometimes_exclusive_contended", exclusive_contended),
+        Property::sometimes("sometimes_takeover_after_expiry", |_: &M, s: &S| {
+            saw(s, Check::TakeoverAfterExpiry)
+        }),
+        Property::sometimes("sometimes_purge_removed_group", |_: &M, s: &S| {
+            saw(s, Check::PurgeRemovedGroup)
+        }),
+        Property::sometimes("sometimes_purge_spared_newer_lock", |_: &M, s: &S| {
+            saw(s, Check::PurgeSparedNewerLock)
+        }),
+        Property::sometimes("sometimes_renewed", renewed),
+        Property::sometimes("sometimes_renew_failed_on_margin", renew_failed_on_margin),
+        Property::sometimes("sometimes_trusted_until_last_ms", trusted_until_last_ms),
+        Property::sometimes("sometimes_fence_after_deletion", |_: &M, s: &S| {
+            saw(s, Check::FenceAfterDeletion)
+        }),
+        Property::sometimes("sometimes_unlock_removed_locks", |_: &M, s: &S| {
+            saw(s, Check::UnlockRemovedLocks)
+        }),
+        Property::sometimes("sometimes_lock_outlived_belief", lock_outlived_belief),
+    ];
+    if config.resources > 1 {
+        props.push(Property::sometimes(
+            "sometimes_purge_removed_live_lock",
+            |_: &M, s: &S| saw(s, Check::PurgeRemovedLiveLock),
+        ));
+    }
+    if config.writes {
+        props.push(Property::sometimes(
+            "sometimes_stale_write_rejected",
+            |_: &M, s: &S| saw(s, Check::StaleWriteRejected),
+        ));
+    }
+    props
+}
+
+/// The names of the `always` properties.
+pub const ALWAYS: [&str; 8] = [
+    "mutual_exclusion",
+    "shared_limit",
+    "purge_safety",
+    "renew_after_purge",
+    "holder_safety",
+    "fence_monotonic",
+    "idempotence",
+    "no_lost_grant",
+];

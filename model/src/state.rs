@@ -1,0 +1,373 @@
+//! The model's state: the store (the engine's own [`LockTable`]), real time, every client's
+//! clock, lock id and beliefs, the fenced downstream store, an in-flight purge, and the
+//! verdict on the last transition.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::OnceLock;
+
+use lockwright_engine::{LockId, LockTable, Mode, Resource, StoredLock};
+
+use crate::config::{MAX_CLIENTS, MAX_RESOURCES, Rate};
+use crate::props::PropSet;
+
+/// A lock a client believes it holds (while it trusts its group, see
+/// [`ClientState::trust_until`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Belief {
+    /// Exclusive or shared.
+    pub mode: Mode,
+    /// The fence the grant carried.
+    pub fence: u64,
+}
+
+/// A write a client sent to the fenced downstream store, not yet delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Write {
+    /// The resource the write is about (its index).
+    pub resource: usize,
+    /// The fence the writer attached.
+    pub fence: u64,
+}
+
+/// One client.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ClientState {
+    /// How fast its clock runs (fixed for the run; part of the state so that permuting
+    /// clients carries it along).
+    pub rate: Rate,
+    /// Which lock id it uses: `c<client>.<incarnation>`. A crash moves it to the smallest
+    /// incarnation whose lock id has no lock in the store and no part in an in-flight purge,
+    /// which is as good as a fresh random id and keeps equal situations equal states.
+    pub incarnation: u8,
+    /// What it believes it holds, per resource.
+    pub beliefs: Vec<Option<Belief>>,
+    /// The local instant (ms) from which it no longer trusts its group: the holding rule,
+    /// `holder::trust_until(sent_local, ttl, drift_margin)` of the request that granted or
+    /// last renewed it, taken as the earliest over the group's locks, because a purge
+    /// removes the whole group once any one of its locks has expired. `None` with no beliefs.
+    pub trust_until: Option<u64>,
+    /// Stopped (a GC pause): it takes no action, but its clock runs and its beliefs stay.
+    pub paused: bool,
+    /// A downstream write it sent that has not arrived yet.
+    pub write: Option<Write>,
+}
+
+impl ClientState {
+    /// Whether it believes anything at all.
+    #[must_use]
+    pub fn believes_anything(&self) -> bool {
+        self.trust_until.is_some()
+    }
+
+    /// Forgets every belief.
+    pub fn forget(&mut self) {
+        self.beliefs.fill(None);
+        self.trust_until = None;
+    }
+}
+
+/// A purge between its first phase (expired groups at `at`) and the rest.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PendingPurge {
+    /// The purge instant `t` (real ms).
+    pub at: u64,
+    /// `table::expired_groups` at `at`: the lock ids with a lock expired at `at`.
+    pub groups: BTreeSet<LockId>,
+}
+
+/// The state of the model.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LockState {
+    /// Real time in ms: the store's clock.
+    pub now: u64,
+    /// The store.
+    pub table: LockTable,
+    /// The clients, by index.
+    pub clients: Vec<ClientState>,
+    /// A purge that has found its groups but not removed them yet.
+    pub purge: Option<PendingPurge>,
+    /// The fenced downstream store: per resource, the highest fence it accepted.
+    pub downstream: Vec<Option<u64>>,
+    /// Per resource, the highest fence ever granted. Kept by the model because the store
+    /// forgets a resource when a purge deletes its empty document.
+    pub fence_history: Vec<Option<u64>>,
+    /// Which properties the last transition broke, and which interesting situations it
+    /// produced (empty and empty in most states, so equal situations stay equal states).
+    pub last: Verdict,
+}
+
+/// The judgement of the transition that led to a state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Verdict {
+    /// The transition-judged `always` properties it broke.
+    pub broken: PropSet,
+    /// The transition-judged `sometimes` properties it witnessed.
+    pub witnessed: PropSet,
+}
+
+/// The most incarnations of one client the model names (a client's lock ids in use at once
+/// are bounded by the resources plus one, far below this).
+pub const MAX_INCARNATIONS: usize = 64;
+
+/// The lock id of `client` in its `incarnation`: `c<client>.<incarnation>`.
+///
+/// # Panics
+/// Beyond [`MAX_CLIENTS`] clients or [`MAX_INCARNATIONS`].
+#[must_use]
+pub fn lock_id(client: usize, incarnation: u8) -> &'static LockId {
+    static IDS: OnceLock<Vec<Vec<LockId>>> = OnceLock::new();
+    let ids = IDS.get_or_init(|| {
+        (0..MAX_CLIENTS)
+            .map(|c| {
+                (0..MAX_INCARNATIONS)
+                    .map(|g| LockId::new(format!("c{c}.{g}")).expect("model lock ids are valid"))
+                    .collect()
+            })
+            .collect()
+    });
+    &ids[client][usize::from(incarnation)]
+}
+
+/// The client and incarnation a model lock id names.
+#[must_use]
+pub fn parse_lock_id(id: &LockId) -> Option<(usize, u8)> {
+    let rest = id.as_str().strip_prefix('c')?;
+    let (client, incarnation) = rest.split_once('.')?;
+    Some((client.parse().ok()?, incarnation.parse().ok()?))
+}
+
+/// The name of resource `index`: `r<index>`.
+///
+/// # Panics
+/// Beyond [`MAX_RESOURCES`] resources.
+#[must_use]
+pub fn resource(index: usize) -> &'static Resource {
+    static NAMES: OnceLock<Vec<Resource>> = OnceLock::new();
+    let names = NAMES.get_or_init(|| {
+        (0..MAX_RESOURCES)
+            .map(|r| Resource::new(format!("r{r}")).expect("model resource names are valid"))
+            .collect()
+    });
+    &names[index]
+}
+
+/// The index of a model resource name.
+#[must_use]
+pub fn resource_index(name: &Resource) -> Option<usize> {
+    match name.as_str().as_bytes() {
+        [b'r', d] if d.is_ascii_digit() => Some(usize::from(d - b'0')),
+        _ => None,
+    }
+}
+
+/// One lock in the store, identified independently of its expiry (which renew changes).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LockKey {
+    /// The resource (its index).
+    pub resource: usize,
+    /// The lock's group.
+    pub lock_id: LockId,
+    /// Exclusive or shared.
+    pub mode: Mode,
+    /// When it was granted (ms).
+    pub created_at: u64,
+    /// Its fence.
+    pub fence: u64,
+}
+
+impl LockKey {
+    /// The key of `lock`, held on resource `resource` in `mode`.
+    #[must_use]
+    pub fn of(resource: usize, mode: Mode, lock: &StoredLock) -> Self {
+        LockKey {
+            resource,
+            lock_id: lock.lock_id.clone(),
+            mode,
+            created_at: lock.created_at.as_millis(),
+            fence: lock.fence,
+        }
+    }
+}
+
+impl LockState {
+    /// The initial state for `rates` and `resources`: time 0, an empty store, clients with
+    /// no beliefs in incarnation 0.
+    #[must_use]
+    pub fn initial(rates: &[Rate], resources: usize) -> Self {
+        LockState {
+            now: 0,
+            table: LockTable::new(),
+            clients: rates
+                .iter()
+                .map(|&rate| ClientState {
+                    rate,
+                    incarnation: 0,
+                    beliefs: vec![None; resources],
+                    trust_until: None,
+                    paused: false,
+                    write: None,
+                })
+                .collect(),
+            purge: None,
+            downstream: vec![None; resources],
+            fence_history: vec![None; resources],
+            last: Verdict::default(),
+        }
+    }
+
+    /// Client `client`'s clock reading now.
+    #[must_use]
+    pub fn local(&self, client: usize) -> u64 {
+        self.clients[client].rate.local(self.now)
+    }
+
+    /// Client `client`'s current lock id.
+    #[must_use]
+    pub fn lock_id_of(&self, client: usize) -> &'static LockId {
+        lock_id(client, self.clients[client].incarnation)
+    }
+
+    /// What client `client`, by the holding rule on its own clock, believes now that it
+    /// holds on `resource`.
+    #[must_use]
+    pub fn believed(&self, client: usize, resource: usize) -> Option<Belief> {
+        let c = &self.clients[client];
+        let local = self.local(client);
+        c.beliefs[resource].filter(|_| c.trust_until.is_some_and(|t| local < t))
+    }
+
+    /// Every lock in the store, with its resource index and mode.
+    pub fn locks(&self) -> impl Iterator<Item = (usize, Mode, &StoredLock)> {
+        self.table.resources().iter().flat_map(|(name, state)| {
+            let index = resource_index(name).expect("model resources are named r<index>");
+            state.locks().map(move |(mode, lock)| (index, mode, lock))
+        })
+    }
+
+    /// The keys of every lock in the store.
+    #[must_use]
+    pub fn lock_keys(&self) -> BTreeSet<LockKey> {
+        self.locks()
+            .map(|(r, mode, lock)| LockKey::of(r, mode, lock))
+            .collect()
+    }
+
+    /// Whether the store holds a lock of `id`.
+    #[must_use]
+    pub fn has_locks_of(&self, id: &LockId) -> bool {
+        self.table
+            .resources()
+            .values()
+            .any(|st| st.locks().any(|(_, l)| &l.lock_id == id))
+    }
+}
+
+impl fmt::Display for LockState {
+    /// A compact, readable picture: time, each client, the store, the downstream store.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "real time {} ms", self.now)?;
+        for (i, c) in self.clients.iter().enumerate() {
+            write!(
+                f,
+                "  c{i} [{} clock, local {} ms, lock id {}{}]",
+                c.rate,
+                self.local(i),
+                self.lock_id_of(i),
+                if c.paused { ", PAUSED" } else { "" }
+            )?;
+            let held: Vec<String> = c
+                .beliefs
+                .iter()
+                .enumerate()
+                .filter_map(|(r, b)| {
+                    b.map(|b| format!("r{r} {} fence {}", mode_word(b.mode), b.fence))
+                })
+                .collect();
+            match c.trust_until {
+                Some(t) if !held.is_empty() => write!(
+                    f,
+                    " believes it holds {} (trusts while local < {t})",
+                    held.join(", ")
+                )?,
+                _ => write!(f, " believes it holds nothing")?,
+            }
+            if let Some(w) = c.write {
+                write!(
+                    f,
+                    "; write to r{} with fence {} in flight",
+                    w.resource, w.fence
+                )?;
+            }
+            writeln!(f)?;
+        }
+        write!(f, "  store:")?;
+        if self.table.resources().is_empty() {
+            write!(f, " empty")?;
+        }
+        for (name, state) in self.table.resources() {
+            write!(f, " {name}[counter {}:", state.fence)?;
+            if state.is_empty() {
+                write!(f, " no locks")?;
+            }
+            for (mode, lock) in state.locks() {
+                write!(
+                    f,
+                    " {} {} fence {} created {} expires {}{}",
+                    mode_word(mode),
+                    lock.lock_id,
+                    lock.fence,
+                    lock.created_at.as_millis(),
+                    lock.expires_at
+                        .map_or_else(|| "never".to_string(), |e| e.as_millis().to_string()),
+                    if lock.expires_at.is_some_and(|e| e.as_millis() <= self.now) {
+                        " (expired)"
+                    } else {
+                        ""
+                    }
+                )?;
+            }
+            write!(f, "]")?;
+        }
+        writeln!(f)?;
+        if let Some(p) = &self.purge {
+            let groups: Vec<&str> = p.groups.iter().map(LockId::as_str).collect();
+            writeln!(
+                f,
+                "  purge in flight: at {} ms, groups [{}]",
+                p.at,
+                groups.join(", ")
+            )?;
+        }
+        let accepted: Vec<String> = self
+            .downstream
+            .iter()
+            .enumerate()
+            .filter_map(|(r, f)| f.map(|f| format!("r{r} <= fence {f}")))
+            .collect();
+        if !accepted.is_empty() {
+            writeln!(f, "  downstream accepted: {}", accepted.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// `exclusive` or `shared`.
+#[must_use]
+pub fn mode_word(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Exclusive => "exclusive",
+        Mode::Shared => "shared",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        assert_eq!(parse_lock_id(lock_id(3, 2)), Some((3, 2)));
+        assert_eq!(resource_index(resource(5)), Some(5));
+    }
+}

@@ -1,0 +1,204 @@
+//! The queries behind `status` filters on resource, lock id and expiry, and purge's search
+//! for expired locks, use indexes: the server's `explain` of each shows an index scan
+//! (IXSCAN) in the winning plan and no collection scan (COLLSCAN).
+//!
+//! Each query checked is the one the store itself sent, taken from the driver's command
+//! monitoring while the store ran the operation on a populated collection, so the check
+//! follows the store's pipelines as they change. Needs `MONGODB_URI` (see `test_support`).
+
+// A test that cannot unwrap has failed: panicking is how it says so.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lockwright_engine::{Filter, LockDetails, LockRequest, LockStore, ManualClock, Timestamp};
+use lockwright_store_mongo::MongoStore;
+use lockwright_store_mongo::test_support::{fresh_store_on, options, teardown};
+use mongodb::Client;
+use mongodb::bson::{Bson, Document, doc};
+use mongodb::event::EventHandler;
+use mongodb::event::command::CommandEvent;
+
+const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);
+
+/// The commands a client started, with their bodies.
+#[derive(Clone, Default)]
+struct Sent(Arc<Mutex<Vec<(String, Document)>>>);
+
+impl Sent {
+    fn take(&self) -> Vec<(String, Document)> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+async fn monitored_client() -> (Client, Sent) {
+    let sent = Sent::default();
+    let sink = sent.clone();
+    let mut opts = options().await;
+    opts.command_event_handler = Some(EventHandler::callback(move |e: CommandEvent| {
+        if let CommandEvent::Started(s) = e {
+            sink.0.lock().unwrap().push((s.command_name, s.command));
+        }
+    }));
+    (Client::with_options(opts).unwrap(), sent)
+}
+
+/// 200 exclusive locks in groups of 10, expiring 1 s to 200 s after `T0`, and 50 shared
+/// locks on 10 resources expiring 1 s to 50 s after `T0`, granted through the store.
+async fn populate(store: &MongoStore) {
+    let with_ttl = |secs: u64| LockDetails::new().ttl(Duration::from_secs(secs));
+    for i in 0..200_u64 {
+        let req = LockRequest::new(&format!("r{i}"), &format!("g{}", i / 10), &with_ttl(i + 1));
+        store.xlock(&req.unwrap()).await.unwrap();
+    }
+    for i in 0..50_u64 {
+        let req = LockRequest::new(&format!("s{}", i % 10), &format!("gs{i}"), &with_ttl(i + 1));
+        store.slock(&req.unwrap(), None).await.unwrap();
+    }
+}
+
+/// The stages of the winning plan(s) in `explain` output, depth first, with index names.
+fn winning_stages(explained: &Document) -> Vec<String> {
+    fn stages(b: &Bson, out: &mut Vec<String>) {
+        match b {
+            Bson::Document(d) => {
+                if let Ok(stage) = d.get_str("stage") {
+                    out.push(match d.get_str("indexName") {
+                        Ok(index) => format!("{stage}({index})"),
+                        Err(_) => stage.to_string(),
+                    });
+                }
+                d.values().for_each(|v| stages(v, out));
+            }
+            Bson::Array(items) => items.iter().for_each(|v| stages(v, out)),
+            _ => {}
+        }
+    }
+    fn winning(b: &Bson, out: &mut Vec<String>) {
+        match b {
+            Bson::Document(d) => {
+                for (k, v) in d {
+                    if k == "winningPlan" {
+                        stages(v, out);
+                    } else {
+                        winning(v, out);
+                    }
+                }
+            }
+            Bson::Array(items) => items.iter().for_each(|v| winning(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    winning(&Bson::Document(explained.clone()), &mut out);
+    out
+}
+
+/// Explains a `find` or `aggregate` the store sent, as sent (minus session and cursor
+/// options), and returns the winning plan's stages.
+async fn explain(store: &MongoStore, name: &str, command: &Document) -> Vec<String> {
+    let coll = command.get_str(name).unwrap();
+    let inner = match name {
+        "find" => doc! { "find": coll, "filter": command.get_document("filter").unwrap().clone() },
+        "aggregate" => doc! {
+            "aggregate": coll,
+            "pipeline": command.get_array("pipeline").unwrap().clone(),
+            "cursor": {},
+        },
+        other => panic!("not a read command: {other}"),
+    };
+    let db = store.client().database(&store.collection().namespace().db);
+    let explained = db
+        .run_command(doc! { "explain": inner, "verbosity": "queryPlanner" })
+        .await
+        .unwrap();
+    let stages = winning_stages(&explained);
+    assert!(!stages.is_empty(), "no winning plan in {explained}");
+    stages
+}
+
+fn assert_indexed(what: &str, stages: &[String], command: &Document) {
+    assert!(
+        stages.iter().any(|s| s.starts_with("IXSCAN")) && !stages.iter().any(|s| s == "COLLSCAN"),
+        "{what}: the winning plan is {stages:?}, not an index scan, for {command}"
+    );
+}
+
+/// The read commands (find, aggregate) among `sent`.
+fn reads(sent: &[(String, Document)]) -> Vec<&(String, Document)> {
+    sent.iter()
+        .filter(|(name, _)| name == "find" || name == "aggregate")
+        .collect()
+}
+
+#[tokio::test]
+async fn status_filters_on_resource_lock_id_and_expiry_use_indexes() {
+    let (client, sent) = monitored_client().await;
+    let store = fresh_store_on(&client, Some(Arc::new(ManualClock::new(T0)))).await;
+    populate(&store).await;
+    let secs = Duration::from_secs;
+    let filters = [
+        ("resource", Filter::new().resource("r5")),
+        ("lock id", Filter::new().lock_id("g3")),
+        ("lock id of shared locks", Filter::new().lock_id("gs7")),
+        ("ttl below", Filter::new().ttl_lt(secs(20))),
+        ("ttl at least", Filter::new().ttl_gte(secs(150))),
+        (
+            "any ttl (ttl at least 0)",
+            Filter::new().ttl_gte(Duration::ZERO),
+        ),
+        (
+            "ttl range",
+            Filter::new().ttl_gte(secs(10)).ttl_lt(secs(20)),
+        ),
+    ];
+    sent.take();
+    for (what, filter) in &filters {
+        let found = store.status(filter).await.unwrap();
+        assert!(
+            !found.is_empty(),
+            "{what}: the filter should match some locks"
+        );
+        let sent = sent.take();
+        let reads = reads(&sent);
+        assert_eq!(
+            reads.len(),
+            1,
+            "{what}: status reads with one query, sent {sent:?}"
+        );
+        let (name, command) = reads[0];
+        let stages = explain(&store, name, command).await;
+        assert_indexed(&format!("status by {what}"), &stages, command);
+    }
+    teardown(&store).await;
+}
+
+#[tokio::test]
+async fn purge_finds_expired_locks_and_their_groups_through_indexes() {
+    let (client, sent) = monitored_client().await;
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = fresh_store_on(&client, Some(Arc::clone(&clock)))
+        .await
+        .with_purge_batch(5)
+        .unwrap();
+    populate(&store).await;
+    clock.advance(Duration::from_secs(30)); // 30 exclusive and 30 shared locks expire
+    sent.take();
+    let removed = store.purge().await.unwrap();
+    assert!(!removed.is_empty());
+    let sent = sent.take();
+    let reads = reads(&sent);
+    assert!(
+        reads.len() >= 2,
+        "purge reads the expired groups, then each batch: {sent:?}"
+    );
+    let (name, command) = reads[0];
+    let stages = explain(&store, name, command).await;
+    assert_indexed("purge's search for expired locks", &stages, command);
+    for (name, command) in &reads[1..] {
+        let stages = explain(&store, name, command).await;
+        assert_indexed("purge's read of a batch of groups", &stages, command);
+    }
+    teardown(&store).await;
+}
