@@ -492,7 +492,9 @@ pub fn status<T: Deref<Target = LockTable>>(
 }
 
 /// Purge at `now`: let G be the lock ids with at least one lock expired at `now`; remove
-/// every lock whose lock id is in G and that was created no later than `now`. Then delete
+/// every lock whose lock id is in G and that was created before `now` (strictly: a lock
+/// created in the purge's own millisecond may have been granted after the purge began, so it
+/// is spared). Then delete
 /// the resources left with no lock whose fence counter is below [`fence_floor`]`(now)`.
 /// Returns everything removed in [`sort_purged`] order.
 ///
@@ -519,7 +521,7 @@ pub fn expired_groups<T: Deref<Target = LockTable>>(
     expired
 }
 
-/// Purge's second phase: removes every lock of `groups` created no later than `now`, and
+/// Purge's second phase: removes every lock of `groups` created before `now`, and
 /// returns them in [`sort_purged`] order.
 pub fn purge_groups<T: DerefMut<Target = LockTable>>(
     shards: &mut [T],
@@ -530,7 +532,7 @@ pub fn purge_groups<T: DerefMut<Target = LockTable>>(
     for table in shards.iter_mut() {
         for lock_id in groups {
             let doomed = |l: &StoredLock| {
-                (l.created_at <= now || mutants::active(Mutant::PurgeIgnoresCreatedBefore))
+                (l.created_at < now || mutants::active(Mutant::PurgeIgnoresCreatedBefore))
                     && (l.is_expired(now) || !mutants::active(Mutant::PurgeIgnoresGroups))
             };
             table.remove_group_where(lock_id, now, doomed, &mut removed);

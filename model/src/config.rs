@@ -139,13 +139,6 @@ pub struct Config {
     /// to the engine's per-millisecond reserve). Two suffice for two grants to meet in one
     /// millisecond.
     pub grants_per_ms: u64,
-    /// Whether a client whose group a begun purge is about to remove may take a new lock in
-    /// the purge's own millisecond. The engine removes locks of a purged group "created no
-    /// later than `t`", and with millisecond timestamps such a lock has `created_at == t`
-    /// although it was created after the purge began, so the purge removes a lock its holder
-    /// just got and trusts. Off by default: with it on, `holder_safety` fails (see the test
-    /// `purge_race_in_the_purge_millisecond`).
-    pub purge_race: bool,
     /// Whether states are reduced to a representative under permutations of clients with
     /// equal clock rates.
     pub symmetry: bool,
@@ -172,7 +165,6 @@ impl Config {
             crashes: true,
             writes: true,
             grants_per_ms: 2,
-            purge_race: false,
             symmetry: true,
         };
         config.drift_margin = Duration::from_millis(config.required_drift_margin());

@@ -42,12 +42,10 @@
 //!   fresh random id and keeps equal situations equal states.
 //! - **Stale writes** (fence below the highest the downstream accepted) are rejected as soon
 //!   as they are stale: their answer can no longer change.
-//! - **Purge in its own millisecond** ([`Config::purge_race`], off by default): with
-//!   millisecond timestamps, a lock a purged group takes after the purge began but in the
-//!   same millisecond has `created_at == t`, and purge removes locks "created no later than
-//!   `t`", so it removes a lock its holder just got and trusts (a `holder_safety`
-//!   counterexample). The rules also say a lock created after the purge began is never
-//!   removed; the two agree only if purge spares locks created at `t` itself.
+//! - **Purge in its own millisecond**: a client whose group a begun purge is about to
+//!   remove may take a new lock in the purge's own millisecond, so that lock has
+//!   `created_at == t` although it was granted after the purge began. The engine spares it
+//!   (purge removes locks created before `t`); with `<=` instead, `holder_safety` fails.
 //!
 //! ```
 //! use lockwright_model::{Config, LockModel};

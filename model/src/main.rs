@@ -4,6 +4,7 @@
 //! ```text
 //! lockwright-model check   [OPTIONS]   exhaustive BFS (default), DFS, or random simulation
 //! lockwright-model explore [OPTIONS] [--port P]   the Explorer on http://127.0.0.1:P
+//! lockwright-model list-mutants               the engine mutants, for scripts/mutants
 //! ```
 //!
 //! Run `lockwright-model help` for the options.
@@ -20,6 +21,7 @@ const USAGE: &str = "\
 Usage:
   lockwright-model check   [OPTIONS] [--bfs | --dfs | --simulate SEED]
   lockwright-model explore [OPTIONS] [--port P]
+  lockwright-model list-mutants   the engine's mutants: `name modelled|unmodelled`
   lockwright-model help
 
 Options (defaults: the `faults` preset):
@@ -36,8 +38,6 @@ Options (defaults: the `faults` preset):
   --rates R,R,..       clock rate per client: slow (2/3), normal, fast (4/3) or NUM/DEN
                        (default: all slow); one rate is used for every client
   --grants-per-ms N    at most N grants per resource per ms (default 2)
-  --purge-race         let a purged group take a lock in the purge's own millisecond
-                       (a known issue: holder_safety then fails)
   --[no-]pauses        clients may (not) pause
   --[no-]crashes       clients may (not) crash and restart with a new lock id
   --[no-]writes        holders do (not) write to the fenced downstream store
@@ -79,13 +79,13 @@ fn parse_args(raw: Vec<String>) -> Result<Args, String> {
     let mut it = raw.into_iter();
     let command = it
         .next()
-        .ok_or("missing command (check, explore or help)")?;
+        .ok_or("missing command (check, explore, list-mutants or help)")?;
     if !matches!(
         command.as_str(),
-        "check" | "explore" | "help" | "--help" | "-h"
+        "check" | "explore" | "list-mutants" | "help" | "--help" | "-h"
     ) {
         return Err(format!(
-            "unknown command `{command}` (expected check, explore or help)"
+            "unknown command `{command}` (expected check, explore, list-mutants or help)"
         ));
     }
     let mut preset: Option<String> = None;
@@ -100,7 +100,6 @@ fn parse_args(raw: Vec<String>) -> Result<Args, String> {
     let mut rates: Option<Vec<Rate>> = None;
     let (mut pauses, mut crashes, mut writes) = (None, None, None);
     let mut symmetry = true;
-    let mut purge_race = false;
     let mut mode: Option<Mode> = None;
     let mut threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut timeout = None;
@@ -142,7 +141,6 @@ fn parse_args(raw: Vec<String>) -> Result<Args, String> {
                 );
             }
             "--grants-per-ms" => grants = Some(parse(&flag, it.next())?),
-            "--purge-race" => purge_race = true,
             "--pauses" => pauses = Some(true),
             "--no-pauses" => pauses = Some(false),
             "--crashes" => crashes = Some(true),
@@ -210,7 +208,6 @@ fn parse_args(raw: Vec<String>) -> Result<Args, String> {
         }
         config.grants_per_ms = g;
     }
-    config.purge_race = purge_race;
     config.pauses = pauses.unwrap_or(config.pauses);
     config.crashes = crashes.unwrap_or(config.crashes);
     config.writes = writes.unwrap_or(config.writes);
@@ -402,6 +399,19 @@ fn main() -> ExitCode {
     };
     if matches!(args.command.as_str(), "help" | "--help" | "-h") {
         println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    if args.command == "list-mutants" {
+        // One line per engine mutant: its name, and whether it breaks a rule the model
+        // checks (the kill-matrix script requires the model checker to kill those).
+        for m in lockwright_engine::mutants::Mutant::ALL {
+            let scope = if m.is_modelled() {
+                "modelled"
+            } else {
+                "unmodelled"
+            };
+            println!("{} {scope}", m.name());
+        }
         return ExitCode::SUCCESS;
     }
     #[cfg(feature = "mutants")]

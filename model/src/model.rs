@@ -331,12 +331,7 @@ impl LockModel {
                 actions.push(Action::Resume { client });
             } else {
                 let trusts = c.believes_anything();
-                let purging_now = state
-                    .purge
-                    .as_ref()
-                    .is_some_and(|p| p.at == state.now && p.groups.contains(id))
-                    && !config.purge_race;
-                if (trusts || !has_locks) && !purging_now {
+                if trusts || !has_locks {
                     for (resource, &may) in may_grant.iter().enumerate() {
                         if may && c.beliefs[resource].is_none() {
                             actions.push(Action::XLock { client, resource });

@@ -225,7 +225,7 @@ fn expired_groups_at(state: &LockState, t: u64) -> BTreeSet<LockId> {
 
 /// **purge_safety**: a purge at `t` works on exactly the groups with a lock expired at `t`
 /// (so no unexpired group loses a lock); it removes exactly the locks of those groups created
-/// no later than `t` (none created after the purge began, and none of those groups' older
+/// before `t` (none created after the purge began, even in its millisecond, and none of those groups' older
 /// locks survive), nothing else disappears, and afterwards no lock expired at `t` remains.
 #[must_use]
 pub fn purge_safety(tr: &Transition<'_>) -> bool {
@@ -239,7 +239,7 @@ pub fn purge_safety(tr: &Transition<'_>) -> bool {
             let before = tr.before.lock_keys();
             let doomed: BTreeSet<LockKey> = before
                 .iter()
-                .filter(|k| groups.contains(&k.lock_id) && k.created_at <= *at)
+                .filter(|k| groups.contains(&k.lock_id) && k.created_at < *at)
                 .cloned()
                 .collect();
             let removed: BTreeSet<LockKey> = removed.iter().map(status_key).collect();
@@ -320,7 +320,7 @@ pub fn idempotence(tr: &Transition<'_>) -> bool {
 
 /// **no_lost_grant**: a granted lock stays in the store (same resource, group, mode,
 /// creation and fence) until its group is unlocked, or a purge removes it after its group
-/// had an expired lock (and it was created no later than the purge instant), or a new grant
+/// had an expired lock (and it was created before the purge instant), or a new grant
 /// on its resource takes it over after it expired.
 #[must_use]
 pub fn no_lost_grant(tr: &Transition<'_>) -> bool {

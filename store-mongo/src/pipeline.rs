@@ -284,7 +284,7 @@ pub(crate) fn batch_filter(ids: &[LockId]) -> Document {
     either(LOCK_ID, Bson::Document(doc! { "$in": ids }))
 }
 
-/// Purge, phase two: removes the locks of `ids` created no later than `t`.
+/// Purge, phase two: removes the locks of `ids` created before `t`.
 pub(crate) fn purge_batch(ids: &[LockId], t: Timestamp) -> Vec<Document> {
     let ids: Vec<Bson> = ids.iter().map(|i| Bson::String(i.to_string())).collect();
     let ids = literal(ids);
@@ -293,7 +293,7 @@ pub(crate) fn purge_batch(ids: &[LockId], t: Timestamp) -> Vec<Document> {
         Bson::Document(doc! { "$and": [
             { "$in": [ format!("{lock}.lockId"), ids.clone() ] },
             { "$eq": [ { "$type": format!("{lock}.createdAt") }, "date" ] },
-            { "$lte": [ format!("{lock}.createdAt"), t.clone() ] },
+            { "$lt": [ format!("{lock}.createdAt"), t.clone() ] },
         ] })
     };
     let mut doomed_exclusive = doomed("$exclusive");

@@ -1139,6 +1139,24 @@ pub async fn purge_spares_lock_created_after_purge_began<B: Backend>(cx: &Ctx<B>
     assert_eq!(pairs(&all(cx).await), vec![pair("new", &x)]);
 }
 
+pub async fn purge_spares_lock_created_in_its_millisecond<B: Backend>(cx: &Ctx<B>) {
+    // Timestamps are milliseconds: a lock created at the purge's instant may have been
+    // granted after the purge began, so it is spared although its group has expired.
+    let x = generate_lock_id();
+    cx.client
+        .xlock("old", &x, &ttl(secs(1)))
+        .await
+        .expect("grant");
+    cx.clock.set(at(secs(2)));
+    cx.client
+        .xlock("same-ms", &x, &ttl(secs(10)))
+        .await
+        .expect("grant");
+    let removed = cx.client.purge().await.expect("purge");
+    assert_eq!(pairs(&removed), vec![pair("old", &x)]);
+    assert_eq!(pairs(&all(cx).await), vec![pair("same-ms", &x)]);
+}
+
 pub async fn purge_groups_by_lock_id_newest_first<B: Backend>(cx: &Ctx<B>) {
     let (a, b) = (id("group-a"), id("group-b"));
     cx.client

@@ -116,6 +116,7 @@ macro_rules! conformance_suite {
             purge_removes_expired_groups_and_keeps_live,
             purge_removes_no_ttl_lock_of_expired_group,
             purge_spares_lock_created_after_purge_began,
+            purge_spares_lock_created_in_its_millisecond,
             purge_groups_by_lock_id_newest_first,
             purge_is_idempotent,
             purge_of_nothing_returns_empty,
