@@ -11,8 +11,9 @@
 //! locks), with predicates written out here rather than taken from the engine, so the
 //! checks still bite when the store and the engine share a bug.
 //!
-//! A failure is shrunk to a minimal sequence and saved in `proptest-regressions/`, which
-//! is committed and replayed first on every run. To replay or dig in:
+//! A failure is shrunk to a minimal sequence and its seed saved in
+//! `lockwright/proptest-regressions/differential.txt`, which is committed and replayed first
+//! on every run. To replay or dig in:
 //! `scripts/mongod.sh run -- cargo test -p lockwright --all-features --test differential`,
 //! with `PROPTEST_CASES=N` for more cases.
 
@@ -481,9 +482,10 @@ fn config(cases: u32) -> Config {
     if std::env::var_os("LOCKWRIGHT_MUTANT").is_some_and(|v| !v.is_empty()) {
         config.failure_persistence = None;
     } else {
-        config.failure_persistence = Some(Box::new(FileFailurePersistence::SourceParallel(
-            "proptest-regressions",
-        )));
+        config.failure_persistence = Some(Box::new(FileFailurePersistence::Direct(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/proptest-regressions/differential.txt"
+        ))));
     }
     config
 }
