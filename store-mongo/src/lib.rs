@@ -13,8 +13,9 @@
 //! - **Group operations in constant round trips.** `unlock` and `renew` are one transaction
 //!   (read the group, decide with the engine, one `updateMany`, commit): three commands
 //!   whatever the group's size, all or nothing. `purge` reads the expired groups, then
-//!   removes them in transactions of [`DEFAULT_PURGE_BATCH`] groups, then deletes emptied
-//!   documents: its command count grows with the number of batches only.
+//!   removes them in transactions of [`DEFAULT_PURGE_BATCH`] groups (a document left with
+//!   no lock is deleted there, the others rewritten), then deletes any other document that
+//!   holds no lock: its command count grows with the number of batches only.
 //! - **Schema** shared with square/mongo-lock (one document per resource; the module
 //!   `schema` in the source lists every field): the Go library pointed at the same
 //!   collection keeps working.
@@ -38,7 +39,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::{FutureExt, TryStreamExt};
+use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt, StreamExt, TryStreamExt};
 use mongodb::bson::oid::ObjectId;
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::error::{ErrorKind, WriteFailure};
@@ -50,12 +52,16 @@ use mongodb::{Client, ClientSession, Collection, IndexModel};
 use lockwright_engine::table::{self, sort_purged};
 use lockwright_engine::{
     Error, Filter, LockId, LockRequest, LockStatus, LockStore, LockTable, ManualClock, Mode,
-    SharedLimit, Timestamp, Ttl,
+    Resource, SharedLimit, Timestamp, Ttl,
 };
 
 /// Lock groups removed per purge transaction unless [`MongoStore::with_purge_batch`] says
 /// otherwise.
 pub const DEFAULT_PURGE_BATCH: usize = 500;
+
+/// Purge batch transactions run concurrently (batches touching one document conflict, and
+/// the driver retries the loser).
+const PURGE_BATCHES_IN_FLIGHT: usize = 4;
 
 /// The server code of a duplicate-key error.
 const DUPLICATE_KEY: i32 = 11000;
@@ -339,13 +345,34 @@ impl MongoStore {
                     return Ok(Ok(Vec::new()));
                 }
                 let removed = table::purge_groups(&mut [&mut table], &still, t);
+                // Documents the batch leaves with no lock, and that may be forgotten, are
+                // deleted now rather than rewritten now and deleted later: one write each.
+                let read = table.resources().len();
+                let emptied: Vec<Resource> = table
+                    .resources()
+                    .iter()
+                    .filter(|(_, state)| state.is_empty())
+                    .map(|(r, _)| r.clone())
+                    .collect();
+                table::delete_empty(&mut [&mut table], t);
+                let gone: Vec<Resource> = emptied
+                    .into_iter()
+                    .filter(|r| !table.resources().contains_key(r))
+                    .collect();
                 let still: Vec<LockId> = still.into_iter().collect();
-                coll.update_many(
-                    pipeline::batch_filter(&still),
-                    pipeline::purge_batch(&still, t),
-                )
-                .session(&mut *s)
-                .await?;
+                if !gone.is_empty() {
+                    coll.delete_many(pipeline::resources_in(&gone))
+                        .session(&mut *s)
+                        .await?;
+                }
+                if gone.len() < read {
+                    coll.update_many(
+                        pipeline::batch_filter_except(&still, &gone),
+                        pipeline::purge_batch(&still, t),
+                    )
+                    .session(&mut *s)
+                    .await?;
+                }
                 Ok(Ok(removed))
             }
             .boxed()
@@ -566,11 +593,30 @@ impl LockStore for MongoStore {
                 source: Box::new(e),
             }
         };
-        for batch in ids.chunks(self.purge_batch) {
-            match self.purge_batch(batch, t).await {
+        // Up to PURGE_BATCHES_IN_FLIGHT batch transactions at once. After a failure no new
+        // batch starts, but those in flight finish: a batch that committed is reported.
+        let mut batches = ids.chunks(self.purge_batch);
+        let mut in_flight = FuturesUnordered::new();
+        in_flight.extend(
+            batches
+                .by_ref()
+                .take(PURGE_BATCHES_IN_FLIGHT)
+                .map(|b| self.purge_batch(b, t)),
+        );
+        let mut failure = None;
+        while let Some(outcome) = in_flight.next().await {
+            match outcome {
                 Ok(mut r) => removed.append(&mut r),
-                Err(e) => return Err(incomplete(removed, e)),
+                Err(e) => {
+                    failure.get_or_insert(e);
+                }
             }
+            if failure.is_none() {
+                in_flight.extend(batches.next().map(|b| self.purge_batch(b, t)));
+            }
+        }
+        if let Some(e) = failure {
+            return Err(incomplete(removed, e));
         }
         if let Err(e) = self.coll.delete_many(pipeline::deletable(t)).await {
             return Err(incomplete(removed, Error::backend("purge", e)));

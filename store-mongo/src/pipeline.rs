@@ -12,7 +12,7 @@
 use mongodb::bson::{Bson, DateTime, Document, doc};
 
 use lockwright_engine::table::FENCES_PER_MS;
-use lockwright_engine::{Filter, LockId, LockRequest, Mode, SharedLimit, Timestamp};
+use lockwright_engine::{Filter, LockId, LockRequest, Mode, Resource, SharedLimit, Timestamp};
 
 use crate::schema::{
     ACQUIRED, COMMENT, CREATED_AT, EXCLUSIVE, EXPIRES_AT, FENCE, HOST, LAST_FENCE, LAST_GRANT,
@@ -305,6 +305,29 @@ pub(crate) fn purge_batch(ids: &[LockId], t: Timestamp) -> Vec<Document> {
         }
     }
     remove_where(doomed_exclusive, doomed("$$this"))
+}
+
+/// Purge, phase two: the documents `resources`, which the batch's transaction read and the
+/// engine found left with no lock and forgettable. The transaction makes that decision
+/// hold: a concurrent write to one of them is a write conflict, and the batch is retried.
+pub(crate) fn resources_in(resources: &[Resource]) -> Document {
+    let names: Vec<Bson> = resources
+        .iter()
+        .map(|r| Bson::String(r.to_string()))
+        .collect();
+    doc! { RESOURCE: { "$in": names } }
+}
+
+/// The documents of a purge batch (`batch_filter`) except `resources`.
+pub(crate) fn batch_filter_except(ids: &[LockId], resources: &[Resource]) -> Document {
+    if resources.is_empty() {
+        return batch_filter(ids);
+    }
+    let names: Vec<Bson> = resources
+        .iter()
+        .map(|r| Bson::String(r.to_string()))
+        .collect();
+    doc! { "$and": [ batch_filter(ids), { RESOURCE: { "$nin": names } } ] }
 }
 
 /// Purge, phase three: documents with no lock whose fence counter is below the floor at `t`.
