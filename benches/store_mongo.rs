@@ -57,7 +57,9 @@ use lockwright_engine::{
     Error, Filter, LockDetails, LockId, LockRequest, LockStore, ManualClock, Mode, SharedLimit,
     Timestamp, Ttl,
 };
-use lockwright_store_mongo::test_support::{TEST_DATABASE, fresh_store_on, options};
+use lockwright_store_mongo::test_support::{
+    TEST_DATABASE, fresh_store_on, options, winning_stages,
+};
 use lockwright_store_mongo::{DEFAULT_PURGE_BATCH, MongoStore};
 use mongodb::bson::oid::ObjectId;
 use mongodb::bson::{Bson, DateTime, Document, doc};
@@ -295,40 +297,7 @@ async fn explain(db: &Database, name: &str, command: &Document) -> Option<String
 
 /// The stages of every winning plan in `explain` output, depth first, with index names.
 fn plan_summary(explained: &Document) -> String {
-    fn stages(b: &Bson, out: &mut Vec<String>) {
-        match b {
-            Bson::Document(d) => {
-                if let Ok(stage) = d.get_str("stage") {
-                    out.push(match d.get_str("indexName") {
-                        Ok(index) => format!("{stage}({index})"),
-                        Err(_) => stage.to_string(),
-                    });
-                }
-                for (_, v) in d {
-                    stages(v, out);
-                }
-            }
-            Bson::Array(items) => items.iter().for_each(|v| stages(v, out)),
-            _ => {}
-        }
-    }
-    fn winning(b: &Bson, out: &mut Vec<String>) {
-        match b {
-            Bson::Document(d) => {
-                for (k, v) in d {
-                    if k == "winningPlan" {
-                        stages(v, out);
-                    } else {
-                        winning(v, out);
-                    }
-                }
-            }
-            Bson::Array(items) => items.iter().for_each(|v| winning(v, out)),
-            _ => {}
-        }
-    }
-    let mut out = Vec::new();
-    winning(&Bson::Document(explained.clone()), &mut out);
+    let mut out = winning_stages(explained);
     out.dedup();
     if out.is_empty() {
         "no winning plan in explain output".into()

@@ -11,6 +11,7 @@ use std::time::Duration;
 use lockwright_engine::{LockStore, ManualClock};
 use mongodb::Client;
 use mongodb::bson::oid::ObjectId;
+use mongodb::bson::{Bson, Document};
 use mongodb::options::ClientOptions;
 
 use crate::MongoStore;
@@ -105,4 +106,43 @@ pub async fn snapshot(store: &MongoStore) -> lockwright_engine::LockTable {
         .collect::<Result<Vec<_>, _>>()
         .expect("stored documents decode");
     lockwright_engine::LockTable::from_resources(resources)
+}
+
+/// The stages of the winning plan(s) in `explain` output, depth first, each with its index
+/// name when it has one (`IXSCAN(resource_1)`, `COLLSCAN`, ...).
+#[must_use]
+pub fn winning_stages(explained: &Document) -> Vec<String> {
+    fn stages(b: &Bson, out: &mut Vec<String>) {
+        match b {
+            Bson::Document(d) => {
+                if let Ok(stage) = d.get_str("stage") {
+                    out.push(match d.get_str("indexName") {
+                        Ok(index) => format!("{stage}({index})"),
+                        Err(_) => stage.to_string(),
+                    });
+                }
+                d.values().for_each(|v| stages(v, out));
+            }
+            Bson::Array(items) => items.iter().for_each(|v| stages(v, out)),
+            _ => {}
+        }
+    }
+    fn winning(b: &Bson, out: &mut Vec<String>) {
+        match b {
+            Bson::Document(d) => {
+                for (k, v) in d {
+                    if k == "winningPlan" {
+                        stages(v, out);
+                    } else {
+                        winning(v, out);
+                    }
+                }
+            }
+            Bson::Array(items) => items.iter().for_each(|v| winning(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    winning(&Bson::Document(explained.clone()), &mut out);
+    out
 }

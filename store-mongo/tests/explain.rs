@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use lockwright_engine::{Filter, LockDetails, LockRequest, LockStore, ManualClock, Timestamp};
 use lockwright_store_mongo::MongoStore;
-use lockwright_store_mongo::test_support::{fresh_store_on, options, teardown};
+use lockwright_store_mongo::test_support::{fresh_store_on, options, teardown, winning_stages};
 use mongodb::Client;
-use mongodb::bson::{Bson, Document, doc};
+use mongodb::bson::{Document, doc};
 use mongodb::event::EventHandler;
 use mongodb::event::command::CommandEvent;
 
@@ -56,43 +56,6 @@ async fn populate(store: &MongoStore) {
         let req = LockRequest::new(&format!("s{}", i % 10), &format!("gs{i}"), &with_ttl(i + 1));
         store.slock(&req.unwrap(), None).await.unwrap();
     }
-}
-
-/// The stages of the winning plan(s) in `explain` output, depth first, with index names.
-fn winning_stages(explained: &Document) -> Vec<String> {
-    fn stages(b: &Bson, out: &mut Vec<String>) {
-        match b {
-            Bson::Document(d) => {
-                if let Ok(stage) = d.get_str("stage") {
-                    out.push(match d.get_str("indexName") {
-                        Ok(index) => format!("{stage}({index})"),
-                        Err(_) => stage.to_string(),
-                    });
-                }
-                d.values().for_each(|v| stages(v, out));
-            }
-            Bson::Array(items) => items.iter().for_each(|v| stages(v, out)),
-            _ => {}
-        }
-    }
-    fn winning(b: &Bson, out: &mut Vec<String>) {
-        match b {
-            Bson::Document(d) => {
-                for (k, v) in d {
-                    if k == "winningPlan" {
-                        stages(v, out);
-                    } else {
-                        winning(v, out);
-                    }
-                }
-            }
-            Bson::Array(items) => items.iter().for_each(|v| winning(v, out)),
-            _ => {}
-        }
-    }
-    let mut out = Vec::new();
-    winning(&Bson::Document(explained.clone()), &mut out);
-    out
 }
 
 /// Explains a `find` or `aggregate` the store sent, as sent (minus session and cursor
