@@ -8,7 +8,7 @@
 //! `iter_batched_ref` (the clone is not timed). Renew is the exception: renewing the same
 //! group at the same instant leaves the table as it found it, so it runs in place.
 //!
-//! Target (PERFORMANCE.md): well under 1 µs per transition. Purge and an unfiltered scan
+//! Target (benches/README.md): well under 1 µs per transition. Purge and an unfiltered scan
 //! are linear in the table, so their throughput is per lock in the table.
 
 // A bench that cannot set up has failed: panicking is how it says so.

@@ -10,7 +10,7 @@
 //! fresh store (built outside the timing, on a manual clock) holding N groups of one lock
 //! that have expired and N that have not.
 //!
-//! Target (PERFORMANCE.md): over one million uncontended lock+unlock pairs per second on one
+//! Target (benches/README.md): over one million uncontended lock+unlock pairs per second on one
 //! core.
 
 // A bench that cannot set up has failed: panicking is how it says so.

@@ -1,5 +1,5 @@
 //! The MongoDB store on a real server (`MONGODB_URI`; `scripts/bench` starts a throwaway
-//! one): every path of PERFORMANCE.md, each next to the number of commands it sent.
+//! one): every path of the targets in benches/README.md, each next to the number of commands it sent.
 //!
 //! Commands are counted with the driver's command monitoring (every `CommandStarted` event
 //! of the client), over the timed part of every iteration: the report shows commands per

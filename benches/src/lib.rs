@@ -1,6 +1,6 @@
 //! What Lockwright's benchmarks share: how a run is configured, where each bench writes the
 //! facts criterion does not keep (commands issued, query plans, sizes), and the report that
-//! reads them back next to criterion's medians and judges them against `PERFORMANCE.md`.
+//! reads them back next to criterion's medians and judges them against the targets in `benches/README.md`.
 //!
 //! The benches themselves are the `[[bench]]` targets of this package (`engine.rs`,
 //! `store_mem.rs`, `store_mongo.rs`); `scripts/bench` runs them and then the `bench-report`

@@ -1,5 +1,5 @@
 //! The Markdown report: every benchmark's median next to its ratio, the commands it issued
-//! and their query plans, then each `PERFORMANCE.md` target with the threshold applied, the
+//! and their query plans, then each target (benches/README.md) with the threshold applied, the
 //! measurement and the verdict.
 //!
 //! "Well under" a bound is read as at most half of it ([`WELL_UNDER`]); the report says so
@@ -61,7 +61,7 @@ impl Verdict {
 /// One target and how this run fared against it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Check {
-    /// The target as `PERFORMANCE.md` states it.
+    /// The target as benches/README.md states it.
     pub target: String,
     /// The threshold this report applies.
     pub threshold: String,
@@ -132,7 +132,7 @@ impl Run<'_> {
         Some(self.median(r)? / self.median(to)?)
     }
 
-    /// Every target of `PERFORMANCE.md` that these benches measure.
+    /// Every target of benches/README.md that these benches measure.
     #[must_use]
     pub fn checks(&self) -> Vec<Check> {
         vec![
@@ -488,7 +488,7 @@ impl Run<'_> {
         );
         let _ = writeln!(
             out,
-            "| target (PERFORMANCE.md) | threshold | measured | verdict |"
+            "| target (benches/README.md) | threshold | measured | verdict |"
         );
         let _ = writeln!(out, "|---|---|---|---|");
         for c in &checks {
