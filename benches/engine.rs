@@ -4,9 +4,15 @@
 //! Data set: resource `rNNNNNN` held exclusively by its own group `gNNNNNN`, granted at a
 //! fixed instant with a 60 s TTL; in the purge table every other lock has a 1 ms TTL and so
 //! has expired when purge runs (half the table is removed). Tables are built once per size,
-//! outside the timing; a transition that changes the table runs on a fresh clone prepared by
-//! `iter_batched_ref` (the clone is not timed). Renew is the exception: renewing the same
-//! group at the same instant leaves the table as it found it, so it runs in place.
+//! outside the timing.
+//!
+//! xlock, slock and unlock run on the table in place, as a store's table is used: in rounds
+//! of up to 1,024 operations on resources the table does not hold (`fNNNNNN`, group
+//! `wNNNNNN`), each round undone outside the timing. Renew and status run in place too
+//! (renewing the same group at the same instant leaves the table as it was). Purge runs on a
+//! fresh clone prepared by `iter_batched_ref` (not timed). `xlock_cold` is the grant on such
+//! a clone, for comparison: criterion prepares clones in batches, so the table it meets is
+//! out of the cache.
 //!
 //! Target (benches/README.md): well under 1 µs per transition. Purge and an unfiltered scan
 //! are linear in the table, so their throughput is per lock in the table.
@@ -15,18 +21,20 @@
 #![allow(clippy::unwrap_used)]
 
 use std::hint::black_box;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
 use criterion::{BatchSize, Bencher, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use lockwright_benches::results::load_average;
 use lockwright_benches::{Meta, Record, RunMode};
 use lockwright_engine::{
-    Filter, LockDetails, LockId, LockRequest, LockTable, SharedLimit, Timestamp, Ttl,
+    Filter, LockDetails, LockId, LockRequest, LockTable, SharedLimit, Timestamp, Ttl, table,
 };
 
 const GROUP: &str = "engine";
 const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);
+/// When the transitions run: one second after the tables were built.
+const NOW: Timestamp = Timestamp::from_millis(1_800_000_001_000);
 
 fn request(resource: &str, lock_id: &str, ttl: Duration) -> LockRequest {
     LockRequest::new(resource, lock_id, &LockDetails::new().ttl(ttl)).unwrap()
@@ -34,7 +42,7 @@ fn request(resource: &str, lock_id: &str, ttl: Duration) -> LockRequest {
 
 /// `n` resources, each held by its own group; with `half_expired`, every other lock has
 /// expired one second after `T0`.
-fn table(n: usize, half_expired: bool) -> LockTable {
+fn held(n: usize, half_expired: bool) -> LockTable {
     let mut t = LockTable::new();
     for i in 0..n {
         let ttl = if half_expired && i % 2 == 0 {
@@ -46,6 +54,40 @@ fn table(n: usize, half_expired: bool) -> LockTable {
             .unwrap();
     }
     t
+}
+
+/// Requests timed per round of [`in_place`].
+const CHUNK: usize = 1024;
+
+/// Times `op` `iters` times on `table` in place, kept warm in the cache: in rounds of up to
+/// [`CHUNK`] requests for resources the table does not hold, each round first `prepare`d
+/// (untimed; a no-op for grants), then timed, then undone (untimed: the rest of the group is unlocked and the
+/// emptied resources are deleted), so every round starts from the same table.
+fn in_place(
+    table: &mut LockTable,
+    fresh: &[LockRequest],
+    iters: u64,
+    prepare: impl Fn(&mut LockTable, &LockRequest),
+    mut op: impl FnMut(&mut LockTable, &LockRequest),
+) -> Duration {
+    let mut elapsed = Duration::ZERO;
+    let mut left = iters;
+    let later = NOW.saturating_add(Duration::from_millis(1));
+    while left > 0 {
+        let round = &fresh[..usize::try_from(left).unwrap_or(CHUNK).min(CHUNK)];
+        round.iter().for_each(|r| prepare(table, r));
+        let start = Instant::now();
+        for r in round {
+            op(table, r);
+        }
+        elapsed += start.elapsed();
+        for r in round {
+            table.unlock(&r.lock_id, NOW);
+        }
+        table::delete_empty(&mut [&mut *table], later);
+        left -= round.len() as u64;
+    }
+    elapsed
 }
 
 fn run(
@@ -73,39 +115,71 @@ fn engine(c: &mut Criterion) {
     let mode = RunMode::current();
     Meta::save("load average when engine began", &load_average(), mode).unwrap();
     let sizes: &[usize] = mode.pick(&[1, 100], &[1, 1_000, 100_000], &[1, 1_000, 100_000]);
-    let now = T0.saturating_add(Duration::from_secs(1));
+    let now = NOW;
     let ttl = Ttl::new(Duration::from_secs(60)).unwrap();
-    let fresh_x = request("fresh", "writer", Duration::from_secs(60));
-    let fresh_s = request("fresh", "reader", Duration::from_secs(60));
+    let fresh: Vec<LockRequest> = (0..CHUNK)
+        .map(|i| {
+            request(
+                &format!("f{i:06}"),
+                &format!("w{i:06}"),
+                Duration::from_secs(60),
+            )
+        })
+        .collect();
     let limit = Some(SharedLimit::new(8).unwrap());
 
     let mut group = c.benchmark_group(GROUP);
     for &n in sizes {
-        let full = table(n, false);
-        let half_expired = table(n, true);
+        let full = held(n, false);
+        let half_expired = held(n, true);
         let mid = n / 2;
         let mid_group = LockId::new(format!("g{mid:06}")).unwrap();
         let by_resource = Filter::new().resource(format!("r{mid:06}"));
         let by_group = Filter::new().lock_id(format!("g{mid:06}"));
 
+        let mut warm = full.clone();
         run(&mut group, mode, "xlock", n, 1, |b| {
-            b.iter_batched_ref(
-                || full.clone(),
-                |t| t.xlock(&fresh_x, now).unwrap(),
-                BatchSize::SmallInput,
-            );
+            b.iter_custom(|iters| {
+                in_place(
+                    &mut warm,
+                    &fresh,
+                    iters,
+                    |_, _| (),
+                    |t, r| {
+                        t.xlock(r, now).unwrap();
+                    },
+                )
+            });
         });
         run(&mut group, mode, "slock", n, 1, |b| {
-            b.iter_batched_ref(
-                || full.clone(),
-                |t| t.slock(&fresh_s, limit, now).unwrap(),
-                BatchSize::SmallInput,
-            );
+            b.iter_custom(|iters| {
+                in_place(
+                    &mut warm,
+                    &fresh,
+                    iters,
+                    |_, _| (),
+                    |t, r| {
+                        t.slock(r, limit, now).unwrap();
+                    },
+                )
+            });
         });
         run(&mut group, mode, "unlock", n, 1, |b| {
+            b.iter_custom(|iters| {
+                let take = |t: &mut LockTable, r: &LockRequest| {
+                    t.xlock(r, now).unwrap();
+                };
+                in_place(&mut warm, &fresh, iters, take, |t, r| {
+                    black_box(t.unlock(&r.lock_id, now));
+                })
+            });
+        });
+        run(&mut group, mode, "xlock_cold", n, 1, |b| {
+            // Informational: the same grant on a fresh clone (made outside the timing), whose
+            // memory criterion's batches have pushed out of the cache.
             b.iter_batched_ref(
                 || full.clone(),
-                |t| t.unlock(&mid_group, now),
+                |t| t.xlock(&fresh[0], now).unwrap(),
                 BatchSize::SmallInput,
             );
         });
@@ -117,8 +191,8 @@ fn engine(c: &mut Criterion) {
             // Both transitions on the same table, kept warm in the cache: no clone.
             let mut t = full.clone();
             b.iter(|| {
-                t.xlock(&fresh_x, now).unwrap();
-                t.unlock(&fresh_x.lock_id, now)
+                t.xlock(&fresh[0], now).unwrap();
+                t.unlock(&fresh[0].lock_id, now)
             });
         });
         run(&mut group, mode, "status_resource", n, 1, |b| {

@@ -31,10 +31,15 @@
 //! baseline right after an unlock transaction, as `xlock` runs after its cleanup), and for
 //! renew of 100 locks the store's `update` alone outside a transaction
 //! (`renew_update_pipeline`), the same change as a plain `$set` (`renew_update_set`) and a
-//! `$set` of a field no index covers (`renew_update_unindexed`); `status_unmonitored`
+//! `$set` of a field no index covers (`renew_update_unindexed`); slock's change (a fourth
+//! shared lock appended) as a plain `$push` (`slock_push_modifier`) and as a one-stage update
+//! pipeline (`slock_push_pipeline`); purge's expired documents deleted alone, with one
+//! `delete_many` (`purge_delete_many`) and in one transaction per batch
+//! (`purge_delete_batches`); `status_unmonitored`
 //! measures a status on a client without command monitoring (what monitoring costs). `xlock` and
-//! `slock_at_limit` are also measured interleaved with the baseline (the report's
-//! "interleaved" figures), which cancels drifts of the machine's load between the two.
+//! `slock_at_limit` (and the slock diagnostics) are also measured interleaved with the
+//! baseline (the report's "interleaved" figures), which cancels drifts of the machine's load
+//! between the two; those rounds run on a client without command monitoring.
 //!
 //! Inserted documents follow the store's schema; every set-up is checked by reading it back
 //! through the store (the counts must match), so the store's own decoder vouches for them.
@@ -65,8 +70,10 @@ use mongodb::bson::oid::ObjectId;
 use mongodb::bson::{Bson, DateTime, Document, doc};
 use mongodb::event::EventHandler;
 use mongodb::event::command::CommandEvent;
-use mongodb::options::{Acknowledgment, CollectionOptions, ReturnDocument, WriteConcern};
-use mongodb::{Client, Database};
+use mongodb::options::{
+    Acknowledgment, CollectionOptions, ReturnDocument, UpdateModifications, WriteConcern,
+};
+use mongodb::{Client, Collection, Database};
 use tokio::runtime::Runtime;
 
 const GROUP: &str = "store_mongo";
@@ -367,6 +374,39 @@ fn resource_doc(
     }
 }
 
+/// An update appending a lock document to `shared.locks` (a slock diagnostic).
+type Append = fn(Document) -> UpdateModifications;
+
+/// The purge data set: `n` groups of one exclusive lock expired at `T0` - 1 s (resources
+/// `eNNNNN`) among `n` live for an hour more (`lNNNNN`), all created at `T0` - 2 s.
+fn purge_set(n: usize) -> Vec<Document> {
+    let created = Timestamp::from_millis(T0.as_millis() - 2_000);
+    let expired_at = Some(Timestamp::from_millis(T0.as_millis() - 1_000));
+    let live_until = Some(T0.saturating_add(Duration::from_secs(3_600)));
+    (0..n)
+        .flat_map(|i| {
+            [
+                resource_doc(
+                    &format!("e{i:05}"),
+                    Mode::Exclusive,
+                    &format!("ge{i:05}"),
+                    "bench",
+                    created,
+                    expired_at,
+                ),
+                resource_doc(
+                    &format!("l{i:05}"),
+                    Mode::Exclusive,
+                    &format!("gl{i:05}"),
+                    "bench",
+                    created,
+                    live_until,
+                ),
+            ]
+        })
+        .collect()
+}
+
 /// Empties the store's collection and inserts `docs` (untimed set-up).
 async fn refill(store: &MongoStore, docs: Vec<Document>) {
     let coll = store.collection();
@@ -465,6 +505,28 @@ fn store_mongo(c: &mut Criterion) {
         async |_, _| (),
         |d| assert!(d.is_some()),
     );
+    // The interleaved measurements run the same store and baseline on a client without
+    // command monitoring: what a user's client does, and no event documents built for the
+    // grant's larger command than for the baseline's.
+    let plain_client = rt.block_on(async { Client::with_options(options().await).unwrap() });
+    let plain_coll = plain_client
+        .database(&coll.namespace().db)
+        .collection::<Document>(&coll.namespace().coll);
+    let plain = MongoStore::from_collection(plain_coll.clone());
+    let plain_baseline = async || {
+        plain_coll
+            .find_one_and_update(
+                doc! { "resource": "baseline" },
+                doc! { "$inc": { "n": 1_i64 } },
+            )
+            .upsert(true)
+            .return_document(ReturnDocument::After)
+            .await
+            .unwrap()
+    };
+    let plain_release = async |req: LockRequest, _| {
+        plain.unlock(&req.lock_id).await.unwrap();
+    };
     let fresh_id = |seq: u64| format!("b{seq}");
     let paired_rounds = mode.pick(3, 300, 1_000);
     let xlock_prepare = async |seq| request("x", &fresh_id(seq), None);
@@ -473,7 +535,13 @@ fn store_mongo(c: &mut Criterion) {
         latency.unlock(&req.lock_id).await.unwrap();
     };
     let mut record = Record::new(GROUP, "xlock", None, 1);
-    record.extra = bench.paired(paired_rounds, baseline, xlock_prepare, xlock_op, release);
+    record.extra = bench.paired(
+        paired_rounds,
+        plain_baseline,
+        xlock_prepare,
+        async |req: &LockRequest| plain.xlock(req).await,
+        plain_release,
+    );
     bench.run(
         &mut group,
         record,
@@ -514,7 +582,13 @@ fn store_mongo(c: &mut Criterion) {
     let slock_op = async |req: &LockRequest| latency.slock(req, limit).await;
     let mut record = Record::new(GROUP, "slock_at_limit", None, 1);
     record.note = Some("limit 4, 3 held: the grant fills the resource".into());
-    record.extra = bench.paired(paired_rounds, baseline, slock_prepare, slock_op, release);
+    record.extra = bench.paired(
+        paired_rounds,
+        plain_baseline,
+        slock_prepare,
+        async |req: &LockRequest| plain.slock(req, limit).await,
+        plain_release,
+    );
     bench.run(
         &mut group,
         record,
@@ -524,6 +598,79 @@ fn store_mongo(c: &mut Criterion) {
         release,
         |r| assert!(r.is_ok(), "{r:?}"),
     );
+    // Where slock's time goes: the same change to a resource holding 3 shared locks (a
+    // fourth appended, the count raised) as a plain `$push`, and as a one-stage update
+    // pipeline, the form every grant evaluated on the server's clock must take.
+    rt.block_on(async {
+        for j in 0..3 {
+            let holder = request("s-diag", &format!("holder-{j}"), None);
+            latency.slock(&holder, None).await.unwrap();
+        }
+    });
+    let appends: [(&str, &str, Append); 2] = [
+        (
+            "slock_push_modifier",
+            "a $push of the lock and a $inc of the count",
+            |lock| {
+                UpdateModifications::Document(doc! {
+                    "$push": { "shared.locks": lock },
+                    "$inc": { "shared.count": 1 },
+                })
+            },
+        ),
+        (
+            "slock_push_pipeline",
+            "a one-stage update pipeline ($concatArrays, $add)",
+            |lock| {
+                UpdateModifications::Pipeline(vec![doc! { "$set": {
+                    "shared.locks": { "$concatArrays": [ "$shared.locks", [ { "$literal": lock } ] ] },
+                    "shared.count": { "$add": [ "$shared.count", 1 ] },
+                } }])
+            },
+        ),
+    ];
+    for (name, how, update) in appends {
+        let append = async |on: &Collection<Document>, lock_id: &String| {
+            on.find_one_and_update(
+                doc! { "resource": "s-diag" },
+                update(lock_fields(lock_id, "bench", server_now(), None)),
+            )
+            .return_document(ReturnDocument::After)
+            .await
+            .unwrap()
+        };
+        let remove = async |lock_id: String, _| {
+            coll.update_one(
+                doc! { "resource": "s-diag" },
+                doc! {
+                    "$pull": { "shared.locks": { "lockId": lock_id } },
+                    "$inc": { "shared.count": -1 },
+                },
+            )
+            .await
+            .unwrap();
+        };
+        let mut record = Record::new(GROUP, name, None, 1);
+        record.note = Some(format!(
+            "diagnostic: slock_at_limit's change to a resource holding 3 shared locks as {how}"
+        ));
+        record.extra = bench.paired(
+            paired_rounds,
+            plain_baseline,
+            async |seq| fresh_id(seq),
+            async |id: &String| append(&plain_coll, id).await,
+            remove,
+        );
+        bench.run(
+            &mut group,
+            record,
+            BenchmarkId::from_parameter(name),
+            async |seq| fresh_id(seq),
+            async |id: &String| append(&coll, id).await,
+            remove,
+            |d| assert!(d.is_some()),
+        );
+    }
     let mut record = Record::new(GROUP, "baseline_after_unlock", None, 1);
     record.note = Some(
         "diagnostic: the baseline, each time right after an untimed xlock+unlock of another \
@@ -719,9 +866,6 @@ fn store_mongo(c: &mut Criterion) {
     let purging = rt.block_on(ready_store(&client, Some(Arc::new(ManualClock::new(T0)))));
     group.sample_size(10);
     for &n in ns {
-        let created = Timestamp::from_millis(T0.as_millis() - 2_000);
-        let expired_at = Some(Timestamp::from_millis(T0.as_millis() - 1_000));
-        let live_until = Some(T0.saturating_add(Duration::from_secs(3_600)));
         let batches = n.div_ceil(DEFAULT_PURGE_BATCH);
         let mut record = Record::new(GROUP, "purge", Some(n.to_string()), n as u64);
         record.size = Some(n as u64);
@@ -733,36 +877,69 @@ fn store_mongo(c: &mut Criterion) {
             &mut group,
             record,
             BenchmarkId::new("purge", n),
-            async |_| {
-                let docs = (0..n)
-                    .flat_map(|i| {
-                        [
-                            resource_doc(
-                                &format!("e{i:05}"),
-                                Mode::Exclusive,
-                                &format!("ge{i:05}"),
-                                "bench",
-                                created,
-                                expired_at,
-                            ),
-                            resource_doc(
-                                &format!("l{i:05}"),
-                                Mode::Exclusive,
-                                &format!("gl{i:05}"),
-                                "bench",
-                                created,
-                                live_until,
-                            ),
-                        ]
-                    })
-                    .collect();
-                refill(&purging, docs).await;
-            },
+            async |_| refill(&purging, purge_set(n)).await,
             async |_| purging.purge().await,
             async |_, _| (),
             |r| assert_eq!(r.as_ref().map(Vec::len).ok(), Some(n)),
         );
     }
+    // What the server alone takes to delete the expired documents of the largest N: all
+    // at once, and in transactions of one batch each as purge's batches do (no read, no
+    // decision).
+    let n = *ns.last().unwrap();
+    let expired = doc! { "exclusive.expiresAt": { "$lte": date(T0) } };
+    let mut record = Record::new(GROUP, "purge_delete_many", Some(n.to_string()), n as u64);
+    record.size = Some(n as u64);
+    record.note = Some(format!(
+        "diagnostic: one delete_many of the {n} expired documents of purge/{n}, no transaction"
+    ));
+    bench.run(
+        &mut group,
+        record,
+        BenchmarkId::new("purge_delete_many", n),
+        async |_| refill(&purging, purge_set(n)).await,
+        async |_| {
+            purging
+                .collection()
+                .delete_many(expired.clone())
+                .await
+                .unwrap()
+        },
+        async |_, _| (),
+        |r| assert_eq!(r.deleted_count, n as u64),
+    );
+    let mut record = Record::new(GROUP, "purge_delete_batches", Some(n.to_string()), n as u64);
+    record.size = Some(n as u64);
+    record.note = Some(format!(
+        "diagnostic: the same deletes by resource name in {batches} transactions of \
+         {DEFAULT_PURGE_BATCH}, one after another",
+        batches = n.div_ceil(DEFAULT_PURGE_BATCH)
+    ));
+    let names: Vec<Bson> = (0..n).map(|i| Bson::String(format!("e{i:05}"))).collect();
+    bench.run(
+        &mut group,
+        record,
+        BenchmarkId::new("purge_delete_batches", n),
+        async |_| refill(&purging, purge_set(n)).await,
+        async |_| {
+            let mut deleted = 0;
+            for batch in names.chunks(DEFAULT_PURGE_BATCH) {
+                let mut session = client.start_session().await.unwrap();
+                session.start_transaction().await.unwrap();
+                deleted += purging
+                    .collection()
+                    .delete_many(doc! { "resource": { "$in": batch } })
+                    .session(&mut session)
+                    .await
+                    .unwrap()
+                    .deleted_count;
+                session.commit_transaction().await.unwrap();
+            }
+            deleted
+        },
+        async |_, _| (),
+        |deleted| assert_eq!(*deleted, n as u64),
+    );
     stores.push(purging);
 
     // Status with each filter kind over `status_n` locks, inserted once.
@@ -843,7 +1020,6 @@ fn store_mongo(c: &mut Criterion) {
     );
     // The same status on a client without command monitoring: what the event handler
     // itself costs (the driver builds a document of every command and reply for it).
-    let plain_client = rt.block_on(async { Client::with_options(options().await).unwrap() });
     let space = reading.collection().namespace();
     let unmonitored =
         MongoStore::from_collection(plain_client.database(&space.db).collection(&space.coll))

@@ -3,6 +3,7 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use smol_str::SmolStr;
 
 use crate::error::Error;
 
@@ -31,7 +32,7 @@ macro_rules! validated_name {
         $(#[$doc])*
         #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
         #[serde(try_from = "String", into = "String")]
-        pub struct $name(String);
+        pub struct $name(SmolStr);
 
         impl $name {
             /// Validates the name.
@@ -41,7 +42,7 @@ macro_rules! validated_name {
             pub fn new(value: impl Into<String>) -> Result<Self, Error> {
                 let value = value.into();
                 check_text($field, &value, $max)?;
-                Ok($name(value))
+                Ok($name(SmolStr::from(value)))
             }
 
             /// The name as a string slice.
@@ -67,7 +68,7 @@ macro_rules! validated_name {
 
         impl From<$name> for String {
             fn from(name: $name) -> String {
-                name.0
+                name.0.into()
             }
         }
 
@@ -115,7 +116,7 @@ impl LockId {
     /// written as 32 lowercase hex digits.
     #[must_use]
     pub fn from_random(bits: u128) -> Self {
-        LockId(format!("{bits:032x}"))
+        LockId(smol_str::format_smolstr!("{bits:032x}"))
     }
 }
 

@@ -5,6 +5,7 @@
 //! that shards its resources (the in-memory store does) applies the same code to all shards
 //! at once; a single table is the one-shard case.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::{Deref, DerefMut};
 use std::time::Duration;
@@ -124,13 +125,13 @@ impl ResourceState {
 
     /// Grants `request` in `mode` at `now`, which the caller has checked is allowed: removes
     /// every expired lock (takeover), takes the next fence and stores the lock. Returns the
-    /// new lock and the lock ids whose expired locks were removed.
+    /// new lock's status and the lock ids whose expired locks were removed.
     fn grant(
         &mut self,
         mode: Mode,
         request: &LockRequest,
         now: Timestamp,
-    ) -> (StoredLock, Vec<LockId>) {
+    ) -> (LockStatus, Vec<LockId>) {
         let mut removed = Vec::new();
         if self.exclusive.as_ref().is_some_and(|l| l.is_expired(now)) {
             if let Some(l) = self.exclusive.take() {
@@ -146,11 +147,12 @@ impl ResourceState {
         });
         self.fence = self.next_fence(now);
         let lock = StoredLock::granted(request, now, self.fence);
+        let status = lock.status(&request.resource, mode, now);
         match mode {
-            Mode::Exclusive => self.exclusive = Some(lock.clone()),
-            Mode::Shared => self.shared.push(lock.clone()),
+            Mode::Exclusive => self.exclusive = Some(lock),
+            Mode::Shared => self.shared.push(lock),
         }
-        (lock, removed)
+        (status, removed)
     }
 
     /// Removes the lock of `lock_id` when `pred` holds for it.
@@ -243,11 +245,7 @@ impl LockTable {
     /// # Errors
     /// `AlreadyLocked` when a live lock (of any lock id, this one included) is present.
     pub fn xlock(&mut self, request: &LockRequest, now: Timestamp) -> Result<LockStatus, Error> {
-        let allowed = self
-            .resources
-            .get(&request.resource)
-            .is_none_or(|r| r.can_xlock(now));
-        self.grant_if(allowed, Mode::Exclusive, request, now)
+        self.grant_if(Mode::Exclusive, request, now, |r| r.can_xlock(now))
     }
 
     /// Grants a shared lock iff there is no live exclusive lock, the lock id holds no live
@@ -262,32 +260,47 @@ impl LockTable {
         limit: Option<SharedLimit>,
         now: Timestamp,
     ) -> Result<LockStatus, Error> {
-        let allowed = match self.resources.get(&request.resource) {
-            Some(r) => r.can_slock(&request.lock_id, limit, now),
-            None => ResourceState::default().can_slock(&request.lock_id, limit, now),
-        };
-        self.grant_if(allowed, Mode::Shared, request, now)
+        self.grant_if(Mode::Shared, request, now, |r| {
+            r.can_slock(&request.lock_id, limit, now)
+        })
     }
 
+    /// Grants `request` in `mode` if `allowed` holds for the resource's state (an empty state
+    /// for a resource the table does not know). One search of the table either way; a refused
+    /// request leaves the table as it was.
     fn grant_if(
         &mut self,
-        allowed: bool,
         mode: Mode,
         request: &LockRequest,
         now: Timestamp,
+        allowed: impl Fn(&ResourceState) -> bool,
     ) -> Result<LockStatus, Error> {
-        if !allowed {
-            return Err(Error::AlreadyLocked {
-                resource: request.resource.clone(),
-            });
-        }
-        let state = self.resources.entry(request.resource.clone()).or_default();
-        let (lock, taken_over) = state.grant(mode, request, now);
+        let refused = || Error::AlreadyLocked {
+            resource: request.resource.clone(),
+        };
+        let (status, taken_over) = match self.resources.entry(request.resource.clone()) {
+            Entry::Occupied(entry) => {
+                let state = entry.into_mut();
+                if !allowed(state) {
+                    return Err(refused());
+                }
+                state.grant(mode, request, now)
+            }
+            Entry::Vacant(entry) => {
+                let mut state = ResourceState::default();
+                if !allowed(&state) {
+                    return Err(refused());
+                }
+                let granted = state.grant(mode, request, now);
+                entry.insert(state);
+                granted
+            }
+        };
         for lock_id in &taken_over {
             self.unindex(lock_id, &request.resource);
         }
         self.index(&request.lock_id, &request.resource);
-        Ok(lock.status(&request.resource, mode, now))
+        Ok(status)
     }
 
     /// The locks of `lock_id`, with their resource and mode.
@@ -315,17 +328,23 @@ impl LockTable {
         pred: impl Fn(&StoredLock) -> bool,
         out: &mut Vec<LockStatus>,
     ) {
-        let Some(names) = self.groups.get(lock_id).cloned() else {
+        // The group's index entry is taken out, trimmed to the locks that stay, and put back
+        // only if any do (unlock removes them all).
+        let Some((lock_id, mut names)) = self.groups.remove_entry(lock_id) else {
             return;
         };
-        for name in names {
-            let Some(state) = self.resources.get_mut(&name) else {
-                continue;
-            };
-            if let Some((mode, lock)) = state.remove_if(lock_id, &pred) {
-                out.push(lock.status(&name, mode, now));
-                self.unindex(lock_id, &name);
+        let resources = &mut self.resources;
+        names.retain(|name| {
+            let removed = resources
+                .get_mut(name)
+                .and_then(|state| state.remove_if(&lock_id, &pred));
+            if let Some((mode, lock)) = &removed {
+                out.push(lock.status(name, *mode, now));
             }
+            removed.is_none()
+        });
+        if !names.is_empty() {
+            self.groups.insert(lock_id, names);
         }
     }
 
@@ -359,11 +378,11 @@ impl LockTable {
         purge(&mut [self], now)
     }
 
-    fn expired_groups(&self, now: Timestamp, out: &mut BTreeSet<LockId>) {
+    fn expired_groups(&self, now: Timestamp, out: &mut Vec<LockId>) {
         for state in self.resources.values() {
             for (_, lock) in state.locks() {
                 if lock.is_expired(now) {
-                    out.insert(lock.lock_id.clone());
+                    out.push(lock.lock_id.clone());
                 }
             }
         }
@@ -514,11 +533,12 @@ pub fn expired_groups<T: Deref<Target = LockTable>>(
     shards: &[T],
     now: Timestamp,
 ) -> BTreeSet<LockId> {
-    let mut expired = BTreeSet::new();
+    let mut expired = Vec::new();
     for table in shards {
         table.expired_groups(now, &mut expired);
     }
-    expired
+    // Collected at once, the set is built in one pass over the sorted ids.
+    expired.into_iter().collect()
 }
 
 /// Purge's second phase: removes every lock of `groups` created before `now`, and

@@ -102,12 +102,21 @@ fn recount() -> Document {
 /// The field a grant pipeline computes its decision into (removed before it ends).
 const DECISION: &str = "__lockwright_grant";
 
+/// The field a grant pipeline computes the live shared locks into, once, for the rule and
+/// the install to share (removed before it ends).
+const LIVE_SHARED: &str = "__lockwright_live_shared";
+
 /// A grant in one `findAndModify`: the filter is the resource alone (with upsert, a fresh
 /// resource is inserted, and the server retries insert races itself), and the pipeline
-/// decides the rule with `now` into a temporary field, then applies the grant only where
-/// it allows: bump the fence counter, take over expired locks, install the lock, and
-/// record `grant_id` in `lastGrant` so the caller can tell its grant from a refusal. A
-/// refusal rewrites every field to itself, which MongoDB treats as no write at all.
+/// computes the live shared locks, decides the rule with `now` into a temporary field, then
+/// applies the grant only where it allows: bump the fence counter, take over expired locks,
+/// install the lock, and record `grant_id` in `lastGrant` so the caller can tell its grant
+/// from a refusal. A refusal rewrites every field to itself and removes the temporary
+/// ones, which MongoDB treats as no write at all.
+///
+/// The rule and the install refer to the live shared locks as `$__lockwright_live_shared`:
+/// the server parses and evaluates every expression of the pipeline on each call, so the
+/// `$filter` that finds them is written once.
 fn grant(
     request: &LockRequest,
     rule: Bson,
@@ -131,12 +140,18 @@ fn grant(
         doc! { "$eq": [ { "$ifNull": [ "$shared.count", 0 ] }, { "$size": shared_locks() } ] };
     let rule = Bson::Document(doc! { "$and": [ consistent, rule ] });
     let update = vec![
+        doc! { "$set": { LIVE_SHARED: live_shared(now) } },
         doc! { "$set": { DECISION: rule } },
         doc! { "$set": { LAST_FENCE: either(next_fence(now), "$lastFence") } },
         doc! { "$set": apply },
-        doc! { "$unset": DECISION },
+        doc! { "$unset": [ DECISION, LIVE_SHARED ] },
     ];
     (doc! { RESOURCE: request.resource.as_str() }, update)
+}
+
+/// The live shared locks, as the grant pipeline computed them.
+fn computed_live_shared() -> String {
+    format!("${LIVE_SHARED}")
 }
 
 /// The exclusive grant: no live exclusive lock and no live shared lock.
@@ -147,7 +162,7 @@ pub(crate) fn xlock(
 ) -> (Document, Vec<Document>) {
     let rule = Bson::Document(doc! { "$and": [
         { "$not": [ live_exclusive(now) ] },
-        { "$eq": [ { "$size": live_shared(now) }, 0 ] },
+        { "$eq": [ { "$size": computed_live_shared() }, 0 ] },
     ] });
     let install = doc! {
         EXCLUSIVE: new_lock(request, now),
@@ -164,21 +179,25 @@ pub(crate) fn slock(
     grant_id: &Bson,
     now: &Bson,
 ) -> (Document, Vec<Document>) {
-    let own_live = doc! { "$filter": { "input": live_shared(now), "cond": {
-    "$eq": [ "$$this.lockId", literal(request.lock_id.as_str()) ] } } };
+    let live = computed_live_shared();
     let mut conditions = vec![
         Bson::Document(doc! { "$not": [ live_exclusive(now) ] }),
-        Bson::Document(doc! { "$eq": [ { "$size": own_live }, 0 ] }),
+        Bson::Document(doc! { "$not": [ { "$in": [
+            literal(request.lock_id.as_str()),
+            format!("{live}.{LOCK_ID}"),
+        ] } ] }),
     ];
     if let Some(m) = limit {
         conditions.push(Bson::Document(
-            doc! { "$lt": [ { "$size": live_shared(now) }, i64::from(m.get()) ] },
+            doc! { "$lt": [ { "$size": live.as_str() }, i64::from(m.get()) ] },
         ));
     }
-    let locks = doc! { "$concatArrays": [ live_shared(now), [ new_lock(request, now) ] ] };
     let install = doc! {
         EXCLUSIVE: { "$literal": empty_exclusive() },
-        SHARED: { "locks": locks.clone(), "count": { "$size": locks } },
+        SHARED: {
+            "locks": { "$concatArrays": [ live.as_str(), [ new_lock(request, now) ] ] },
+            "count": { "$add": [ { "$size": live.as_str() }, 1 ] },
+        },
     };
     grant(
         request,
