@@ -28,7 +28,8 @@ use criterion::{BatchSize, Bencher, BenchmarkGroup, BenchmarkId, Criterion, Thro
 use lockwright_benches::results::load_average;
 use lockwright_benches::{Meta, Record, RunMode};
 use lockwright_engine::{
-    Filter, LockDetails, LockId, LockRequest, LockTable, SharedLimit, Timestamp, Ttl, table,
+    Error, Filter, LockDetails, LockId, LockRequest, LockStatus, LockTable, SharedLimit, Timestamp,
+    Ttl, table,
 };
 
 const GROUP: &str = "engine";
@@ -55,6 +56,9 @@ fn held(n: usize, half_expired: bool) -> LockTable {
     }
     t
 }
+
+/// A grant on a table (xlock or slock, its other arguments fixed).
+type Grant<'a> = &'a dyn Fn(&mut LockTable, &LockRequest) -> Result<LockStatus, Error>;
 
 /// Requests timed per round of [`in_place`].
 const CHUNK: usize = 1024;
@@ -138,32 +142,25 @@ fn engine(c: &mut Criterion) {
         let by_group = Filter::new().lock_id(format!("g{mid:06}"));
 
         let mut warm = full.clone();
-        run(&mut group, mode, "xlock", n, 1, |b| {
-            b.iter_custom(|iters| {
-                in_place(
-                    &mut warm,
-                    &fresh,
-                    iters,
-                    |_, _| (),
-                    |t, r| {
-                        t.xlock(r, now).unwrap();
-                    },
-                )
+        let grants: [(&str, Grant); 2] = [
+            ("xlock", &|t, r| t.xlock(r, now)),
+            ("slock", &|t, r| t.slock(r, limit, now)),
+        ];
+        for (name, grant) in grants {
+            run(&mut group, mode, name, n, 1, |b| {
+                b.iter_custom(|iters| {
+                    in_place(
+                        &mut warm,
+                        &fresh,
+                        iters,
+                        |_, _| (),
+                        |t, r| {
+                            grant(t, r).unwrap();
+                        },
+                    )
+                });
             });
-        });
-        run(&mut group, mode, "slock", n, 1, |b| {
-            b.iter_custom(|iters| {
-                in_place(
-                    &mut warm,
-                    &fresh,
-                    iters,
-                    |_, _| (),
-                    |t, r| {
-                        t.slock(r, limit, now).unwrap();
-                    },
-                )
-            });
-        });
+        }
         run(&mut group, mode, "unlock", n, 1, |b| {
             b.iter_custom(|iters| {
                 let take = |t: &mut LockTable, r: &LockRequest| {

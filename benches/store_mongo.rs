@@ -374,6 +374,18 @@ fn resource_doc(
     }
 }
 
+/// The baseline: a bare `find_one_and_update` upsert of one small document on `coll`.
+async fn bump_baseline(coll: &Collection<Document>) -> Option<Document> {
+    coll.find_one_and_update(
+        doc! { "resource": "baseline" },
+        doc! { "$inc": { "n": 1_i64 } },
+    )
+    .upsert(true)
+    .return_document(ReturnDocument::After)
+    .await
+    .unwrap()
+}
+
 /// An update appending a lock document to `shared.locks` (a slock diagnostic).
 type Append = fn(Document) -> UpdateModifications;
 
@@ -486,16 +498,7 @@ fn store_mongo(c: &mut Criterion) {
     // Single-resource paths, against the bare upsert on the same collection.
     let latency = rt.block_on(ready_store(&client, None));
     let coll = latency.collection().clone();
-    let baseline = async || {
-        coll.find_one_and_update(
-            doc! { "resource": "baseline" },
-            doc! { "$inc": { "n": 1_i64 } },
-        )
-        .upsert(true)
-        .return_document(ReturnDocument::After)
-        .await
-        .unwrap()
-    };
+    let baseline = async || bump_baseline(&coll).await;
     bench.run(
         &mut group,
         Record::new(GROUP, "baseline", None, 1),
@@ -513,17 +516,7 @@ fn store_mongo(c: &mut Criterion) {
         .database(&coll.namespace().db)
         .collection::<Document>(&coll.namespace().coll);
     let plain = MongoStore::from_collection(plain_coll.clone());
-    let plain_baseline = async || {
-        plain_coll
-            .find_one_and_update(
-                doc! { "resource": "baseline" },
-                doc! { "$inc": { "n": 1_i64 } },
-            )
-            .upsert(true)
-            .return_document(ReturnDocument::After)
-            .await
-            .unwrap()
-    };
+    let plain_baseline = async || bump_baseline(&plain_coll).await;
     let plain_release = async |req: LockRequest, _| {
         plain.unlock(&req.lock_id).await.unwrap();
     };
@@ -764,17 +757,7 @@ fn store_mongo(c: &mut Criterion) {
         record,
         BenchmarkId::from_parameter("baseline_w1"),
         async |_| (),
-        async |_| {
-            coll_w1
-                .find_one_and_update(
-                    doc! { "resource": "baseline" },
-                    doc! { "$inc": { "n": 1_i64 } },
-                )
-                .upsert(true)
-                .return_document(ReturnDocument::After)
-                .await
-                .unwrap()
-        },
+        async |_| bump_baseline(&coll_w1).await,
         async |_, _| (),
         |d| assert!(d.is_some()),
     );
