@@ -292,8 +292,8 @@ impl Run<'_> {
                 self.diagnostics(
                     "renew's change to the 100 locks alone",
                     &[
-                        ("as a pipeline", "renew_update_pipeline"),
-                        ("as a $set", "renew_update_set"),
+                        ("as the store sends it", "renew_update_alone"),
+                        ("as one $set", "renew_update_set"),
                     ],
                     |d| Some(format!("{:.2}x K=1", self.median(d)? / self.median(k1)?)),
                 )

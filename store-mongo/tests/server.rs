@@ -554,3 +554,57 @@ async fn majority_write_concern_by_default_and_configurable() {
     assert_eq!(modes, [Mode::Exclusive]);
     teardown(&store).await;
 }
+
+/// Renew's write is one `update` command that belongs to the transaction that read the group
+/// (otherwise a failure could leave it half renewed), and it renews exclusive and shared
+/// locks of the group alike.
+#[tokio::test]
+async fn renew_updates_inside_its_transaction() {
+    let updates: Arc<Mutex<Vec<Document>>> = Arc::default();
+    let sink = Arc::clone(&updates);
+    let mut opts = options().await;
+    opts.command_event_handler = Some(EventHandler::callback(move |e: CommandEvent| {
+        if let CommandEvent::Started(s) = e {
+            if s.command_name == "update" {
+                sink.lock().unwrap().push(s.command);
+            }
+        }
+    }));
+    let client = Client::with_options(opts).unwrap();
+    let store = fresh_store_on(&client, None).await;
+    let minute = Some(Duration::from_secs(60));
+    store.xlock(&request("x", "g", minute)).await.unwrap();
+    store.slock(&request("s", "g", minute), None).await.unwrap();
+    store
+        .slock(&request("s", "other", minute), None)
+        .await
+        .unwrap();
+    updates.lock().unwrap().clear();
+
+    let renewed = store
+        .renew(&id("g"), ttl(3_600), Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(renewed.len(), 2);
+    let sent = std::mem::take(&mut *updates.lock().unwrap());
+    assert_eq!(sent.len(), 1, "one update command: {sent:?}");
+    assert_eq!(
+        sent[0].get_bool("autocommit").ok(),
+        Some(false),
+        "{:?}",
+        sent[0]
+    );
+    assert!(sent[0].contains_key("txnNumber"), "{:?}", sent[0]);
+
+    // Both locks of the group carry the new expiry; the other group's lock does not.
+    let hour = Duration::from_secs(3_000);
+    let mine = store.status(&Filter::new().lock_id("g")).await.unwrap();
+    assert_eq!(mine.len(), 2);
+    assert!(mine.iter().all(|l| l.ttl.unwrap() > hour), "{mine:?}");
+    let other = store.status(&Filter::new().lock_id("other")).await.unwrap();
+    assert!(
+        other[0].ttl.unwrap() <= Duration::from_secs(60),
+        "{other:?}"
+    );
+    teardown(&store).await;
+}
