@@ -537,7 +537,8 @@ pub fn expired_groups<T: Deref<Target = LockTable>>(
     for table in shards {
         table.expired_groups(now, &mut expired);
     }
-    // Collected at once, the set is built in one pass over the sorted ids.
+    // Collected first: the ids are then sorted once and the set built in one pass, rather
+    // than searched for and inserted one by one.
     expired.into_iter().collect()
 }
 
