@@ -65,8 +65,8 @@ const CHUNK: usize = 1024;
 
 /// Times `op` `iters` times on `table` in place, kept warm in the cache: in rounds of up to
 /// [`CHUNK`] requests for resources the table does not hold, each round first `prepare`d
-/// (untimed; a no-op for grants), then timed, then undone (untimed: the rest of the group is unlocked and the
-/// emptied resources are deleted), so every round starts from the same table.
+/// (untimed; a no-op for grants), then timed, then undone (untimed: the groups are unlocked
+/// and the emptied resources deleted), so every round starts from the same table.
 fn in_place(
     table: &mut LockTable,
     fresh: &[LockRequest],
@@ -77,6 +77,7 @@ fn in_place(
     let mut elapsed = Duration::ZERO;
     let mut left = iters;
     let later = NOW.saturating_add(Duration::from_millis(1));
+    let resources = table.resources().len();
     while left > 0 {
         let round = &fresh[..usize::try_from(left).unwrap_or(CHUNK).min(CHUNK)];
         round.iter().for_each(|r| prepare(table, r));
@@ -89,6 +90,7 @@ fn in_place(
             table.unlock(&r.lock_id, NOW);
         }
         table::delete_empty(&mut [&mut *table], later);
+        assert_eq!(table.resources().len(), resources, "a round was not undone");
         left -= round.len() as u64;
     }
     elapsed

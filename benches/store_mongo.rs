@@ -661,7 +661,12 @@ fn store_mongo(c: &mut Criterion) {
             async |seq| fresh_id(seq),
             async |id: &String| append(&coll, id).await,
             remove,
-            |d| assert!(d.is_some()),
+            |d| {
+                // The append landed: three holders and the new lock, counted.
+                let shared = d.as_ref().unwrap().get_document("shared").unwrap();
+                assert_eq!(shared.get_array("locks").unwrap().len(), 4, "{d:?}");
+                assert_eq!(shared.get_i32("count").ok(), Some(4), "{d:?}");
+            },
         );
     }
     let mut record = Record::new(GROUP, "baseline_after_unlock", None, 1);
@@ -908,7 +913,12 @@ fn store_mongo(c: &mut Criterion) {
             let mut deleted = 0;
             for batch in names.chunks(DEFAULT_PURGE_BATCH) {
                 let mut session = client.start_session().await.unwrap();
-                session.start_transaction().await.unwrap();
+                // The store's purge commits with majority write concern; so does this.
+                session
+                    .start_transaction()
+                    .write_concern(WriteConcern::majority())
+                    .await
+                    .unwrap();
                 deleted += purging
                     .collection()
                     .delete_many(doc! { "resource": { "$in": batch } })
@@ -1081,9 +1091,14 @@ fn renew_update_diagnostics(
             u
         },
         async |u| {
-            db.run_command(doc! { "update": coll.name(), "updates": u.clone() })
-                .await
-                .unwrap()
+            // A command run by hand takes no write concern from the collection: say it.
+            db.run_command(doc! {
+                "update": coll.name(),
+                "updates": u.clone(),
+                "writeConcern": { "w": "majority" },
+            })
+            .await
+            .unwrap()
         },
         async |_, _| (),
         |reply| assert_eq!(reply.get_i32("nModified").ok(), Some(k as i32), "{reply:?}"),
