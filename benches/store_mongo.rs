@@ -376,14 +376,17 @@ fn resource_doc(
 
 /// The baseline: a bare `find_one_and_update` upsert of one small document on `coll`.
 async fn bump_baseline(coll: &Collection<Document>) -> Option<Document> {
-    coll.find_one_and_update(
-        doc! { "resource": "baseline" },
-        doc! { "$inc": { "n": 1_i64 } },
-    )
-    .upsert(true)
-    .return_document(ReturnDocument::After)
-    .await
-    .unwrap()
+    upsert(coll, "baseline", doc! { "$inc": { "n": 1_i64 } }).await
+}
+
+/// The baseline's command: a `find_one_and_update` upsert of `update` to the small document
+/// of `resource`, returning the document after it.
+async fn upsert(coll: &Collection<Document>, resource: &str, update: Document) -> Option<Document> {
+    coll.find_one_and_update(doc! { "resource": resource }, update)
+        .upsert(true)
+        .return_document(ReturnDocument::After)
+        .await
+        .unwrap()
 }
 
 /// An update appending a lock document to `shared.locks` (a slock diagnostic).
@@ -710,16 +713,7 @@ fn store_mongo(c: &mut Criterion) {
         record,
         BenchmarkId::from_parameter("baseline_noop"),
         async |_| (),
-        async |_| {
-            coll.find_one_and_update(
-                doc! { "resource": "baseline-noop" },
-                doc! { "$set": { "n": 0_i64 } },
-            )
-            .upsert(true)
-            .return_document(ReturnDocument::After)
-            .await
-            .unwrap()
-        },
+        async |_| upsert(&coll, "baseline-noop", doc! { "$set": { "n": 0_i64 } }).await,
         async |_, _| (),
         |d| assert!(d.is_some()),
     );
