@@ -1,5 +1,9 @@
 //! The one error type of lock operations, shared by the engine, every store and the client.
 
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
 use crate::lock::LockStatus;
 use crate::names::Resource;
 
@@ -64,6 +68,22 @@ pub enum Error {
         #[source]
         source: BoxError,
     },
+    /// Some stored documents could not be decided on and were left exactly as they were;
+    /// the operation completed on every other document. `done` is what it did there
+    /// (the locks found by `status`, removed by `purge` or released by `unlock`, in that
+    /// operation's order) and `skipped` names each document left alone. Retrying does not
+    /// help until the documents are repaired or removed by hand.
+    #[error(
+        "{} malformed stored document(s) left untouched ({}); the operation completed on the \
+         others ({} lock(s))",
+        skipped.len(), SkippedList(skipped), done.len()
+    )]
+    Skipped {
+        /// What the operation did on the readable documents.
+        done: Vec<LockStatus>,
+        /// The documents it left alone, and why.
+        skipped: Vec<MalformedDocument>,
+    },
     /// Purge removed some locks and then failed; `removed` lists what is gone.
     #[error("purge failed after removing {} lock(s)", removed.len())]
     PurgeIncomplete {
@@ -73,6 +93,56 @@ pub enum Error {
         #[source]
         source: Box<Error>,
     },
+}
+
+/// A stored document an operation could not decide on, named by resource and field.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MalformedDocument {
+    /// The resource the document names (or, when even that is unreadable, how to find the
+    /// document, such as its `_id`).
+    pub resource: String,
+    /// The dotted path of the bad field.
+    pub field: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl fmt::Display for MalformedDocument {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "resource `{}` at `{}`: {}",
+            self.resource, self.field, self.reason
+        )
+    }
+}
+
+impl From<MalformedDocument> for Error {
+    fn from(m: MalformedDocument) -> Self {
+        Error::Malformed {
+            resource: m.resource,
+            field: m.field,
+            reason: m.reason,
+        }
+    }
+}
+
+/// At most three skipped documents, then a count of the rest.
+struct SkippedList<'a>(&'a [MalformedDocument]);
+
+impl fmt::Display for SkippedList<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, m) in self.0.iter().take(3).enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{m}")?;
+        }
+        if self.0.len() > 3 {
+            write!(f, "; and {} more", self.0.len() - 3)?;
+        }
+        Ok(())
+    }
 }
 
 impl Error {

@@ -40,7 +40,7 @@ pub mod port;
 pub mod table;
 pub mod time;
 
-pub use error::{BoxError, Error};
+pub use error::{BoxError, Error, MalformedDocument};
 pub use filter::Filter;
 pub use lock::{LockDetails, LockRequest, LockStatus, Mode, SharedLimit, StoredLock};
 pub use names::{LockId, Resource};

@@ -45,6 +45,15 @@ macro_rules! validated_name {
                 Ok($name(SmolStr::from(value)))
             }
 
+            /// The name exactly as a store holds it, without the bounds check: another
+            /// client sharing the store (the Go library accepts empty names and names of
+            /// any length) may have written it. For stores decoding what they read; names
+            /// from callers go through [`Self::new`].
+            #[must_use]
+            pub fn stored(value: &str) -> Self {
+                $name(SmolStr::from(value))
+            }
+
             /// The name as a string slice.
             #[must_use]
             pub fn as_str(&self) -> &str {
@@ -132,6 +141,8 @@ mod tests {
         assert!(LockId::new("x".repeat(256)).is_ok());
         let err = LockId::new("x".repeat(257)).unwrap_err();
         assert!(err.to_string().contains("lock_id"), "{err}");
+        assert_eq!(LockId::stored("").as_str(), "");
+        assert_eq!(Resource::stored(&"r".repeat(600)).as_str().len(), 600);
     }
 
     #[test]

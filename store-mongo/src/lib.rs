@@ -35,24 +35,29 @@ mod schema;
 #[doc(hidden)]
 pub mod test_support;
 
-use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt, TryStreamExt};
 use mongodb::bson::oid::ObjectId;
 use mongodb::bson::{Bson, Document, doc};
-use mongodb::error::{ErrorKind, WriteFailure};
+use mongodb::error::{
+    ErrorKind, RETRYABLE_WRITE_ERROR, TRANSIENT_TRANSACTION_ERROR,
+    UNKNOWN_TRANSACTION_COMMIT_RESULT, WriteFailure,
+};
 use mongodb::options::{
-    CollectionOptions, IndexOptions, ReadConcern, ReturnDocument, TransactionOptions, WriteConcern,
+    CollectionOptions, Hint, IndexOptions, ReadConcern, ReturnDocument, TransactionOptions,
+    WriteConcern,
 };
 use mongodb::{Client, ClientSession, Collection, IndexModel};
+use tokio::time::Instant;
 
 use lockwright_engine::table::{self, sort_purged};
 use lockwright_engine::{
-    Error, Filter, LockId, LockRequest, LockStatus, LockStore, LockTable, ManualClock, Mode,
-    Resource, SharedLimit, Timestamp, Ttl,
+    Error, Filter, LockId, LockRequest, LockStatus, LockStore, LockTable, MalformedDocument,
+    ManualClock, Mode, Resource, SharedLimit, Timestamp, Ttl,
 };
 
 /// Lock groups removed per purge transaction unless [`MongoStore::with_purge_batch`] says
@@ -66,6 +71,23 @@ const PURGE_BATCHES_IN_FLIGHT: usize = 4;
 /// The server code of a duplicate-key error.
 const DUPLICATE_KEY: i32 = 11000;
 
+/// The server code of a command naming a collection that does not exist.
+const NAMESPACE_NOT_FOUND: i32 = 26;
+
+/// The server code of a bad value, such as a hint naming an index that does not exist.
+const BAD_VALUE: i32 = 2;
+
+/// The server codes of an index that conflicts with an existing one of the same name or keys.
+const INDEX_CONFLICT: [i32; 2] = [85, 86];
+
+/// How long after an operation began the store still starts a new attempt of it after a
+/// failure that is safe to retry (a transient transaction error, an unknown commit result,
+/// a retryable write error such as "not primary" during an election). Each attempt is
+/// itself bounded by the driver's server selection timeout (`serverSelectionTimeoutMS`,
+/// 30 s unless the URI says otherwise), so an operation against a deployment that is down
+/// fails after at most that timeout plus this window.
+pub const RETRY_WINDOW: Duration = Duration::from_secs(10);
+
 /// Documents asked for per cursor batch: group reads finish in one round trip up to the
 /// server's 16 MB batch limit.
 const CURSOR_BATCH: u32 = 100_000;
@@ -78,7 +100,8 @@ pub struct MongoStore {
     write_concern: WriteConcern,
     clock: Option<Arc<ManualClock>>,
     purge_batch: usize,
-    ready: tokio::sync::OnceCell<()>,
+    /// The name of the trusted unique index on `resource`, once the set-up was checked.
+    ready: Mutex<Option<Arc<str>>>,
 }
 
 impl MongoStore {
@@ -119,7 +142,7 @@ impl MongoStore {
             write_concern: write_concern.clone(),
             clock: None,
             purge_batch: DEFAULT_PURGE_BATCH,
-            ready: tokio::sync::OnceCell::new(),
+            ready: Mutex::new(None),
         };
         store.with_write_concern(write_concern)
     }
@@ -205,55 +228,84 @@ impl MongoStore {
             .map_err(|e| Error::backend(op, e))
     }
 
-    /// Checks once that the deployment supports transactions and that the unique index on
-    /// `resource` exists.
-    async fn ready(&self, op: &'static str) -> Result<(), Error> {
-        self.ready
-            .get_or_try_init(|| async {
-                let hello = self.hello(op).await?;
-                let replicated = hello.contains_key("setName")
-                    || hello.get_str("msg").is_ok_and(|m| m == "isdbgrid");
-                if !replicated {
-                    return Err(Error::Misconfigured {
-                        reason: "the MongoDB backend needs a replica set or sharded cluster \
-                                 (renew, unlock and purge run in transactions); a one-member \
-                                 replica set is enough: start mongod with --replSet and run \
-                                 replSetInitiate"
-                            .into(),
-                    });
-                }
-                if !self.has_unique_resource_index(op).await? {
-                    let ns = self.coll.namespace();
-                    return Err(Error::Misconfigured {
-                        reason: format!(
-                            "collection {ns} has no unique index on `resource`, so two exclusive \
-                             holders would be possible: call create_indexes() once, or run \
-                             db.{}.createIndex({{resource: 1}}, {{unique: true}})",
-                            ns.coll
-                        ),
-                    });
-                }
-                Ok(())
-            })
-            .await
-            .map(|_| ())
+    /// Checks that the deployment supports transactions and that a unique index on
+    /// `resource` that can be trusted exists; returns that index's name. Checked once and
+    /// remembered; forgotten again when a grant finds the index gone.
+    async fn ready(&self, op: &'static str) -> Result<Arc<str>, Error> {
+        if let Some(index) = self
+            .ready
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+        {
+            return Ok(index);
+        }
+        let hello = self.hello(op).await?;
+        let replicated =
+            hello.contains_key("setName") || hello.get_str("msg").is_ok_and(|m| m == "isdbgrid");
+        if !replicated {
+            return Err(Error::Misconfigured {
+                reason: "the MongoDB backend needs a replica set or sharded cluster \
+                         (renew, unlock and purge run in transactions); a one-member \
+                         replica set is enough: start mongod with --replSet and run \
+                         replSetInitiate"
+                    .into(),
+            });
+        }
+        let index: Arc<str> = self.trusted_resource_index(op).await?.into();
+        *self.ready.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&index));
+        Ok(index)
     }
 
-    async fn has_unique_resource_index(&self, op: &'static str) -> Result<bool, Error> {
+    /// Forgets the set-up check, so that the next operation checks again.
+    fn forget_ready(&self) {
+        *self.ready.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    /// The collection's indexes; none when the collection does not exist.
+    async fn indexes(&self, op: &'static str) -> Result<Vec<IndexModel>, Error> {
         let cursor = match self.coll.list_indexes().await {
             Ok(c) => c,
-            // NamespaceNotFound: the collection does not exist yet, so neither does the index.
-            Err(e) if command_code(&e) == Some(26) => return Ok(false),
+            Err(e) if command_code(&e) == Some(NAMESPACE_NOT_FOUND) => return Ok(Vec::new()),
             Err(e) => return Err(Error::backend(op, e)),
         };
-        let indexes: Vec<IndexModel> = cursor
+        cursor
             .try_collect()
             .await
-            .map_err(|e| Error::backend(op, e))?;
-        Ok(indexes.iter().any(|i| {
-            i.keys == doc! { "resource": 1 }
-                && i.options.as_ref().and_then(|o| o.unique) == Some(true)
-        }))
+            .map_err(|e| Error::backend(op, e))
+    }
+
+    /// The name of a unique index on `resource` that keeps one document per resource name.
+    async fn trusted_resource_index(&self, op: &'static str) -> Result<String, Error> {
+        let indexes = self.indexes(op).await?;
+        let mut untrusted = None;
+        for index in &indexes {
+            match judge_resource_index(index) {
+                Some(Ok(name)) => return Ok(name),
+                Some(Err(why)) => {
+                    untrusted.get_or_insert(why);
+                }
+                None => {}
+            }
+        }
+        let ns = self.coll.namespace();
+        let fix = format!(
+            "call create_indexes() once, or run db.{}.createIndex({{resource: 1}}, \
+             {{unique: true, sparse: true}})",
+            ns.coll
+        );
+        Err(Error::Misconfigured {
+            reason: match untrusted {
+                Some(why) => format!(
+                    "collection {ns}: {why}, so two exclusive holders of one resource would be \
+                     possible; drop that index, then {fix}"
+                ),
+                None => format!(
+                    "collection {ns} has no unique index on `resource`, so two exclusive \
+                     holders would be possible: {fix}"
+                ),
+            },
+        })
     }
 
     fn transaction_options(&self) -> TransactionOptions {
@@ -265,7 +317,14 @@ impl MongoStore {
             .build()
     }
 
-    /// One grant: `findAndModify` with upsert. `Ok(None)` means refused by the rule.
+    /// One grant: `findAndModify` with upsert, hinted to the trusted unique index so that
+    /// it fails rather than inserts when that index is gone. `Ok(None)` means refused by
+    /// the rule.
+    ///
+    /// A failure that is safe to retry is retried with the same request (`grant_id`)
+    /// within [`RETRY_WINDOW`]: if an earlier attempt was applied, the retry finds its own
+    /// grant in `lastGrant`. What cannot be told apart is reported as a `Backend` error whose
+    /// outcome is unknown, never as a refusal.
     async fn grant(
         &self,
         op: &'static str,
@@ -273,32 +332,76 @@ impl MongoStore {
         mode: Mode,
         build: impl Fn(&Bson, &Bson) -> (Document, Vec<Document>),
     ) -> Result<Option<LockStatus>, Error> {
-        // The server retries an insert race on the unique index as an update; should a
-        // duplicate key still come back, the document exists now, so one more try decides by
-        // the rule, and a second duplicate reads as a refusal.
-        for attempt in 0..2 {
-            let grant_id = Bson::ObjectId(ObjectId::new());
-            let (filter, update) = build(&grant_id, &self.now_expr());
+        let index = self.ready(op).await?;
+        let grant_id = Bson::ObjectId(ObjectId::new());
+        let (filter, update) = build(&grant_id, &self.now_expr());
+        let started = Instant::now();
+        // The failure of an earlier attempt that may have been applied.
+        let mut unknown: Option<mongodb::error::Error> = None;
+        let mut duplicates = 0;
+        loop {
             let result = self
                 .coll
-                .find_one_and_update(filter, update)
+                .find_one_and_update(filter.clone(), update.clone())
                 .upsert(true)
                 .return_document(ReturnDocument::After)
+                .hint(Hint::Name(index.to_string()))
                 .await;
-            match result {
-                Ok(Some(doc)) => return granted_lock(op, &doc, &grant_id, request, mode),
+            let e = match result {
+                Ok(Some(doc)) => {
+                    return decide_grant(op, &doc, &grant_id, request, mode, unknown);
+                }
                 Ok(None) => return Err(Error::backend(op, "upsert returned no document")),
-                Err(e) if command_code(&e) == Some(DUPLICATE_KEY) && attempt == 0 => continue,
-                Err(e) if command_code(&e) == Some(DUPLICATE_KEY) => return Ok(None),
-                Err(e) => return Err(Error::backend(op, e)),
+                Err(e) => e,
+            };
+            let code = command_code(&e);
+            // The server retries an insert race on the unique index as an update; should a
+            // duplicate key still come back, the document exists now, so one more try
+            // decides by the rule.
+            if code == Some(DUPLICATE_KEY) && duplicates == 0 {
+                duplicates += 1;
+                continue;
             }
+            if let Some(earlier) = unknown {
+                return Err(Error::backend(op, OutcomeUnknown(earlier)));
+            }
+            if code == Some(DUPLICATE_KEY) {
+                return Ok(None);
+            }
+            if code == Some(BAD_VALUE) || code == Some(NAMESPACE_NOT_FOUND) {
+                // The hinted index (or the whole collection) is gone: nothing was applied.
+                self.forget_ready();
+                return Err(match self.ready(op).await {
+                    Err(e) => e,
+                    Ok(_) => Error::backend(op, e),
+                });
+            }
+            let maybe_applied = outcome_unknown(&e);
+            if retryable(&e) && started.elapsed() < RETRY_WINDOW {
+                if maybe_applied {
+                    unknown = Some(e);
+                }
+                tokio::time::sleep(RETRY_PAUSE).await;
+                continue;
+            }
+            return Err(if maybe_applied {
+                Error::backend(op, OutcomeUnknown(e))
+            } else {
+                Error::backend(op, e)
+            });
         }
-        Ok(None)
     }
 
-    /// Runs `body` in a transaction (retried by the driver on transient errors) and returns
-    /// its outcome; outcomes that are errors of the rules commit nothing.
-    async fn transaction<R, C, F>(&self, op: &'static str, context: C, body: F) -> Result<R, Error>
+    /// Runs `body` in a transaction and commits what it returns; a rule's refusal
+    /// (`Ok(Err(_))`) aborts it. Transient transaction errors and unknown commit results are
+    /// retried within [`RETRY_WINDOW`]; a commit whose result stays unknown is a `Backend`
+    /// error saying so.
+    async fn transaction<R, C, F>(
+        &self,
+        op: &'static str,
+        mut context: C,
+        mut body: F,
+    ) -> Result<R, Error>
     where
         R: Send,
         F: for<'b> FnMut(
@@ -309,76 +412,230 @@ impl MongoStore {
             mongodb::error::Result<Result<R, Error>>,
         >,
     {
+        let started = Instant::now();
         let mut session = self
             .client
             .start_session()
             .await
             .map_err(|e| Error::backend(op, e))?;
-        session
-            .start_transaction()
-            .with_options(self.transaction_options())
-            .and_run(context, body)
-            .await
-            .map_err(|e| Error::backend(op, e))?
+        'attempt: loop {
+            session
+                .start_transaction()
+                .with_options(self.transaction_options())
+                .await
+                .map_err(|e| Error::backend(op, e))?;
+            let value = match body(&mut session, &mut context).await {
+                Ok(Ok(value)) => value,
+                Ok(Err(refusal)) => {
+                    // Nothing was written; the abort only ends the transaction early.
+                    let _ = session.abort_transaction().await;
+                    return Err(refusal);
+                }
+                Err(e) => {
+                    let _ = session.abort_transaction().await;
+                    if e.contains_label(TRANSIENT_TRANSACTION_ERROR)
+                        && started.elapsed() < RETRY_WINDOW
+                    {
+                        tokio::time::sleep(RETRY_PAUSE).await;
+                        continue 'attempt;
+                    }
+                    return Err(Error::backend(op, e));
+                }
+            };
+            loop {
+                match session.commit_transaction().await {
+                    Ok(()) => return Ok(value),
+                    Err(e) if started.elapsed() >= RETRY_WINDOW => {
+                        return Err(if e.contains_label(UNKNOWN_TRANSACTION_COMMIT_RESULT) {
+                            Error::backend(op, OutcomeUnknown(e))
+                        } else {
+                            Error::backend(op, e)
+                        });
+                    }
+                    Err(e) if e.contains_label(UNKNOWN_TRANSACTION_COMMIT_RESULT) => {
+                        tokio::time::sleep(RETRY_PAUSE).await;
+                    }
+                    Err(e) if e.contains_label(TRANSIENT_TRANSACTION_ERROR) => {
+                        tokio::time::sleep(RETRY_PAUSE).await;
+                        continue 'attempt;
+                    }
+                    Err(e) => return Err(Error::backend(op, e)),
+                }
+            }
+        }
     }
 
-    async fn purge_batch(&self, ids: &[LockId], t: Timestamp) -> Result<Vec<LockStatus>, Error> {
+    /// Removes the groups `ids` (found expired at `t`) in one transaction; returns what it
+    /// removed and the documents it left alone because it could not read them (the groups
+    /// they name are left whole).
+    async fn purge_batch(&self, ids: &[LockId], t: Timestamp) -> Result<Swept, Error> {
         let filter = pipeline::batch_filter(ids);
         let candidates: BTreeSet<LockId> = ids.iter().cloned().collect();
         let context = (&self.coll, &filter, &candidates);
         self.transaction("purge", context, |s, (coll, filter, candidates)| {
             async move {
                 let docs = read_all(coll, vec![doc! { "$match": (*filter).clone() }], s).await?;
-                let mut table = match decode_all(&docs) {
-                    Ok((table, _)) => table,
+                let mut read = match Read::from_docs(&docs) {
+                    Ok(read) => read,
                     Err(e) => return Ok(Err(e)),
                 };
                 // The groups were found expired before this transaction began; one may have
                 // lost its expired lock since (taken over, or purged by another purger) and
                 // gained a new one. Decide again on what this transaction reads, so only
-                // groups that still hold an expired lock lose their locks.
-                let still: BTreeSet<LockId> = table::expired_groups(&[&table], t)
+                // groups that still hold an expired lock lose their locks; and none that
+                // also holds a lock in a document that cannot be read.
+                let still: BTreeSet<LockId> = table::expired_groups(&[&read.table], t)
                     .intersection(candidates)
+                    .filter(|id| !read.unreadable_groups.contains(id.as_str()))
                     .cloned()
                     .collect();
                 if still.is_empty() {
-                    return Ok(Ok(Vec::new()));
+                    return Ok(Ok(Swept {
+                        removed: Vec::new(),
+                        skipped: read.skipped,
+                    }));
                 }
-                let removed = table::purge_groups(&mut [&mut table], &still, t);
+                let removed = table::purge_groups(&mut [&mut read.table], &still, t);
                 // Documents the batch leaves with no lock, and that may be forgotten, are
                 // deleted now rather than rewritten now and deleted later: one write each.
-                let read = table.resources().len();
-                let emptied: Vec<Resource> = table
+                let emptied: Vec<Resource> = read
+                    .table
                     .resources()
                     .iter()
                     .filter(|(_, state)| state.is_empty())
                     .map(|(r, _)| r.clone())
                     .collect();
-                table::delete_empty(&mut [&mut table], t);
-                let gone: Vec<Resource> = emptied
-                    .into_iter()
-                    .filter(|r| !table.resources().contains_key(r))
-                    .collect();
+                table::delete_empty(&mut [&mut read.table], t);
+                let mut gone = Vec::new();
+                let mut kept = Vec::new();
+                for (resource, id) in read.ids {
+                    if emptied.contains(&resource)
+                        && !read.table.resources().contains_key(&resource)
+                    {
+                        gone.push(id);
+                    } else {
+                        kept.push(id);
+                    }
+                }
                 let still: Vec<LockId> = still.into_iter().collect();
                 if !gone.is_empty() {
-                    coll.delete_many(pipeline::resources_in(&gone))
+                    coll.delete_many(pipeline::ids_in(&gone))
                         .session(&mut *s)
                         .await?;
                 }
-                if gone.len() < read {
-                    coll.update_many(
-                        pipeline::batch_filter_except(&still, &gone),
-                        pipeline::purge_batch(&still, t),
-                    )
-                    .session(&mut *s)
-                    .await?;
+                if !kept.is_empty() {
+                    coll.update_many(pipeline::ids_in(&kept), pipeline::purge_batch(&still, t))
+                        .session(&mut *s)
+                        .await?;
                 }
-                Ok(Ok(removed))
+                Ok(Ok(Swept {
+                    removed,
+                    skipped: read.skipped,
+                }))
             }
             .boxed()
         })
         .await
     }
+}
+
+/// The pause before another attempt of an operation.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// What one purge batch did.
+struct Swept {
+    removed: Vec<LockStatus>,
+    skipped: Vec<MalformedDocument>,
+}
+
+/// A failure after which the operation may or may not have been applied by the server.
+#[derive(Debug)]
+struct OutcomeUnknown(mongodb::error::Error);
+
+impl std::fmt::Display for OutcomeUnknown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the outcome is unknown (the server may have applied the write): {}",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for OutcomeUnknown {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+/// Whether a failed write may have been applied: anything but an error the server
+/// answered for a command it did not run.
+fn outcome_unknown(e: &mongodb::error::Error) -> bool {
+    match e.kind.as_ref() {
+        ErrorKind::Command(_) | ErrorKind::Write(WriteFailure::WriteError(_)) => {
+            e.contains_label(RETRYABLE_WRITE_ERROR)
+        }
+        ErrorKind::ServerSelection { .. }
+        | ErrorKind::InvalidArgument { .. }
+        | ErrorKind::Authentication { .. }
+        | ErrorKind::BsonSerialization(_) => false,
+        _ => true,
+    }
+}
+
+/// Whether a failed single write may be sent again: the driver says so, or the connection
+/// broke.
+fn retryable(e: &mongodb::error::Error) -> bool {
+    e.contains_label(RETRYABLE_WRITE_ERROR)
+        || matches!(
+            e.kind.as_ref(),
+            ErrorKind::Io(_) | ErrorKind::ConnectionPoolCleared { .. }
+        )
+}
+
+/// Whether `index` is a unique index on `resource`: `None` if it is not on `resource`
+/// alone, `Some(Ok(name))` if it keeps one document per resource name, `Some(Err(why))`
+/// if it is on `resource` but cannot be trusted to.
+fn judge_resource_index(index: &IndexModel) -> Option<Result<String, String>> {
+    let keys: Vec<(&String, &Bson)> = index.keys.iter().collect();
+    let on_resource = matches!(
+        keys.as_slice(),
+        [(k, v)] if k.as_str() == schema::RESOURCE
+            && matches!(v, Bson::Int32(1 | -1) | Bson::Int64(1 | -1) | Bson::Double(1.0 | -1.0))
+    );
+    if !on_resource {
+        return None;
+    }
+    let options = index.options.clone().unwrap_or_default();
+    let name = options.name.clone().unwrap_or_else(|| "resource_1".into());
+    if options.unique != Some(true) {
+        return Some(Err(format!(
+            "the index `{name}` on `resource` is not unique"
+        )));
+    }
+    if options.partial_filter_expression.is_some() {
+        return Some(Err(format!(
+            "the unique index `{name}` on `resource` is partial (partialFilterExpression): \
+             documents outside its filter are not kept unique"
+        )));
+    }
+    if let Some(c) = &options.collation {
+        if c.locale != "simple" {
+            return Some(Err(format!(
+                "the unique index `{name}` on `resource` has collation locale `{}`: names the \
+                 collation treats as equal (such as `job` and `Job`) would share one document",
+                c.locale
+            )));
+        }
+    }
+    if options.hidden == Some(true) {
+        return Some(Err(format!(
+            "the unique index `{name}` on `resource` is hidden, so grants cannot be pinned to it"
+        )));
+    }
+    // A sparse index (the Go library's) skips only documents without `resource`, which no
+    // rule reads: every lock document names its resource.
+    Some(Ok(name))
 }
 
 /// Reads every document an aggregation returns, inside the session's transaction.
@@ -395,40 +652,114 @@ async fn read_all(
     cursor.stream(s).try_collect().await
 }
 
-/// Decodes documents into a table, with the `now` the reading aggregation reported.
-fn decode_all(docs: &[Document]) -> Result<(LockTable, Option<Timestamp>), Error> {
-    let now = match docs.first().map(|d| d.get(pipeline::NOW_FIELD)) {
-        Some(Some(Bson::DateTime(dt))) => Some(Timestamp::from_millis(
-            u64::try_from(dt.timestamp_millis()).unwrap_or(0),
-        )),
-        _ => None,
-    };
-    let resources = docs
-        .iter()
-        .map(schema::decode)
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok((LockTable::from_resources(resources), now))
+/// Documents read for one operation: the ones the rules can decide on as a table, the
+/// others named.
+struct Read {
+    table: LockTable,
+    /// The `now` the reading aggregation reported, if it ran over any document.
+    now: Option<Timestamp>,
+    /// The `_id` of each readable document.
+    ids: BTreeMap<Resource, Bson>,
+    /// The documents that could not be read.
+    skipped: Vec<MalformedDocument>,
+    /// The lock ids the unreadable documents name.
+    unreadable_groups: BTreeSet<String>,
 }
 
-/// The lock a grant installed, if the returned document says this request (`grant_id`)
-/// made the last grant; `None` when the rule refused.
-fn granted_lock(
+impl Read {
+    /// # Errors
+    /// `Misconfigured` when two documents name one resource (the unique index is missing).
+    fn from_docs(docs: &[Document]) -> Result<Read, Error> {
+        let now = match docs.first().map(|d| d.get(pipeline::NOW_FIELD)) {
+            Some(Some(Bson::DateTime(dt))) => Some(Timestamp::from_millis(
+                u64::try_from(dt.timestamp_millis()).unwrap_or(0),
+            )),
+            _ => None,
+        };
+        let mut resources = Vec::with_capacity(docs.len());
+        let mut ids = BTreeMap::new();
+        let mut skipped = Vec::new();
+        let mut unreadable_groups = BTreeSet::new();
+        for doc in docs {
+            match schema::decode(doc) {
+                Ok((resource, state)) => {
+                    let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
+                    if ids.insert(resource.clone(), id).is_some() {
+                        return Err(Error::Misconfigured {
+                            reason: format!(
+                                "two documents hold resource `{resource}`: the unique index \
+                                 on `resource` was missing when they were written; merge or \
+                                 remove one by hand, then call create_indexes()"
+                            ),
+                        });
+                    }
+                    resources.push((resource, state));
+                }
+                Err(m) => {
+                    unreadable_groups.extend(schema::raw_lock_ids(doc));
+                    skipped.push(m);
+                }
+            }
+        }
+        Ok(Read {
+            table: LockTable::from_resources(resources),
+            now,
+            ids,
+            skipped,
+            unreadable_groups,
+        })
+    }
+}
+
+/// `done` when nothing was skipped; otherwise a `Skipped` error carrying it.
+fn unless_skipped(
+    done: Vec<LockStatus>,
+    skipped: Vec<MalformedDocument>,
+) -> Result<Vec<LockStatus>, Error> {
+    if skipped.is_empty() {
+        Ok(done)
+    } else {
+        Err(Error::Skipped { done, skipped })
+    }
+}
+
+/// What a grant's returned document says: granted (this request, `grant_id`, made the last
+/// grant, and the lock is decoded from its own entry alone, whatever else the document
+/// holds), refused, or malformed. After an earlier attempt whose outcome is unknown
+/// (`unknown`), a document holding a lock of this lock id that this request cannot be shown
+/// to have made is reported as unknown, not as a refusal.
+fn decide_grant(
     op: &'static str,
     doc: &Document,
     grant_id: &Bson,
     request: &LockRequest,
     mode: Mode,
+    unknown: Option<mongodb::error::Error>,
 ) -> Result<Option<LockStatus>, Error> {
-    let (resource, state) = schema::decode(doc)?;
-    if doc.get(schema::LAST_GRANT) != Some(grant_id) {
-        return Ok(None);
+    let resource = Resource::stored(&schema::label(doc));
+    if doc.get(schema::LAST_GRANT) == Some(grant_id) {
+        return match schema::decode_own(doc, mode, &request.lock_id) {
+            Some(Ok(lock)) => Ok(Some(lock.status(&resource, mode, lock.created_at))),
+            Some(Err(m)) => Err(Error::backend(
+                op,
+                format!("the grant was applied but its own entry reads as malformed: {m}"),
+            )),
+            None => Err(Error::backend(
+                op,
+                "the grant was applied but the document does not hold the new lock",
+            )),
+        };
     }
-    let lock = state
-        .locks()
-        .find(|(m, l)| *m == mode && l.lock_id == request.lock_id)
-        .map(|(_, l)| l.clone())
-        .ok_or_else(|| Error::backend(op, "the granted document does not hold the new lock"))?;
-    Ok(Some(lock.status(&resource, mode, lock.created_at)))
+    let (_, state) = schema::decode(doc).map_err(Error::from)?;
+    if let Some(e) = unknown {
+        if state
+            .lock_of(&request.lock_id)
+            .is_some_and(|(m, _)| m == mode)
+        {
+            return Err(Error::backend(op, OutcomeUnknown(e)));
+        }
+    }
+    Ok(None)
 }
 
 fn command_code(e: &mongodb::error::Error) -> Option<i32> {
@@ -442,7 +773,6 @@ fn command_code(e: &mongodb::error::Error) -> Option<i32> {
 impl LockStore for MongoStore {
     #[tracing::instrument(name = "mongo.xlock", skip_all, fields(resource = %request.resource))]
     async fn xlock(&self, request: &LockRequest) -> Result<LockStatus, Error> {
-        self.ready("xlock").await?;
         let build = |id: &Bson, now: &Bson| pipeline::xlock(request, id, now);
         match self.grant("xlock", request, Mode::Exclusive, build).await? {
             Some(status) => Ok(status),
@@ -458,7 +788,6 @@ impl LockStore for MongoStore {
         request: &LockRequest,
         limit: Option<SharedLimit>,
     ) -> Result<LockStatus, Error> {
-        self.ready("slock").await?;
         let build = |id: &Bson, now: &Bson| pipeline::slock(request, limit, id, now);
         match self.grant("slock", request, Mode::Shared, build).await? {
             Some(status) => Ok(status),
@@ -472,32 +801,34 @@ impl LockStore for MongoStore {
     async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>, Error> {
         self.ready("unlock").await?;
         let read = pipeline::read_with_now(pipeline::group_filter(lock_id), &self.now_expr());
-        let filter = pipeline::group_filter(lock_id);
         let update = pipeline::unlock(lock_id);
-        let context = (&self.coll, lock_id, &read, &filter, &update);
-        self.transaction(
-            "unlock",
-            context,
-            |s, (coll, lock_id, read, filter, update)| {
+        let context = (&self.coll, lock_id, &read, &update);
+        let (released, skipped) = self
+            .transaction("unlock", context, |s, (coll, lock_id, read, update)| {
                 async move {
                     let docs = read_all(coll, (*read).clone(), s).await?;
-                    let (mut table, now) = match decode_all(&docs) {
-                        Ok(x) => x,
+                    let mut read = match Read::from_docs(&docs) {
+                        Ok(read) => read,
                         Err(e) => return Ok(Err(e)),
                     };
-                    let Some(now) = now else {
-                        return Ok(Ok(Vec::new()));
+                    let Some(now) = read.now else {
+                        return Ok(Ok((Vec::new(), Vec::new())));
                     };
-                    let released = table::unlock(&mut [&mut table], lock_id, now);
-                    coll.update_many((*filter).clone(), (*update).clone())
-                        .session(&mut *s)
-                        .await?;
-                    Ok(Ok(released))
+                    let released = table::unlock(&mut [&mut read.table], lock_id, now);
+                    // Only the documents read and decided on are written; the others are
+                    // reported and left as they are.
+                    let ids: Vec<Bson> = read.ids.into_values().collect();
+                    if !ids.is_empty() {
+                        coll.update_many(pipeline::ids_in(&ids), (*update).clone())
+                            .session(&mut *s)
+                            .await?;
+                    }
+                    Ok(Ok((released, read.skipped)))
                 }
                 .boxed()
-            },
-        )
-        .await
+            })
+            .await?;
+        unless_skipped(released, skipped)
     }
 
     #[tracing::instrument(name = "mongo.renew", skip_all, fields(ttl_ms = ttl.as_millis()))]
@@ -509,26 +840,35 @@ impl LockStore for MongoStore {
     ) -> Result<Vec<LockStatus>, Error> {
         self.ready("renew").await?;
         let read = pipeline::read_with_now(pipeline::group_filter(lock_id), &self.now_expr());
-        let filter = pipeline::group_filter(lock_id);
-        let context = (&self.coll, lock_id, &read, &filter);
-        self.transaction("renew", context, |s, (coll, lock_id, read, filter)| {
+        let context = (&self.coll, lock_id, &read);
+        self.transaction("renew", context, |s, (coll, lock_id, read)| {
             async move {
                 let docs = read_all(coll, (*read).clone(), s).await?;
-                let (mut table, now) = match decode_all(&docs) {
-                    Ok(x) => x,
+                let mut read = match Read::from_docs(&docs) {
+                    Ok(read) => read,
                     Err(e) => return Ok(Err(e)),
                 };
-                let Some(now) = now else {
+                // All or nothing: a group with a lock in a document that cannot be read is
+                // not renewed at all.
+                if let Some(m) = read.skipped.into_iter().next() {
+                    return Ok(Err(m.into()));
+                }
+                let Some(now) = read.now else {
                     return Ok(Err(Error::LockNotFound));
                 };
-                let renewed = match table::renew(&mut [&mut table], lock_id, ttl, margin, now) {
+                let renewed = match table::renew(&mut [&mut read.table], lock_id, ttl, margin, now)
+                {
                     Ok(r) => r,
                     Err(refusal) => return Ok(Err(refusal)),
                 };
                 let expires_at = now.saturating_add(ttl.as_duration());
-                coll.update_many((*filter).clone(), pipeline::renew(lock_id, expires_at, now))
-                    .session(&mut *s)
-                    .await?;
+                let ids: Vec<Bson> = read.ids.into_values().collect();
+                coll.update_many(
+                    pipeline::ids_in(&ids),
+                    pipeline::renew(lock_id, expires_at, now),
+                )
+                .session(&mut *s)
+                .await?;
                 Ok(Ok(renewed))
             }
             .boxed()
@@ -550,15 +890,15 @@ impl LockStore for MongoStore {
             .try_collect()
             .await
             .map_err(|e| Error::backend("status", e))?;
-        let (table, _) = decode_all(&docs)?;
-        Ok(table::status(&[&table], filter, now))
+        let read = Read::from_docs(&docs)?;
+        unless_skipped(table::status(&[&read.table], filter, now), read.skipped)
     }
 
     #[tracing::instrument(name = "mongo.purge", skip_all)]
     async fn purge(&self) -> Result<Vec<LockStatus>, Error> {
         self.ready("purge").await?;
         let t = self.now_value("purge").await?;
-        let found: Vec<Document> = self
+        let rows: Vec<Document> = self
             .coll
             .aggregate(pipeline::expired_groups(t))
             .batch_size(CURSOR_BATCH)
@@ -567,21 +907,25 @@ impl LockStore for MongoStore {
             .try_collect()
             .await
             .map_err(|e| Error::backend("purge", e))?;
-        let ids = found
-            .iter()
-            .map(|d| match d.get("_id") {
-                Some(Bson::String(s)) => LockId::new(s.as_str()).map_err(|e| Error::Malformed {
-                    resource: "<unknown>".into(),
-                    field: "lockId".into(),
-                    reason: e.to_string(),
-                }),
-                other => Err(Error::Malformed {
-                    resource: "<unknown>".into(),
-                    field: "lockId".into(),
-                    reason: format!("expected a string, got {other:?}"),
-                }),
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut skipped: Vec<MalformedDocument> = Vec::new();
+        let mut groups = BTreeSet::new();
+        for row in &rows {
+            if let Ok(bad) = row.get_document("bad") {
+                skipped.push(
+                    schema::decode(bad)
+                        .err()
+                        .unwrap_or_else(|| MalformedDocument {
+                            resource: schema::label(bad),
+                            field: "(document)".into(),
+                            reason: "the server's validity test refused it".into(),
+                        }),
+                );
+            }
+            if let Ok(ids) = row.get_array("ids") {
+                groups.extend(ids.iter().filter_map(Bson::as_str).map(LockId::stored));
+            }
+        }
+        let ids: Vec<LockId> = groups.into_iter().collect();
         let mut removed = Vec::new();
         let incomplete = |mut removed: Vec<LockStatus>, e: Error| {
             if removed.is_empty() {
@@ -606,7 +950,14 @@ impl LockStore for MongoStore {
         let mut failure = None;
         while let Some(outcome) = in_flight.next().await {
             match outcome {
-                Ok(mut r) => removed.append(&mut r),
+                Ok(mut swept) => {
+                    removed.append(&mut swept.removed);
+                    for m in swept.skipped {
+                        if !skipped.contains(&m) {
+                            skipped.push(m);
+                        }
+                    }
+                }
                 Err(e) => {
                     failure.get_or_insert(e);
                 }
@@ -622,19 +973,40 @@ impl LockStore for MongoStore {
             return Err(incomplete(removed, Error::backend("purge", e)));
         }
         sort_purged(&mut removed);
-        tracing::debug!(removed = removed.len(), groups = ids.len(), "purged");
-        Ok(removed)
+        tracing::debug!(
+            removed = removed.len(),
+            groups = ids.len(),
+            skipped = skipped.len(),
+            "purged"
+        );
+        unless_skipped(removed, skipped)
     }
 
+    /// Creates the unique index on `resource` with the Go library's options (`unique`,
+    /// `sparse`), unless a unique index on `resource` that can be trusted is there already,
+    /// and the four plain indexes both libraries use. The Go library's `CreateIndexes`
+    /// succeeds on a collection set up here, and this on one set up by the Go library.
+    ///
+    /// # Errors
+    /// `Misconfigured` when an index on `resource` that cannot be trusted is in the way (say
+    /// a partial or collated one); `Backend` otherwise.
     #[tracing::instrument(name = "mongo.create_indexes", skip_all)]
     async fn create_indexes(&self) -> Result<(), Error> {
-        let unique = IndexOptions::builder().unique(true).build();
-        let mut models = vec![
-            IndexModel::builder()
-                .keys(doc! { "resource": 1 })
-                .options(unique)
-                .build(),
-        ];
+        let op = "create_indexes";
+        let existing = self.indexes(op).await?;
+        let trusted = existing
+            .iter()
+            .any(|i| matches!(judge_resource_index(i), Some(Ok(_))));
+        let mut models = Vec::new();
+        if !trusted {
+            let unique = IndexOptions::builder().unique(true).sparse(true).build();
+            models.push(
+                IndexModel::builder()
+                    .keys(doc! { "resource": 1 })
+                    .options(unique)
+                    .build(),
+            );
+        }
         for key in [
             "exclusive.lockId",
             "exclusive.expiresAt",
@@ -643,10 +1015,23 @@ impl LockStore for MongoStore {
         ] {
             models.push(IndexModel::builder().keys(doc! { key: 1 }).build());
         }
-        self.coll
-            .create_indexes(models)
-            .await
-            .map_err(|e| Error::backend("create_indexes", e))?;
+        match self.coll.create_indexes(models).await {
+            Ok(_) => {}
+            Err(e) if command_code(&e).is_some_and(|c| INDEX_CONFLICT.contains(&c)) => {
+                let why = existing
+                    .iter()
+                    .find_map(|i| judge_resource_index(i).and_then(Result::err))
+                    .unwrap_or_else(|| format!("an existing index conflicts ({e})"));
+                return Err(Error::Misconfigured {
+                    reason: format!(
+                        "collection {}: {why}; drop that index and call create_indexes() again",
+                        self.coll.namespace()
+                    ),
+                });
+            }
+            Err(e) => return Err(Error::backend(op, e)),
+        }
+        self.forget_ready();
         Ok(())
     }
 }

@@ -12,7 +12,7 @@
 use mongodb::bson::{Bson, DateTime, Document, doc};
 
 use lockwright_engine::table::FENCES_PER_MS;
-use lockwright_engine::{Filter, LockId, LockRequest, Mode, Resource, SharedLimit, Timestamp};
+use lockwright_engine::{Filter, LockId, LockRequest, Mode, SharedLimit, Timestamp};
 
 use crate::schema::{
     ACQUIRED, COMMENT, CREATED_AT, EXCLUSIVE, EXPIRES_AT, FENCE, HOST, LAST_FENCE, LAST_GRANT,
@@ -54,6 +54,71 @@ fn is_expired(path: &str, now: &Bson) -> Bson {
 
 fn is_live(path: &str, now: &Bson) -> Bson {
     Bson::Document(doc! { "$not": [ is_expired(path, now) ] })
+}
+
+fn type_in(path: &str, types: &[&str]) -> Bson {
+    Bson::Document(doc! { "$in": [ { "$type": path }, types ] })
+}
+
+/// A lock entry (`prefix` is `$exclusive` or `$$this`) the rules can decide on.
+fn valid_lock(prefix: &str) -> Bson {
+    let field = |f: &str| format!("{prefix}.{f}");
+    let fence = field(FENCE);
+    Bson::Document(doc! { "$and": [
+        type_in(&field(LOCK_ID), &["string"]),
+        type_in(&field(CREATED_AT), &["date"]),
+        type_in(&field(EXPIRES_AT), &["missing", "null", "date"]),
+        type_in(&field(RENEWED_AT), &["missing", "null", "date"]),
+        { "$or": [
+            type_in(&fence, &["missing", "null"]),
+            { "$and": [ type_in(&fence, &["int", "long"]), { "$gte": [ fence.as_str(), 0 ] } ] },
+        ] },
+    ] })
+}
+
+/// The server's copy of `schema::decode`'s test: the document is one every rule can decide
+/// on. Written with `$type` tests ahead of every operator that would fail on a wrong type
+/// (`$and` and `$or` stop at the first decisive operand), so it never raises a server
+/// error, whatever the document holds.
+pub(crate) fn valid() -> Bson {
+    let locks = shared_locks();
+    let n = Bson::Document(doc! { "$size": locks.clone() });
+    let exclusive = doc! { "$or": [
+        type_in("$exclusive", &["missing", "null"]),
+        { "$and": [
+            type_in("$exclusive", &["object"]),
+            type_in("$exclusive.acquired", &["missing", "null", "bool"]),
+            { "$or": [ { "$ne": [ "$exclusive.acquired", true ] }, valid_lock("$exclusive") ] },
+        ] },
+    ] };
+    let shared = doc! { "$or": [
+        type_in("$shared", &["missing", "null"]),
+        { "$and": [
+            type_in("$shared", &["object"]),
+            type_in("$shared.locks", &["missing", "null", "array"]),
+            { "$allElementsTrue": [ { "$map": { "input": locks.clone(), "in": valid_lock("$$this") } } ] },
+            { "$or": [
+                { "$and": [ { "$eq": [ n.clone(), 0 ] }, type_in("$shared.count", &["missing", "null"]) ] },
+                { "$and": [ type_in("$shared.count", &["int", "long"]), { "$eq": [ "$shared.count", n.clone() ] } ] },
+            ] },
+            { "$eq": [ { "$size": { "$setUnion": [ { "$map": { "input": locks, "in": "$$this.lockId" } } ] } }, n.clone() ] },
+        ] },
+    ] };
+    let fence = doc! { "$or": [
+        type_in("$lastFence", &["missing", "null"]),
+        { "$and": [
+            type_in("$lastFence", &["int", "long"]),
+            { "$gte": [ "$lastFence", 0 ] },
+            { "$lt": [ "$lastFence", i64::MAX ] },
+        ] },
+    ] };
+    Bson::Document(doc! { "$and": [
+        type_in("$resource", &["string"]),
+        exclusive,
+        shared,
+        { "$not": [ { "$and": [ { "$eq": [ "$exclusive.acquired", true ] }, { "$gt": [ n, 0 ] } ] } ] },
+        fence,
+    ] })
 }
 
 fn live_exclusive(now: &Bson) -> Bson {
@@ -99,6 +164,9 @@ fn recount() -> Document {
     doc! { "$set": { "shared.count": { "$size": "$shared.locks" } } }
 }
 
+/// The field a grant pipeline records the document's validity in (removed before it ends).
+const VALID: &str = "__lockwright_valid";
+
 /// The field a grant pipeline computes its decision into (removed before it ends).
 const DECISION: &str = "__lockwright_grant";
 
@@ -134,17 +202,18 @@ fn grant(
         apply.insert(field, either(value, &current));
     }
     apply.insert(LAST_GRANT, either(grant_id.clone(), "$lastGrant"));
-    // A document whose shared.count disagrees with shared.locks is malformed: grant nothing
-    // there, so the caller's decoder reports it instead of the grant papering over it.
-    let consistent =
-        doc! { "$eq": [ { "$ifNull": [ "$shared.count", 0 ] }, { "$size": shared_locks() } ] };
-    let rule = Bson::Document(doc! { "$and": [ consistent, rule ] });
+    // A document the rules cannot decide on is malformed: grant nothing there (and compute
+    // nothing that could fail on a wrong type), so the caller's decoder reports it instead
+    // of the grant papering over it. `$cond` evaluates only the branch it takes.
+    let checked = format!("${VALID}");
+    let rule = Bson::Document(doc! { "$and": [ checked.clone(), rule ] });
     let update = vec![
-        doc! { "$set": { LIVE_SHARED: live_shared(now) } },
+        doc! { "$set": { VALID: valid() } },
+        doc! { "$set": { LIVE_SHARED: { "$cond": [ checked, live_shared(now), [] ] } } },
         doc! { "$set": { DECISION: rule } },
         doc! { "$set": { LAST_FENCE: either(next_fence(now), "$lastFence") } },
         doc! { "$set": apply },
-        doc! { "$unset": [ DECISION, LIVE_SHARED ] },
+        doc! { "$unset": [ VALID, DECISION, LIVE_SHARED ] },
     ];
     (doc! { RESOURCE: request.resource.as_str() }, update)
 }
@@ -272,28 +341,33 @@ pub(crate) fn renew(lock_id: &LockId, expires_at: Timestamp, now: Timestamp) -> 
     ]
 }
 
-/// Purge, phase one: the distinct lock ids holding a lock expired at `t`, sorted.
+/// Purge, phase one: for each document holding a lock expired at `t`, the lock ids of its
+/// expired locks (`ids`), or, for a document the rules cannot decide on, the whole document
+/// (`bad`) so that the caller can say what is wrong with it.
 pub(crate) fn expired_groups(t: Timestamp) -> Vec<Document> {
     let t = date(t);
+    let checked = format!("${VALID}");
     vec![
         doc! { "$match": { "$or": [
             { "exclusive.expiresAt": { "$lte": t.clone() } },
             { "shared.locks.expiresAt": { "$lte": t.clone() } },
         ] } },
-        doc! { "$project": { "_id": 0, "ids": { "$concatArrays": [
-            { "$cond": [
-                { "$and": [ { "$eq": [ "$exclusive.acquired", true ] }, is_expired("$exclusive.expiresAt", &t) ] },
-                [ "$exclusive.lockId" ],
-                [],
-            ] },
-            { "$map": {
-                "input": { "$filter": { "input": shared_locks(), "cond": is_expired("$$this.expiresAt", &t) } },
-                "in": "$$this.lockId",
-            } },
-        ] } } },
-        doc! { "$unwind": "$ids" },
-        doc! { "$group": { "_id": "$ids" } },
-        doc! { "$sort": { "_id": 1 } },
+        doc! { "$set": { VALID: valid() } },
+        doc! { "$project": {
+            "_id": 0,
+            "bad": { "$cond": [ checked.as_str(), "$$REMOVE", "$$ROOT" ] },
+            "ids": { "$cond": [ checked.as_str(), { "$concatArrays": [
+                { "$cond": [
+                    { "$and": [ { "$eq": [ "$exclusive.acquired", true ] }, is_expired("$exclusive.expiresAt", &t) ] },
+                    [ "$exclusive.lockId" ],
+                    [],
+                ] },
+                { "$map": {
+                    "input": { "$filter": { "input": shared_locks(), "cond": is_expired("$$this.expiresAt", &t) } },
+                    "in": "$$this.lockId",
+                } },
+            ] }, "$$REMOVE" ] },
+        } },
     ]
 }
 
@@ -326,27 +400,11 @@ pub(crate) fn purge_batch(ids: &[LockId], t: Timestamp) -> Vec<Document> {
     remove_where(doomed_exclusive, doomed("$$this"))
 }
 
-/// Purge, phase two: the documents `resources`, which the batch's transaction read and the
-/// engine found left with no lock and forgettable. The transaction makes that decision
-/// hold: a concurrent write to one of them is a write conflict, and the batch is retried.
-pub(crate) fn resources_in(resources: &[Resource]) -> Document {
-    let names: Vec<Bson> = resources
-        .iter()
-        .map(|r| Bson::String(r.to_string()))
-        .collect();
-    doc! { RESOURCE: { "$in": names } }
-}
-
-/// The documents of a purge batch (`batch_filter`) except `resources`.
-pub(crate) fn batch_filter_except(ids: &[LockId], resources: &[Resource]) -> Document {
-    if resources.is_empty() {
-        return batch_filter(ids);
-    }
-    let names: Vec<Bson> = resources
-        .iter()
-        .map(|r| Bson::String(r.to_string()))
-        .collect();
-    doc! { "$and": [ batch_filter(ids), { RESOURCE: { "$nin": names } } ] }
+/// The documents whose `_id` is one of `ids`: the documents a transaction read and
+/// decided on. The transaction makes that decision hold: a concurrent write to one of them
+/// is a write conflict, and the transaction is retried.
+pub(crate) fn ids_in(ids: &[Bson]) -> Document {
+    doc! { "_id": { "$in": ids } }
 }
 
 /// Purge, phase three: documents with no lock whose fence counter is below the floor at `t`.
@@ -356,6 +414,8 @@ pub(crate) fn deletable(t: Timestamp) -> Document {
         "exclusive.acquired": { "$ne": true },
         "shared.locks.0": { "$exists": false },
         "$or": [ { LAST_FENCE: { "$lt": floor } }, { LAST_FENCE: Bson::Null } ],
+        // Nothing malformed is deleted: a document the rules cannot read is left as it is.
+        "$expr": valid(),
     }
 }
 

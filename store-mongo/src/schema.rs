@@ -20,7 +20,9 @@
 
 use mongodb::bson::{Bson, Document, doc};
 
-use lockwright_engine::{Error, LockId, Resource, ResourceState, StoredLock, Timestamp};
+use lockwright_engine::{
+    LockId, MalformedDocument, Mode, Resource, ResourceState, StoredLock, Timestamp,
+};
 
 pub(crate) const RESOURCE: &str = "resource";
 pub(crate) const EXCLUSIVE: &str = "exclusive";
@@ -50,24 +52,30 @@ pub(crate) fn empty_exclusive() -> Document {
 
 /// Reads one resource document.
 ///
+/// Strict about every field a rule decides on (containers, `acquired`, lock ids being
+/// strings, dates, fences, counts, one lock per lock id); lenient about what the rules only
+/// report: another client's lock ids and resource names of any length (the Go library
+/// accepts empty and over-long ones), and details (`owner`, `host`, `comment`) of any type,
+/// shown as their text. `pipeline::valid` is the same test on the server; the two are held
+/// together by the hostile-document tests.
+///
 /// # Errors
-/// `Malformed` naming the resource and the dotted field for anything off-schema, including
-/// `shared.count` disagreeing with `shared.locks`.
-pub(crate) fn decode(doc: &Document) -> Result<(Resource, ResourceState), Error> {
+/// The first field found off-schema, naming the resource (or the document's `_id` when the
+/// resource itself is unreadable).
+pub(crate) fn decode(doc: &Document) -> Result<(Resource, ResourceState), MalformedDocument> {
     let name = match doc.get(RESOURCE) {
         Some(Bson::String(s)) => s.clone(),
-        Some(other) => {
-            return Err(malformed(
-                "<unreadable>",
-                RESOURCE,
-                format!("expected a string, got {}", kind(other)),
-            ));
+        other => {
+            let got = other.map_or("missing".to_string(), |b| {
+                format!("expected a string, got {}", kind(b))
+            });
+            return Err(malformed(&label(doc), RESOURCE, got));
         }
-        None => return Err(malformed("<unreadable>", RESOURCE, "missing")),
     };
-    let resource =
-        Resource::new(name.as_str()).map_err(|e| malformed(&name, RESOURCE, e.to_string()))?;
-    let d = Decoder { resource: &name };
+    let resource = Resource::stored(&name);
+    let d = Decoder {
+        resource: name.as_str(),
+    };
 
     let exclusive = match doc.get(EXCLUSIVE) {
         None | Some(Bson::Null) => None,
@@ -103,20 +111,28 @@ pub(crate) fn decode(doc: &Document) -> Result<(Resource, ResourceState), Error>
             };
             let count = match s.get(COUNT) {
                 None | Some(Bson::Null) if locks.is_empty() => 0,
-                Some(b) => d.int("shared.count", b)?,
-                None => {
+                None | Some(Bson::Null) => {
                     return Err(malformed(
                         &name,
                         "shared.count",
                         "missing while shared.locks is not empty",
                     ));
                 }
+                Some(b) => d.int("shared.count", b)?,
             };
             if usize::try_from(count).ok() != Some(locks.len()) {
                 return Err(malformed(
                     &name,
                     "shared.count",
                     format!("is {count} but shared.locks holds {} lock(s)", locks.len()),
+                ));
+            }
+            let mut seen = std::collections::HashSet::new();
+            if let Some(i) = locks.iter().position(|l| !seen.insert(l.lock_id.as_str())) {
+                return Err(malformed(
+                    &name,
+                    &format!("shared.locks.{i}.{LOCK_ID}"),
+                    "the same lock id holds an earlier shared lock here",
                 ));
             }
             locks
@@ -131,10 +147,78 @@ pub(crate) fn decode(doc: &Document) -> Result<(Resource, ResourceState), Error>
         None | Some(Bson::Null) => 0,
         Some(b) => d.int(LAST_FENCE, b)?,
     };
+    if fence >= MAX_LAST_FENCE {
+        return Err(malformed(
+            &name,
+            LAST_FENCE,
+            format!("is {fence}: no fence above it fits in a 64-bit integer"),
+        ));
+    }
     Ok((
         resource,
         ResourceState::from_parts(fence, exclusive, shared),
     ))
+}
+
+/// The lock `lock_id` holds in `mode` in the document, decoded from its own entry alone
+/// (whatever the rest of the document holds); `None` when it holds none there.
+pub(crate) fn decode_own(
+    doc: &Document,
+    mode: Mode,
+    lock_id: &LockId,
+) -> Option<Result<StoredLock, MalformedDocument>> {
+    let d = Decoder {
+        resource: &label(doc),
+    };
+    let mine = |l: &Document| l.get_str(LOCK_ID).is_ok_and(|id| id == lock_id.as_str());
+    match mode {
+        Mode::Exclusive => {
+            let x = doc.get_document(EXCLUSIVE).ok().filter(|x| mine(x))?;
+            Some(d.lock(x, EXCLUSIVE))
+        }
+        Mode::Shared => {
+            let locks = doc.get_document(SHARED).ok()?.get_array(LOCKS).ok()?;
+            locks.iter().enumerate().find_map(|(i, l)| {
+                let l = l.as_document().filter(|l| mine(l))?;
+                Some(d.lock(l, &format!("shared.locks.{i}")))
+            })
+        }
+    }
+}
+
+/// The highest fence counter a grant may start from is one below this: the next fence must
+/// still fit in an `int64`.
+pub(crate) const MAX_LAST_FENCE: u64 = i64::MAX as u64;
+
+/// How to name a document whose resource cannot be read: by its `_id`.
+pub(crate) fn label(doc: &Document) -> String {
+    match doc.get(RESOURCE) {
+        Some(Bson::String(s)) => s.clone(),
+        _ => match doc.get("_id") {
+            Some(id) => format!("(unreadable resource; _id {id})"),
+            None => "(unreadable resource; no _id)".to_string(),
+        },
+    }
+}
+
+/// The lock ids (strings only) a document names in its exclusive slot or its shared locks,
+/// read without trusting anything else about it: the groups a malformed document touches.
+pub(crate) fn raw_lock_ids(doc: &Document) -> Vec<String> {
+    let mut ids = Vec::new();
+    if let Ok(x) = doc.get_document(EXCLUSIVE) {
+        if let Ok(id) = x.get_str(LOCK_ID) {
+            ids.push(id.to_string());
+        }
+    }
+    if let Ok(locks) = doc.get_document(SHARED).and_then(|s| s.get_array(LOCKS)) {
+        ids.extend(
+            locks
+                .iter()
+                .filter_map(|l| l.as_document()?.get_str(LOCK_ID).ok())
+                .map(str::to_string),
+        );
+    }
+    ids
 }
 
 struct Decoder<'a> {
@@ -142,7 +226,7 @@ struct Decoder<'a> {
 }
 
 impl Decoder<'_> {
-    fn wrong(&self, field: &str, expected: &str, got: &Bson) -> Error {
+    fn wrong(&self, field: &str, expected: &str, got: &Bson) -> MalformedDocument {
         malformed(
             self.resource,
             field,
@@ -150,7 +234,7 @@ impl Decoder<'_> {
         )
     }
 
-    fn int(&self, field: &str, b: &Bson) -> Result<u64, Error> {
+    fn int(&self, field: &str, b: &Bson) -> Result<u64, MalformedDocument> {
         let v = match b {
             Bson::Int32(v) => i64::from(*v),
             Bson::Int64(v) => *v,
@@ -159,34 +243,32 @@ impl Decoder<'_> {
         u64::try_from(v).map_err(|_| malformed(self.resource, field, format!("is negative ({v})")))
     }
 
-    fn date(&self, field: &str, b: &Bson) -> Result<Timestamp, Error> {
+    /// A date; one before the Unix epoch reads as the epoch (every rule decides the same:
+    /// both are before any `now` a store reports).
+    fn date(&self, field: &str, b: &Bson) -> Result<Timestamp, MalformedDocument> {
         match b {
-            Bson::DateTime(dt) => u64::try_from(dt.timestamp_millis())
-                .map(Timestamp::from_millis)
-                .map_err(|_| malformed(self.resource, field, "is before the Unix epoch")),
+            Bson::DateTime(dt) => Ok(Timestamp::from_millis(
+                u64::try_from(dt.timestamp_millis()).unwrap_or(0),
+            )),
             other => Err(self.wrong(field, "a date", other)),
         }
     }
 
-    fn opt_date(&self, l: &Document, at: &str, key: &str) -> Result<Option<Timestamp>, Error> {
+    fn opt_date(
+        &self,
+        l: &Document,
+        at: &str,
+        key: &str,
+    ) -> Result<Option<Timestamp>, MalformedDocument> {
         match l.get(key) {
             None | Some(Bson::Null) => Ok(None),
             Some(b) => self.date(&format!("{at}.{key}"), b).map(Some),
         }
     }
 
-    fn opt_text(&self, l: &Document, at: &str, key: &str) -> Result<Option<String>, Error> {
-        match l.get(key) {
-            None | Some(Bson::Null) => Ok(None),
-            Some(Bson::String(s)) => Ok(Some(s.clone())),
-            Some(other) => Err(self.wrong(&format!("{at}.{key}"), "a string", other)),
-        }
-    }
-
-    fn lock(&self, l: &Document, at: &str) -> Result<StoredLock, Error> {
+    fn lock(&self, l: &Document, at: &str) -> Result<StoredLock, MalformedDocument> {
         let lock_id = match l.get(LOCK_ID) {
-            Some(Bson::String(s)) => LockId::new(s.as_str())
-                .map_err(|e| malformed(self.resource, &format!("{at}.{LOCK_ID}"), e.to_string()))?,
+            Some(Bson::String(s)) => LockId::stored(s),
             Some(other) => return Err(self.wrong(&format!("{at}.{LOCK_ID}"), "a string", other)),
             None => {
                 return Err(malformed(
@@ -211,17 +293,26 @@ impl Decoder<'_> {
             Some(b) => self.int(&format!("{at}.{FENCE}"), b)?,
         };
         let mut lock = StoredLock::new(lock_id, created_at, fence);
-        lock.owner = self.opt_text(l, at, OWNER)?;
-        lock.host = self.opt_text(l, at, HOST)?;
-        lock.comment = self.opt_text(l, at, COMMENT)?;
+        lock.owner = detail(l, OWNER);
+        lock.host = detail(l, HOST);
+        lock.comment = detail(l, COMMENT);
         lock.renewed_at = self.opt_date(l, at, RENEWED_AT)?;
         lock.expires_at = self.opt_date(l, at, EXPIRES_AT)?;
         Ok(lock)
     }
 }
 
-fn malformed(resource: &str, field: &str, reason: impl Into<String>) -> Error {
-    Error::Malformed {
+/// A detail as text: no rule reads it, so any type is shown as it is.
+fn detail(l: &Document, key: &str) -> Option<String> {
+    match l.get(key) {
+        None | Some(Bson::Null) => None,
+        Some(Bson::String(s)) => Some(s.clone()),
+        Some(other) => Some(other.to_string()),
+    }
+}
+
+fn malformed(resource: &str, field: &str, reason: impl Into<String>) -> MalformedDocument {
+    MalformedDocument {
         resource: resource.to_string(),
         field: field.to_string(),
         reason: reason.into(),

@@ -359,8 +359,41 @@ async fn our_documents_follow_the_go_schema() {
     teardown(&store).await;
 }
 
+/// Every document of the collection, by resource, as stored.
+async fn raw_docs(store: &MongoStore) -> BTreeMap<String, Document> {
+    use futures_util::TryStreamExt;
+    store
+        .collection()
+        .find(doc! {})
+        .await
+        .unwrap()
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| (format!("{:?}", d.get("resource")), d))
+        .collect()
+}
+
+/// The skipped documents of a `Skipped` error as (resource, field), and what was done.
+fn skipped<T: std::fmt::Debug>(result: Result<T, Error>) -> (Vec<LockStatusKey>, Vec<(String, String)>) {
+    match result {
+        Err(Error::Skipped { done, skipped }) => (
+            done.iter().map(|l| (l.resource.to_string(), l.lock_id.to_string())).collect(),
+            skipped.into_iter().map(|m| (m.resource, m.field)).collect(),
+        ),
+        other => panic!("expected Skipped, got {other:?}"),
+    }
+}
+
+type LockStatusKey = (String, String);
+
+fn pair(a: &str, b: &str) -> (String, String) {
+    (a.to_string(), b.to_string())
+}
+
 #[tokio::test]
-async fn malformed_documents_are_clear_errors() {
+async fn malformed_documents_are_named_left_alone_and_isolated() {
     let store = fresh_store(Some(Arc::new(ManualClock::new(T0)))).await;
     store.xlock(&request("fine", "ok", None)).await.unwrap();
     store
@@ -373,6 +406,7 @@ async fn malformed_documents_are_clear_errors() {
         ])
         .await
         .unwrap();
+    let before = raw_docs(&store).await;
 
     let expect_malformed = |result: Result<Vec<_>, Error>, resource: &str, field: &str| match result
     {
@@ -385,20 +419,24 @@ async fn malformed_documents_are_clear_errors() {
         }
         other => panic!("expected Malformed {resource}/{field}, got {other:?}"),
     };
-    expect_malformed(
-        store.status(&Filter::new()).await,
-        "bad-count",
-        "shared.count",
+    // Status reports every readable lock and names each unreadable document.
+    assert_eq!(
+        skipped(store.status(&Filter::new()).await),
+        (
+            vec![pair("fine", "ok")],
+            vec![
+                pair("bad-count", "shared.count"),
+                pair("bad-date", "exclusive.createdAt")
+            ]
+        )
     );
-    expect_malformed(
-        store.status(&Filter::new().resource("bad-date")).await,
-        "bad-date",
-        "exclusive.createdAt",
+    assert_eq!(
+        skipped(store.status(&Filter::new().resource("bad-date")).await),
+        (vec![], vec![pair("bad-date", "exclusive.createdAt")])
     );
-    expect_malformed(
-        store.unlock(&id("victim")).await,
-        "bad-count",
-        "shared.count",
+    assert_eq!(
+        skipped(store.unlock(&id("victim")).await),
+        (vec![], vec![pair("bad-count", "shared.count")])
     );
     expect_malformed(
         store.renew(&id("dated"), ttl(5), Duration::ZERO).await,
@@ -411,39 +449,56 @@ async fn malformed_documents_are_clear_errors() {
     expect_malformed(grant.map(|l| vec![l]), "bad-count", "shared.count");
     let grant = store.xlock(&request("bad-date", "newcomer", None)).await;
     expect_malformed(grant.map(|l| vec![l]), "bad-date", "exclusive.createdAt");
+    // Nothing was written to them.
+    assert_eq!(raw_docs(&store).await, before);
     // Other resources are unaffected.
     assert_eq!(store.unlock(&id("ok")).await.unwrap().len(), 1);
     teardown(&store).await;
 }
 
 #[tokio::test]
-async fn purge_reports_what_it_removed_before_a_failure() {
+async fn purge_skips_unreadable_documents_and_purges_the_rest() {
     let clock = Arc::new(ManualClock::new(T0));
     let store = fresh_store(Some(Arc::clone(&clock)))
         .await
         .with_purge_batch(1)
         .unwrap();
-    store
-        .xlock(&request("good", "a-group", Some(Duration::from_secs(1))))
-        .await
-        .unwrap();
+    for (resource, group) in [("good", "a-group"), ("b-elsewhere", "b-group")] {
+        store
+            .xlock(&request(resource, group, Some(Duration::from_secs(1))))
+            .await
+            .unwrap();
+    }
     store
         .collection()
         .insert_one(
             doc! { "resource": "bad", "exclusive": { "lockId": "b-group", "acquired": true,
-            "createdAt": date(T0), "expiresAt": date(T0), "owner": 42 } },
+            "createdAt": date(T0), "expiresAt": date(T0), "renewedAt": "soon", "owner": 42 } },
         )
         .await
         .unwrap();
+    let bad_before = store
+        .collection()
+        .find_one(doc! { "resource": "bad" })
+        .await
+        .unwrap();
     clock.advance(Duration::from_secs(1));
-    match store.purge().await {
-        Err(Error::PurgeIncomplete { removed, source }) => {
-            assert_eq!(removed.len(), 1);
-            assert_eq!(removed[0].lock_id.as_str(), "a-group");
-            assert!(matches!(*source, Error::Malformed { .. }), "{source:?}");
-        }
-        other => panic!("expected PurgeIncomplete, got {other:?}"),
-    }
+    // a-group is purged; b-group touches the unreadable document, so it is left whole.
+    assert_eq!(
+        skipped(store.purge().await),
+        (
+            vec![pair("good", "a-group")],
+            vec![pair("bad", "exclusive.renewedAt")]
+        )
+    );
+    let left = skipped(store.status(&Filter::new()).await).0;
+    assert_eq!(left, vec![pair("b-elsewhere", "b-group")]);
+    let bad_after = store
+        .collection()
+        .find_one(doc! { "resource": "bad" })
+        .await
+        .unwrap();
+    assert_eq!(bad_before, bad_after);
     teardown(&store).await;
 }
 
