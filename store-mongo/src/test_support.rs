@@ -146,3 +146,19 @@ pub fn winning_stages(explained: &Document) -> Vec<String> {
     winning(&Bson::Document(explained.clone()), &mut out);
     out
 }
+
+/// The server-side validity test of a lock document (the pipelines' copy of the decoder's
+/// checks), as an aggregation expression: `{ $project: { ok: valid_expression() } }` tells
+/// whether the grant pipelines would decide on a document.
+#[must_use]
+pub fn valid_expression() -> Bson {
+    crate::pipeline::valid()
+}
+
+/// Whether the store's decoder accepts `doc`, and if not, the field it names.
+///
+/// # Errors
+/// The decoder's complaint.
+pub fn decode_check(doc: &Document) -> Result<(), lockwright_engine::MalformedDocument> {
+    crate::schema::decode(doc).map(|_| ())
+}

@@ -376,10 +376,14 @@ async fn raw_docs(store: &MongoStore) -> BTreeMap<String, Document> {
 }
 
 /// The skipped documents of a `Skipped` error as (resource, field), and what was done.
-fn skipped<T: std::fmt::Debug>(result: Result<T, Error>) -> (Vec<LockStatusKey>, Vec<(String, String)>) {
+fn skipped<T: std::fmt::Debug>(
+    result: Result<T, Error>,
+) -> (Vec<LockStatusKey>, Vec<(String, String)>) {
     match result {
         Err(Error::Skipped { done, skipped }) => (
-            done.iter().map(|l| (l.resource.to_string(), l.lock_id.to_string())).collect(),
+            done.iter()
+                .map(|l| (l.resource.to_string(), l.lock_id.to_string()))
+                .collect(),
             skipped.into_iter().map(|m| (m.resource, m.field)).collect(),
         ),
         other => panic!("expected Skipped, got {other:?}"),
