@@ -78,8 +78,13 @@ impl<S: LockStore> Purger<S> {
                     }
                 }
                 Err(err) => {
-                    if let Error::PurgeIncomplete { removed, .. } = &err {
-                        report.removed += removed.len() as u64;
+                    match &err {
+                        Error::PurgeIncomplete { removed, .. } => {
+                            report.removed += removed.len() as u64;
+                        }
+                        // Everything readable was purged; the rest waits for a repair.
+                        Error::Skipped { done, .. } => report.removed += done.len() as u64,
+                        _ => {}
                     }
                     report.failures += 1;
                     let message = error_chain(&err);

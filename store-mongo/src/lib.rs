@@ -18,12 +18,19 @@
 //!   holds no lock: its command count grows with the number of batches only.
 //! - **Schema** shared with square/mongo-lock (one document per resource; the module
 //!   `schema` in the source lists every field): the Go library pointed at the same
-//!   collection keeps working.
+//!   collection keeps working. What others wrote is read leniently where no rule depends on
+//!   it (empty or over-long lock ids, details of any type) and strictly where one does; a
+//!   document that fails the strict part is never written, and the operations over many
+//!   documents finish on the others before naming it ([`Error::Skipped`]).
+//! - **Failures.** What is safe to retry is retried within [`RETRY_WINDOW`]; a write whose
+//!   outcome is unknown is a `Backend` error that says so, never a refusal.
 //!
 //! A replica set (or sharded cluster) is required, because transactions make the group
 //! operations atomic and majority writes make grants survive a failover; a one-member
-//! replica set is enough. The store also refuses to run without the unique index on
-//! `resource` ([`LockStore::create_indexes`] makes it).
+//! replica set is enough. The store also refuses to run without a unique index on
+//! `resource` that it can trust ([`LockStore::create_indexes`] makes one, compatible with
+//! the Go library's), and names it as the `hint` of every grant, so that a grant fails
+//! rather than inserts a second document for a resource once the index is gone.
 //!
 //! **Fences across deletion.** Purge deletes an emptied document only once
 //! `now_ms * 1024` exceeds its `lastFence`, and a new document starts its fences at that
