@@ -64,7 +64,7 @@ use tokio::time::Instant;
 use lockwright_engine::table::{self, sort_purged};
 use lockwright_engine::{
     Error, Filter, LockId, LockRequest, LockStatus, LockStore, LockTable, MalformedDocument,
-    ManualClock, Mode, Resource, SharedLimit, Timestamp, Ttl,
+    ManualClock, Mode, Resource, ResourceState, SharedLimit, Timestamp, Ttl,
 };
 
 /// Lock groups removed per purge transaction unless [`MongoStore::with_purge_batch`] says
@@ -482,10 +482,7 @@ impl MongoStore {
         self.transaction("purge", context, |s, (coll, filter, candidates)| {
             async move {
                 let docs = read_all(coll, vec![doc! { "$match": (*filter).clone() }], s).await?;
-                let mut read = match Read::from_docs(&docs) {
-                    Ok(read) => read,
-                    Err(e) => return Ok(Err(e)),
-                };
+                let mut read = Read::from_docs(&docs);
                 // The groups were found expired before this transaction began; one may have
                 // lost its expired lock since (taken over, or purged by another purger) and
                 // gained a new one. Decide again on what this transaction reads, so only
@@ -674,47 +671,60 @@ struct Read {
 }
 
 impl Read {
-    /// # Errors
-    /// `Misconfigured` when two documents name one resource (the unique index is missing).
-    fn from_docs(docs: &[Document]) -> Result<Read, Error> {
+    /// Decodes `docs`. Two documents naming one resource (written while the unique index was
+    /// missing) are both left unread: no rule can say which one holds the resource.
+    fn from_docs(docs: &[Document]) -> Read {
         let now = match docs.first().map(|d| d.get(pipeline::NOW_FIELD)) {
             Some(Some(Bson::DateTime(dt))) => Some(Timestamp::from_millis(
                 u64::try_from(dt.timestamp_millis()).unwrap_or(0),
             )),
             _ => None,
         };
-        let mut resources = Vec::with_capacity(docs.len());
-        let mut ids = BTreeMap::new();
+        let mut decoded: BTreeMap<Resource, Vec<(&Document, ResourceState)>> = BTreeMap::new();
         let mut skipped = Vec::new();
         let mut unreadable_groups = BTreeSet::new();
         for doc in docs {
             match schema::decode(doc) {
-                Ok((resource, state)) => {
-                    let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
-                    if ids.insert(resource.clone(), id).is_some() {
-                        return Err(Error::Misconfigured {
-                            reason: format!(
-                                "two documents hold resource `{resource}`: the unique index \
-                                 on `resource` was missing when they were written; merge or \
-                                 remove one by hand, then call create_indexes()"
-                            ),
-                        });
-                    }
-                    resources.push((resource, state));
-                }
+                Ok((resource, state)) => decoded.entry(resource).or_default().push((doc, state)),
                 Err(m) => {
                     unreadable_groups.extend(schema::raw_lock_ids(doc));
                     skipped.push(m);
                 }
             }
         }
-        Ok(Read {
+        let mut resources = Vec::with_capacity(decoded.len());
+        let mut ids = BTreeMap::new();
+        for (resource, mut copies) in decoded {
+            if copies.len() == 1 {
+                if let Some((doc, state)) = copies.pop() {
+                    ids.insert(
+                        resource.clone(),
+                        doc.get("_id").cloned().unwrap_or(Bson::Null),
+                    );
+                    resources.push((resource, state));
+                }
+                continue;
+            }
+            for (doc, _) in &copies {
+                unreadable_groups.extend(schema::raw_lock_ids(doc));
+                skipped.push(MalformedDocument {
+                    resource: resource.to_string(),
+                    field: format!("_id {}", doc.get("_id").unwrap_or(&Bson::Null)),
+                    reason: format!(
+                        "{} documents name this resource (written while the unique index on \
+                         `resource` was missing): keep one, remove the others by hand",
+                        copies.len()
+                    ),
+                });
+            }
+        }
+        Read {
             table: LockTable::from_resources(resources),
             now,
             ids,
             skipped,
             unreadable_groups,
-        })
+        }
     }
 }
 
@@ -814,10 +824,7 @@ impl LockStore for MongoStore {
             .transaction("unlock", context, |s, (coll, lock_id, read, update)| {
                 async move {
                     let docs = read_all(coll, (*read).clone(), s).await?;
-                    let mut read = match Read::from_docs(&docs) {
-                        Ok(read) => read,
-                        Err(e) => return Ok(Err(e)),
-                    };
+                    let mut read = Read::from_docs(&docs);
                     let Some(now) = read.now else {
                         return Ok(Ok((Vec::new(), Vec::new())));
                     };
@@ -851,10 +858,7 @@ impl LockStore for MongoStore {
         self.transaction("renew", context, |s, (coll, lock_id, read)| {
             async move {
                 let docs = read_all(coll, (*read).clone(), s).await?;
-                let mut read = match Read::from_docs(&docs) {
-                    Ok(read) => read,
-                    Err(e) => return Ok(Err(e)),
-                };
+                let mut read = Read::from_docs(&docs);
                 // All or nothing: a group with a lock in a document that cannot be read is
                 // not renewed at all.
                 if let Some(m) = read.skipped.into_iter().next() {
@@ -897,7 +901,7 @@ impl LockStore for MongoStore {
             .try_collect()
             .await
             .map_err(|e| Error::backend("status", e))?;
-        let read = Read::from_docs(&docs)?;
+        let read = Read::from_docs(&docs);
         unless_skipped(table::status(&[&read.table], filter, now), read.skipped)
     }
 

@@ -463,3 +463,44 @@ async fn fences_keep_increasing_when_a_go_client_takes_turns() {
     assert!(second.fence > first.fence);
     teardown(&store).await;
 }
+
+/// Two documents for one resource (written while the unique index was missing, say by two
+/// clients racing) are both left alone and named; the rest of the collection works.
+#[tokio::test]
+async fn two_documents_for_one_resource_are_both_left_alone() {
+    let store = fresh_store(Some(Arc::new(ManualClock::new(T0)))).await;
+    store.xlock(&request("single", "fine", None)).await.unwrap();
+    store.collection().drop_index("resource_1").await.unwrap();
+    for owner in ["first", "second"] {
+        insert(&store, go_exclusive("twice", go_lock("dup", owner, None))).await;
+    }
+    match store.status(&Filter::new()).await {
+        Err(Error::Skipped { done, skipped }) => {
+            assert_eq!(ids(&done), ["fine"]);
+            assert_eq!(skipped.len(), 2);
+            assert!(
+                skipped
+                    .iter()
+                    .all(|m| m.resource == "twice" && m.reason.contains("2 documents"))
+            );
+        }
+        other => panic!("expected Skipped, got {other:?}"),
+    }
+    assert!(matches!(
+        store.unlock(&LockId::new("dup").unwrap()).await,
+        Err(Error::Skipped { done, .. }) if done.is_empty()
+    ));
+    assert_eq!(
+        store
+            .collection()
+            .count_documents(doc! { "resource": "twice" })
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        ids(&store.unlock(&LockId::new("fine").unwrap()).await.unwrap()),
+        ["fine"]
+    );
+    teardown(&store).await;
+}
