@@ -802,10 +802,10 @@ fn store_mongo(c: &mut Criterion) {
             async |_, _| (),
             |r| assert_eq!(r.as_ref().map(Vec::len).ok(), Some(k)),
         );
-        if k == diagnosed_k {
-            if let Some(sent) = sent {
-                renew_update_diagnostics(&bench, &mut group, &renewing, &lock_id, k, &sent);
-            }
+        if k == diagnosed_k
+            && let Some(sent) = sent
+        {
+            renew_update_diagnostics(&bench, &mut group, &renewing, &lock_id, k, &sent);
         }
     }
     stores.push(renewing);

@@ -277,6 +277,7 @@ do_start() {
         if "$MONGOD" --dbpath "$dbpath" --bind_ip 127.0.0.1 --port "$port" \
             --replSet "$RS_NAME" --fork --logpath "$logf" --pidfilepath "$pidfile" \
             --nounixsocket --setParameter diagnosticDataCollectionEnabled=false \
+            --setParameter enableTestCommands=1 \
             --wiredTigerCacheSizeGB 0.25 \
             --wiredTigerEngineConfigString 'log=(prealloc=false,file_max=20MB)' \
             </dev/null >"$forkout" 2>&1; then

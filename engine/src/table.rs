@@ -135,10 +135,10 @@ impl ResourceState {
         now: Timestamp,
     ) -> (LockStatus, Vec<LockId>) {
         let mut removed = Vec::new();
-        if self.exclusive.as_ref().is_some_and(|l| l.is_expired(now)) {
-            if let Some(l) = self.exclusive.take() {
-                removed.push(l.lock_id);
-            }
+        if self.exclusive.as_ref().is_some_and(|l| l.is_expired(now))
+            && let Some(l) = self.exclusive.take()
+        {
+            removed.push(l.lock_id);
         }
         self.shared.retain(|l| {
             let keep = l.is_live(now);
@@ -441,10 +441,10 @@ impl LockTable {
     ) {
         let first = out.len();
         for (name, state) in &mut self.resources {
-            if state.exclusive.as_ref().is_some_and(&doomed) {
-                if let Some(lock) = state.exclusive.take() {
-                    out.push(lock.status(name, Mode::Exclusive, now));
-                }
+            if state.exclusive.as_ref().is_some_and(&doomed)
+                && let Some(lock) = state.exclusive.take()
+            {
+                out.push(lock.status(name, Mode::Exclusive, now));
             }
             state.shared.retain(|lock| {
                 let keep = !doomed(lock);

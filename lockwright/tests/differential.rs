@@ -441,18 +441,18 @@ impl<B: Backend> StateMachineTest for Differential<B> {
             got, reference.last,
             "outcome of {step:?} differs from the engine's"
         );
-        if let Some(Outcome::Locks(granted)) = &got {
-            if matches!(step, Step::Xlock { .. } | Step::Slock { .. }) {
-                for l in granted {
-                    let last = sys.fences.entry(l.resource.to_string()).or_insert(0);
-                    assert!(
-                        l.fence > *last,
-                        "fence_monotonic: {} after {last} on {}",
-                        l.fence,
-                        l.resource
-                    );
-                    *last = l.fence;
-                }
+        if let Some(Outcome::Locks(granted)) = &got
+            && matches!(step, Step::Xlock { .. } | Step::Slock { .. })
+        {
+            for l in granted {
+                let last = sys.fences.entry(l.resource.to_string()).or_insert(0);
+                assert!(
+                    l.fence > *last,
+                    "fence_monotonic: {} after {last} on {}",
+                    l.fence,
+                    l.resource
+                );
+                *last = l.fence;
             }
         }
         sys.last = got.map(|g| (step, g));

@@ -169,11 +169,13 @@ impl LockModel {
                 // writes do not multiply states.
                 let mut doomed = Vec::new();
                 for (other, c) in next.clients.iter_mut().enumerate() {
-                    if let Some(w) = c.write {
-                        if w.resource == write.resource && w.fence < write.fence && accepted {
-                            doomed.push((other, w.fence));
-                            c.write = None;
-                        }
+                    if let Some(w) = c.write
+                        && w.resource == write.resource
+                        && w.fence < write.fence
+                        && accepted
+                    {
+                        doomed.push((other, w.fence));
+                        c.write = None;
                     }
                 }
                 Effect::Delivered {

@@ -52,30 +52,29 @@ pub fn timeline_svg(opts: &Options, report: &SeedReport) -> String {
         let y = 30.0 + lane * c as f64;
         if let Some(rest) = e.what.strip_prefix("holds ") {
             open[c] = Some((e.at, rest.to_string()));
-        } else if e.what.starts_with("releases")
+        } else if (e.what.starts_with("releases")
             || e.what.starts_with("stops trusting")
-            || e.what == "crashes"
+            || e.what == "crashes")
+            && let Some((from, label)) = open[c].take()
         {
-            if let Some((from, label)) = open[c].take() {
-                let color = colors[label
-                    .as_bytes()
-                    .get(1)
-                    .map_or(0, |b| usize::from(*b) % colors.len())];
-                let _ = writeln!(
-                    out,
-                    r#"<rect x="{}" y="{}" width="{}" height="16" fill="{color}" opacity="0.7"><title>{label}</title></rect>"#,
-                    x(from),
-                    y + 10.0,
-                    (x(e.at) - x(from)).max(1.0)
-                );
-                let _ = writeln!(
-                    out,
-                    r#"<text x="{}" y="{}" font-size="9">{}</text>"#,
-                    x(from) + 2.0,
-                    y + 8.0,
-                    label.split(',').next().unwrap_or("")
-                );
-            }
+            let color = colors[label
+                .as_bytes()
+                .get(1)
+                .map_or(0, |b| usize::from(*b) % colors.len())];
+            let _ = writeln!(
+                out,
+                r#"<rect x="{}" y="{}" width="{}" height="16" fill="{color}" opacity="0.7"><title>{label}</title></rect>"#,
+                x(from),
+                y + 10.0,
+                (x(e.at) - x(from)).max(1.0)
+            );
+            let _ = writeln!(
+                out,
+                r#"<text x="{}" y="{}" font-size="9">{}</text>"#,
+                x(from) + 2.0,
+                y + 8.0,
+                label.split(',').next().unwrap_or("")
+            );
         }
         if let Some(rest) = e.what.strip_prefix("pauses for ") {
             let length: u64 = rest

@@ -395,10 +395,10 @@ impl World {
             Event::Resume { client } => {
                 self.clients[client].paused_until = None;
                 self.note(Some(client), "resumes");
-                if let Some((resource, fence)) = self.clients[client].queued_write.take() {
-                    if !self.clients[client].crashed {
-                        self.send_write(client, resource, fence);
-                    }
+                if let Some((resource, fence)) = self.clients[client].queued_write.take()
+                    && !self.clients[client].crashed
+                {
+                    self.send_write(client, resource, fence);
                 }
                 self.step(client);
             }
@@ -684,14 +684,13 @@ impl World {
             resource,
             ..
         } = self.clients[client].phase
+            && held == key
         {
-            if held == key {
-                self.note(Some(client), format!("stops trusting r{resource}: {cause}"));
-                self.report.losses += 1;
-                self.clients[client].phase = Phase::Idle {
-                    next_attempt: local,
-                };
-            }
+            self.note(Some(client), format!("stops trusting r{resource}: {cause}"));
+            self.report.losses += 1;
+            self.clients[client].phase = Phase::Idle {
+                next_attempt: local,
+            };
         }
     }
 

@@ -49,7 +49,7 @@ use std::time::Duration;
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt, TryStreamExt};
 use mongodb::bson::oid::ObjectId;
-use mongodb::bson::{Bson, Document, doc};
+use mongodb::bson::{Bson, Document, RawDocumentBuf, doc};
 use mongodb::error::{
     ErrorKind, RETRYABLE_WRITE_ERROR, TRANSIENT_TRANSACTION_ERROR,
     UNKNOWN_TRANSACTION_COMMIT_RESULT, WriteFailure,
@@ -349,18 +349,28 @@ impl MongoStore {
         loop {
             let result = self
                 .coll
+                .clone_with_type::<RawDocumentBuf>()
                 .find_one_and_update(filter.clone(), update.clone())
                 .upsert(true)
                 .return_document(ReturnDocument::After)
                 .hint(Hint::Name(index.to_string()))
                 .await;
             let e = match result {
-                Ok(Some(doc)) => {
+                Ok(Some(raw)) => {
+                    let doc = lossy(op, &raw)?;
                     return decide_grant(op, &doc, &grant_id, request, mode, unknown);
                 }
                 Ok(None) => return Err(Error::backend(op, "upsert returned no document")),
                 Err(e) => e,
             };
+            if matches!(e.kind.as_ref(), ErrorKind::InvalidResponse { .. }) {
+                // The driver could not read the reply (say, text in the document that is not
+                // UTF-8): the server decided, so read the document to see what it decided.
+                return match self.read_resource(op, &request.resource).await? {
+                    Some(doc) => decide_grant(op, &doc, &grant_id, request, mode, Some(e)),
+                    None => Err(Error::backend(op, OutcomeUnknown(e))),
+                };
+            }
             let code = command_code(&e);
             // The server retries an insert race on the unique index as an update; should a
             // duplicate key still come back, the document exists now, so one more try
@@ -369,8 +379,16 @@ impl MongoStore {
                 duplicates += 1;
                 continue;
             }
-            if let Some(earlier) = unknown {
-                return Err(Error::backend(op, OutcomeUnknown(earlier)));
+            let maybe_applied = outcome_unknown(&e);
+            if retryable(&e) && started.elapsed() < RETRY_WINDOW {
+                if maybe_applied {
+                    unknown = Some(e);
+                }
+                tokio::time::sleep(RETRY_PAUSE).await;
+                continue;
+            }
+            if maybe_applied || unknown.is_some() {
+                return Err(Error::backend(op, OutcomeUnknown(e)));
             }
             if code == Some(DUPLICATE_KEY) {
                 return Ok(None);
@@ -383,19 +401,7 @@ impl MongoStore {
                     Ok(_) => Error::backend(op, e),
                 });
             }
-            let maybe_applied = outcome_unknown(&e);
-            if retryable(&e) && started.elapsed() < RETRY_WINDOW {
-                if maybe_applied {
-                    unknown = Some(e);
-                }
-                tokio::time::sleep(RETRY_PAUSE).await;
-                continue;
-            }
-            return Err(if maybe_applied {
-                Error::backend(op, OutcomeUnknown(e))
-            } else {
-                Error::backend(op, e)
-            });
+            return Err(Error::backend(op, e));
         }
     }
 
@@ -453,11 +459,14 @@ impl MongoStore {
                 match session.commit_transaction().await {
                     Ok(()) => return Ok(value),
                     Err(e) if started.elapsed() >= RETRY_WINDOW => {
-                        return Err(if e.contains_label(UNKNOWN_TRANSACTION_COMMIT_RESULT) {
-                            Error::backend(op, OutcomeUnknown(e))
-                        } else {
-                            Error::backend(op, e)
-                        });
+                        if !e.contains_label(UNKNOWN_TRANSACTION_COMMIT_RESULT) {
+                            return Err(Error::backend(op, e));
+                        }
+                        // The driver will not abort a transaction whose commit it tried, and
+                        // the server would keep it, and the documents it wrote, blocked for
+                        // up to a minute: end the session's transaction on the server.
+                        self.kill_session(&session).await;
+                        return Err(Error::backend(op, OutcomeUnknown(e)));
                     }
                     Err(e) if e.contains_label(UNKNOWN_TRANSACTION_COMMIT_RESULT) => {
                         tokio::time::sleep(RETRY_PAUSE).await;
@@ -469,6 +478,35 @@ impl MongoStore {
                     Err(e) => return Err(Error::backend(op, e)),
                 }
             }
+        }
+    }
+
+    /// The document of `resource`, read with [`lossy_text`].
+    async fn read_resource(
+        &self,
+        op: &'static str,
+        resource: &Resource,
+    ) -> Result<Option<Document>, Error> {
+        let raw = self
+            .coll
+            .clone_with_type::<RawDocumentBuf>()
+            .find_one(doc! { schema::RESOURCE: resource.as_str() })
+            .await
+            .map_err(|e| Error::backend(op, e))?;
+        raw.map(|r| lossy(op, &r)).transpose()
+    }
+
+    /// Best effort: ends `session` on the server (its open transaction is aborted, unless it
+    /// committed), so that documents it wrote are not held until the transaction times out.
+    async fn kill_session(&self, session: &ClientSession) {
+        let id = session.id().clone();
+        if let Err(e) = self
+            .client
+            .database("admin")
+            .run_command(doc! { "killSessions": [ id ] })
+            .await
+        {
+            tracing::warn!(error = %e, "could not end a session whose commit result is unknown");
         }
     }
 
@@ -623,14 +661,14 @@ fn judge_resource_index(index: &IndexModel) -> Option<Result<String, String>> {
              documents outside its filter are not kept unique"
         )));
     }
-    if let Some(c) = &options.collation {
-        if c.locale != "simple" {
-            return Some(Err(format!(
-                "the unique index `{name}` on `resource` has collation locale `{}`: names the \
+    if let Some(c) = &options.collation
+        && c.locale != "simple"
+    {
+        return Some(Err(format!(
+            "the unique index `{name}` on `resource` has collation locale `{}`: names the \
                  collation treats as equal (such as `job` and `Job`) would share one document",
-                c.locale
-            )));
-        }
+            c.locale
+        )));
     }
     if options.hidden == Some(true) {
         return Some(Err(format!(
@@ -650,10 +688,28 @@ async fn read_all(
 ) -> mongodb::error::Result<Vec<Document>> {
     let mut cursor = coll
         .aggregate(pipeline)
+        .with_type::<RawDocumentBuf>()
         .batch_size(CURSOR_BATCH)
         .session(&mut *s)
         .await?;
-    cursor.stream(s).try_collect().await
+    let raw: Vec<RawDocumentBuf> = cursor.stream(s).try_collect().await?;
+    raw.iter().map(lossy_text).collect()
+}
+
+/// A document as read, with text that is not valid UTF-8 (which the server stores as it
+/// was sent: the Go library and hand edits may write it) replaced by U+FFFD, so that one
+/// such string never makes a read fail. No rule reads text except to compare it with a
+/// caller's name, which is valid UTF-8 and so never equal to it.
+fn lossy_text(raw: &RawDocumentBuf) -> mongodb::error::Result<Document> {
+    match raw.to_document() {
+        Ok(doc) => Ok(doc),
+        Err(_) => Ok(mongodb::bson::from_slice_utf8_lossy(raw.as_bytes())?),
+    }
+}
+
+/// [`lossy_text`] for `op`.
+fn lossy(op: &'static str, raw: &RawDocumentBuf) -> Result<Document, Error> {
+    lossy_text(raw).map_err(|e| Error::backend(op, e))
 }
 
 /// Documents read for one operation: the ones the rules can decide on as a table, the
@@ -768,13 +824,22 @@ fn decide_grant(
         };
     }
     let (_, state) = schema::decode(doc).map_err(Error::from)?;
-    if let Some(e) = unknown {
-        if state
+    if state.fence >= schema::FENCES_EXHAUSTED {
+        return Err(Error::Malformed {
+            resource: resource.to_string(),
+            field: schema::LAST_FENCE.into(),
+            reason: format!(
+                "is {}: every fence is used, so no grant is possible on this resource",
+                state.fence
+            ),
+        });
+    }
+    if let Some(e) = unknown
+        && state
             .lock_of(&request.lock_id)
             .is_some_and(|(m, _)| m == mode)
-        {
-            return Err(Error::backend(op, OutcomeUnknown(e)));
-        }
+    {
+        return Err(Error::backend(op, OutcomeUnknown(e)));
     }
     Ok(None)
 }
@@ -892,8 +957,9 @@ impl LockStore for MongoStore {
         filter.validate()?;
         self.ready("status").await?;
         let now = self.now_value("status").await?;
-        let docs: Vec<Document> = self
+        let raw: Vec<RawDocumentBuf> = self
             .coll
+            .clone_with_type::<RawDocumentBuf>()
             .find(pipeline::status_prefilter(filter, now))
             .batch_size(CURSOR_BATCH)
             .await
@@ -901,6 +967,10 @@ impl LockStore for MongoStore {
             .try_collect()
             .await
             .map_err(|e| Error::backend("status", e))?;
+        let docs = raw
+            .iter()
+            .map(|r| lossy("status", r))
+            .collect::<Result<Vec<_>, _>>()?;
         let read = Read::from_docs(&docs);
         unless_skipped(table::status(&[&read.table], filter, now), read.skipped)
     }
@@ -909,9 +979,10 @@ impl LockStore for MongoStore {
     async fn purge(&self) -> Result<Vec<LockStatus>, Error> {
         self.ready("purge").await?;
         let t = self.now_value("purge").await?;
-        let rows: Vec<Document> = self
+        let rows: Vec<RawDocumentBuf> = self
             .coll
             .aggregate(pipeline::expired_groups(t))
+            .with_type::<RawDocumentBuf>()
             .batch_size(CURSOR_BATCH)
             .await
             .map_err(|e| Error::backend("purge", e))?
@@ -920,7 +991,8 @@ impl LockStore for MongoStore {
             .map_err(|e| Error::backend("purge", e))?;
         let mut skipped: Vec<MalformedDocument> = Vec::new();
         let mut groups = BTreeSet::new();
-        for row in &rows {
+        for raw in &rows {
+            let row = lossy("purge", raw)?;
             if let Ok(bad) = row.get_document("bad") {
                 skipped.push(
                     schema::decode(bad)
@@ -933,7 +1005,24 @@ impl LockStore for MongoStore {
                 );
             }
             if let Ok(ids) = row.get_array("ids") {
-                groups.extend(ids.iter().filter_map(Bson::as_str).map(LockId::stored));
+                for id in ids.iter().filter_map(Bson::as_str) {
+                    // A lock id read with U+FFFD in place of bytes that are not UTF-8 names
+                    // no stored lock: its group cannot be addressed, so it is named instead.
+                    if id.contains(char::REPLACEMENT_CHARACTER) && raw.to_document().is_err() {
+                        let m = MalformedDocument {
+                            resource: row.get_str(schema::RESOURCE).unwrap_or("").to_string(),
+                            field: "lockId".into(),
+                            reason: "an expired lock's lock id is not valid UTF-8, so its group \
+                                     cannot be addressed: remove it by hand"
+                                .into(),
+                        };
+                        if !skipped.contains(&m) {
+                            skipped.push(m);
+                        }
+                    } else {
+                        groups.insert(LockId::stored(id));
+                    }
+                }
             }
         }
         let ids: Vec<LockId> = groups.into_iter().collect();

@@ -109,7 +109,6 @@ pub(crate) fn valid() -> Bson {
         { "$and": [
             type_in("$lastFence", &["int", "long"]),
             { "$gte": [ "$lastFence", 0 ] },
-            { "$lt": [ "$lastFence", i64::MAX ] },
         ] },
     ] };
     Bson::Document(doc! { "$and": [
@@ -156,7 +155,7 @@ fn new_lock(request: &LockRequest, now: &Bson) -> Document {
         RENEWED_AT: Bson::Null,
         EXPIRES_AT: expires,
         ACQUIRED: true,
-        FENCE: "$lastFence",
+        FENCE: NEW_FENCE,
     }
 }
 
@@ -164,27 +163,25 @@ fn recount() -> Document {
     doc! { "$set": { "shared.count": { "$size": "$shared.locks" } } }
 }
 
-/// The field a grant pipeline records the document's validity in (removed before it ends).
-const VALID: &str = "__lockwright_valid";
+/// The variable a grant pipeline's rule and install read the live shared locks from.
+const LIVE: &str = "$$live";
 
-/// The field a grant pipeline computes its decision into (removed before it ends).
-const DECISION: &str = "__lockwright_grant";
-
-/// The field a grant pipeline computes the live shared locks into, once, for the rule and
-/// the install to share (removed before it ends).
-const LIVE_SHARED: &str = "__lockwright_live_shared";
+/// The variable holding the fence of the grant being installed.
+const NEW_FENCE: &str = "$$fence";
 
 /// A grant in one `findAndModify`: the filter is the resource alone (with upsert, a fresh
-/// resource is inserted, and the server retries insert races itself), and the pipeline
-/// computes the live shared locks, decides the rule with `now` into a temporary field, then
-/// applies the grant only where it allows: bump the fence counter, take over expired locks,
-/// install the lock, and record `grant_id` in `lastGrant` so the caller can tell its grant
-/// from a refusal. A refusal rewrites every field to itself and removes the temporary
-/// ones, which MongoDB treats as no write at all.
+/// resource is inserted, and the server retries insert races itself), and the pipeline is
+/// one `$replaceWith` that decides and applies: with `$let` it tests that the document is
+/// one the rules can decide on (`valid`), computes the live shared locks once (`live`: the
+/// rule and the install both read them), decides the rule with `now`, and only where it
+/// allows computes the fence and merges the grant into the document: the fence counter,
+/// the takeover of expired locks, the new lock, and `grant_id` in `lastGrant` so the
+/// caller can tell its grant from a refusal. A refusal replaces the document by itself,
+/// which MongoDB treats as no write at all. No temporary field is written, so no stored
+/// field is touched by a refusal, whatever its name.
 ///
-/// The rule and the install refer to the live shared locks as `$__lockwright_live_shared`:
-/// the server parses and evaluates every expression of the pipeline on each call, so the
-/// `$filter` that finds them is written once.
+/// A resource whose fence counter is at the top of the 64-bit range is refused (the
+/// caller reports it as malformed at `lastFence`) before its fence could overflow.
 fn grant(
     request: &LockRequest,
     rule: Bson,
@@ -192,35 +189,29 @@ fn grant(
     grant_id: &Bson,
     now: &Bson,
 ) -> (Document, Vec<Document>) {
-    let decided = format!("${DECISION}");
-    let either = |then: Bson, otherwise: &str| {
-        Bson::Document(doc! { "$cond": [ decided.clone(), then, otherwise ] })
-    };
-    let mut apply = Document::new();
-    for (field, value) in install {
-        let current = format!("${field}");
-        apply.insert(field, either(value, &current));
-    }
-    apply.insert(LAST_GRANT, either(grant_id.clone(), "$lastGrant"));
-    // A document the rules cannot decide on is malformed: grant nothing there (and compute
-    // nothing that could fail on a wrong type), so the caller's decoder reports it instead
-    // of the grant papering over it. `$cond` evaluates only the branch it takes.
-    let checked = format!("${VALID}");
-    let rule = Bson::Document(doc! { "$and": [ checked.clone(), rule ] });
-    let update = vec![
-        doc! { "$set": { VALID: valid() } },
-        doc! { "$set": { LIVE_SHARED: { "$cond": [ checked, live_shared(now), [] ] } } },
-        doc! { "$set": { DECISION: rule } },
-        doc! { "$set": { LAST_FENCE: either(next_fence(now), "$lastFence") } },
-        doc! { "$set": apply },
-        doc! { "$unset": [ VALID, DECISION, LIVE_SHARED ] },
-    ];
-    (doc! { RESOURCE: request.resource.as_str() }, update)
-}
-
-/// The live shared locks, as the grant pipeline computed them.
-fn computed_live_shared() -> String {
-    format!("${LIVE_SHARED}")
+    let mut changes = install;
+    changes.insert(LAST_FENCE, NEW_FENCE);
+    changes.insert(LAST_GRANT, grant_id.clone());
+    let apply = doc! { "$let": {
+        "vars": { "fence": next_fence(now) },
+        "in": { "$mergeObjects": [ "$$ROOT", changes ] },
+    } };
+    let room = doc! { "$lt": [ { "$ifNull": [ "$lastFence", 0_i64 ] }, i64::MAX ] };
+    // `$and` stops at the first false operand and `$cond` evaluates only the branch it
+    // takes: nothing that could fail on a wrong type is computed on a document that is not
+    // valid, and no fence is computed for a refusal.
+    let decided = doc! { "$and": [ "$$valid", room, rule ] };
+    let body = doc! { "$let": {
+        "vars": { "valid": valid() },
+        "in": { "$let": {
+            "vars": { "live": { "$cond": [ "$$valid", live_shared(now), [] ] } },
+            "in": { "$cond": [ decided, apply, "$$ROOT" ] },
+        } },
+    } };
+    (
+        doc! { RESOURCE: request.resource.as_str() },
+        vec![doc! { "$replaceWith": body }],
+    )
 }
 
 /// The exclusive grant: no live exclusive lock and no live shared lock.
@@ -231,7 +222,7 @@ pub(crate) fn xlock(
 ) -> (Document, Vec<Document>) {
     let rule = Bson::Document(doc! { "$and": [
         { "$not": [ live_exclusive(now) ] },
-        { "$eq": [ { "$size": computed_live_shared() }, 0 ] },
+        { "$eq": [ { "$size": LIVE }, 0 ] },
     ] });
     let install = doc! {
         EXCLUSIVE: new_lock(request, now),
@@ -248,7 +239,7 @@ pub(crate) fn slock(
     grant_id: &Bson,
     now: &Bson,
 ) -> (Document, Vec<Document>) {
-    let live = computed_live_shared();
+    let live = LIVE;
     let mut conditions = vec![
         Bson::Document(doc! { "$not": [ live_exclusive(now) ] }),
         Bson::Document(doc! { "$not": [ { "$in": [
@@ -258,14 +249,14 @@ pub(crate) fn slock(
     ];
     if let Some(m) = limit {
         conditions.push(Bson::Document(
-            doc! { "$lt": [ { "$size": live.as_str() }, i64::from(m.get()) ] },
+            doc! { "$lt": [ { "$size": live }, i64::from(m.get()) ] },
         ));
     }
     let install = doc! {
         EXCLUSIVE: { "$literal": empty_exclusive() },
         SHARED: {
-            "locks": { "$concatArrays": [ live.as_str(), [ new_lock(request, now) ] ] },
-            "count": { "$add": [ { "$size": live.as_str() }, 1 ] },
+            "locks": { "$concatArrays": [ live, [ new_lock(request, now) ] ] },
+            "count": { "$add": [ { "$size": live }, 1 ] },
         },
     };
     grant(
@@ -346,28 +337,30 @@ pub(crate) fn renew(lock_id: &LockId, expires_at: Timestamp, now: Timestamp) -> 
 /// (`bad`) so that the caller can say what is wrong with it.
 pub(crate) fn expired_groups(t: Timestamp) -> Vec<Document> {
     let t = date(t);
-    let checked = format!("${VALID}");
+    let ids = doc! { "$concatArrays": [
+        { "$cond": [
+            { "$and": [ { "$eq": [ "$exclusive.acquired", true ] }, is_expired("$exclusive.expiresAt", &t) ] },
+            [ "$exclusive.lockId" ],
+            [],
+        ] },
+        { "$map": {
+            "input": { "$filter": { "input": shared_locks(), "cond": is_expired("$$this.expiresAt", &t) } },
+            "in": "$$this.lockId",
+        } },
+    ] };
     vec![
         doc! { "$match": { "$or": [
             { "exclusive.expiresAt": { "$lte": t.clone() } },
             { "shared.locks.expiresAt": { "$lte": t.clone() } },
         ] } },
-        doc! { "$set": { VALID: valid() } },
-        doc! { "$project": {
-            "_id": 0,
-            "bad": { "$cond": [ checked.as_str(), "$$REMOVE", "$$ROOT" ] },
-            "ids": { "$cond": [ checked.as_str(), { "$concatArrays": [
-                { "$cond": [
-                    { "$and": [ { "$eq": [ "$exclusive.acquired", true ] }, is_expired("$exclusive.expiresAt", &t) ] },
-                    [ "$exclusive.lockId" ],
-                    [],
-                ] },
-                { "$map": {
-                    "input": { "$filter": { "input": shared_locks(), "cond": is_expired("$$this.expiresAt", &t) } },
-                    "in": "$$this.lockId",
-                } },
-            ] }, "$$REMOVE" ] },
-        } },
+        doc! { "$replaceWith": { "$let": {
+            "vars": { "valid": valid() },
+            "in": { "$cond": [
+                "$$valid",
+                { "resource": "$resource", "ids": ids },
+                { "bad": "$$ROOT" },
+            ] },
+        } } },
     ]
 }
 
@@ -390,12 +383,12 @@ pub(crate) fn purge_batch(ids: &[LockId], t: Timestamp) -> Vec<Document> {
         ] })
     };
     let mut doomed_exclusive = doomed("$exclusive");
-    if let Bson::Document(d) = &mut doomed_exclusive {
-        if let Ok(all) = d.get_array_mut("$and") {
-            all.push(Bson::Document(
-                doc! { "$eq": [ "$exclusive.acquired", true ] },
-            ));
-        }
+    if let Bson::Document(d) = &mut doomed_exclusive
+        && let Ok(all) = d.get_array_mut("$and")
+    {
+        all.push(Bson::Document(
+            doc! { "$eq": [ "$exclusive.acquired", true ] },
+        ));
     }
     remove_where(doomed_exclusive, doomed("$$this"))
 }

@@ -147,13 +147,6 @@ pub(crate) fn decode(doc: &Document) -> Result<(Resource, ResourceState), Malfor
         None | Some(Bson::Null) => 0,
         Some(b) => d.int(LAST_FENCE, b)?,
     };
-    if fence >= MAX_LAST_FENCE {
-        return Err(malformed(
-            &name,
-            LAST_FENCE,
-            format!("is {fence}: no fence above it fits in a 64-bit integer"),
-        ));
-    }
     Ok((
         resource,
         ResourceState::from_parts(fence, exclusive, shared),
@@ -186,9 +179,8 @@ pub(crate) fn decode_own(
     }
 }
 
-/// The highest fence counter a grant may start from is one below this: the next fence must
-/// still fit in an `int64`.
-pub(crate) const MAX_LAST_FENCE: u64 = i64::MAX as u64;
+/// The fence counter at which a resource has used every fence: no grant is possible there.
+pub(crate) const FENCES_EXHAUSTED: u64 = i64::MAX as u64;
 
 /// How to name a document whose resource cannot be read: by its `_id`.
 pub(crate) fn label(doc: &Document) -> String {
@@ -205,10 +197,10 @@ pub(crate) fn label(doc: &Document) -> String {
 /// read without trusting anything else about it: the groups a malformed document touches.
 pub(crate) fn raw_lock_ids(doc: &Document) -> Vec<String> {
     let mut ids = Vec::new();
-    if let Ok(x) = doc.get_document(EXCLUSIVE) {
-        if let Ok(id) = x.get_str(LOCK_ID) {
-            ids.push(id.to_string());
-        }
+    if let Ok(x) = doc.get_document(EXCLUSIVE)
+        && let Ok(id) = x.get_str(LOCK_ID)
+    {
+        ids.push(id.to_string());
     }
     if let Ok(locks) = doc.get_document(SHARED).and_then(|s| s.get_array(LOCKS)) {
         ids.extend(

@@ -623,10 +623,10 @@ async fn renew_updates_inside_its_transaction() {
     let sink = Arc::clone(&updates);
     let mut opts = options().await;
     opts.command_event_handler = Some(EventHandler::callback(move |e: CommandEvent| {
-        if let CommandEvent::Started(s) = e {
-            if s.command_name == "update" {
-                sink.lock().unwrap().push(s.command);
-            }
+        if let CommandEvent::Started(s) = e
+            && s.command_name == "update"
+        {
+            sink.lock().unwrap().push(s.command);
         }
     }));
     let client = Client::with_options(opts).unwrap();
