@@ -84,6 +84,14 @@ struct Args {
     /// The share of grants asked for as exclusive locks (the rest are shared).
     #[arg(long, default_value_t = 0.6)]
     exclusive_share: f64,
+    /// A client that has made no grant for this long (ms) asks next for a resource of its
+    /// own, which no other client contends for, so that its recovery after a failover shows
+    /// within this bound instead of hiding behind contention.
+    #[arg(long, default_value_t = 2000)]
+    starve_ms: u64,
+    /// How long a `Locker` client waits in `acquire_until` for a contended resource (ms).
+    #[arg(long, default_value_t = 2000)]
+    acquire_wait_ms: u64,
     /// Bound on every single store call made by the harness, in seconds (a call that takes
     /// longer counts as a `Timeout` error).
     #[arg(long, default_value_t = 15)]
@@ -112,6 +120,15 @@ impl Args {
     }
     fn op_timeout(&self) -> Duration {
         Duration::from_secs(self.op_timeout)
+    }
+    /// The next resource for client `id`: its own after `starve_ms` without a grant, else a
+    /// contended one.
+    fn pick_resource(&self, id: usize, last_grant: Instant, rng: &mut StdRng) -> usize {
+        if last_grant.elapsed() >= Duration::from_millis(self.starve_ms) {
+            self.resources + id
+        } else {
+            rng.random_range(0..self.resources)
+        }
     }
 }
 
@@ -291,16 +308,17 @@ impl Shared {
     }
 }
 
+/// Resources `0..resources` are contended; `resources + id` is client `id`'s own.
 fn resource_name(r: usize) -> String {
     format!("failover/{r}")
 }
 
 /// A hold time: mostly short, sometimes across several renewals.
 fn hold_time(rng: &mut StdRng) -> Duration {
-    if rng.random_bool(0.8) {
+    if rng.random_bool(0.85) {
         Duration::from_millis(rng.random_range(10..150))
     } else {
-        Duration::from_millis(rng.random_range(500..4000))
+        Duration::from_millis(rng.random_range(1000..3000))
     }
 }
 
@@ -382,8 +400,9 @@ async fn client_task(id: usize, sh: Shared, client: Client<MongoStore>) {
     let args = Arc::clone(&sh.args);
     let (ttl, margin) = (args.ttl(), args.margin());
     let mut backoff = Duration::from_millis(10);
+    let mut last_grant = Instant::now();
     while Instant::now() < sh.stop_at {
-        let resource = rng.random_range(0..args.resources);
+        let resource = args.pick_resource(id, last_grant, &mut rng);
         let exclusive = rng.random_bool(args.exclusive_share);
         let lock_id = generate_lock_id();
         let details = LockDetails::new().owner(format!("client-{id}")).ttl(ttl);
@@ -423,6 +442,7 @@ async fn client_task(id: usize, sh: Shared, client: Client<MongoStore>) {
         };
         backoff = Duration::from_millis(10);
         let start = Instant::now();
+        last_grant = start;
         let mut trust_end = if args.break_holding_rule {
             sent + ttl + Duration::from_secs(1)
         } else {
@@ -551,8 +571,9 @@ async fn locker_task(id: usize, sh: Shared, locker: Locker<MongoStore>) {
     let mut rng = StdRng::from_os_rng();
     let args = Arc::clone(&sh.args);
     let ttl = args.ttl();
+    let mut last_grant = Instant::now();
     while Instant::now() < sh.stop_at {
-        let resource = rng.random_range(0..args.resources);
+        let resource = args.pick_resource(id, last_grant, &mut rng);
         let exclusive = rng.random_bool(args.exclusive_share);
         let access = if exclusive {
             Access::Exclusive
@@ -561,7 +582,7 @@ async fn locker_task(id: usize, sh: Shared, locker: Locker<MongoStore>) {
         };
         let name = resource_name(resource);
         let called = Instant::now();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(args.acquire_wait_ms);
         let acquired = tokio::time::timeout(
             args.op_timeout(),
             locker.acquire_until(&name, access, ttl, deadline),
@@ -587,6 +608,7 @@ async fn locker_task(id: usize, sh: Shared, locker: Locker<MongoStore>) {
             }
         };
         let start = Instant::now();
+        last_grant = start;
         let holding = hold_guard(
             id,
             &sh,
@@ -1400,6 +1422,19 @@ impl Report<'_> {
             count(Kind::Client, Some(true)),
             count(Kind::Client, Some(false)),
             grants - exclusive
+        );
+        let own = |kind: Kind| {
+            obs.holdings
+                .iter()
+                .filter(|h| h.kind == kind && h.resource >= a.resources)
+                .count()
+        };
+        println!(
+            "| of which on the client's own resource (after {} ms without a grant) | {} | {} | {} |",
+            a.starve_ms,
+            own(Kind::Locker),
+            own(Kind::Client),
+            own(Kind::Locker) + own(Kind::Client)
         );
         let mut stops: BTreeMap<Stop, (usize, usize)> = BTreeMap::new();
         for h in &obs.holdings {
