@@ -23,7 +23,8 @@
 //!   renewal that is not `LockNotFound`) whenever the answer arrives while its holder still
 //!   trusts it;
 //! - **recovery**: every client makes a successful grant again after the last failover;
-//! - **panics and hangs**: every task joins within `--join-timeout` seconds of the end.
+//! - **panics and hangs**: nothing in the process panics, and every task joins within
+//!   `--join-timeout` seconds of the end.
 //!
 //! A `Client` grant that failed with an error other than a refusal has an unknown outcome: it
 //! is released (unlock with its lock id) and not counted as a grant.
@@ -105,8 +106,9 @@ struct Args {
     /// Contend without any failover (a baseline for the numbers).
     #[arg(long)]
     no_failover: bool,
-    /// Checks the observer: `Client` holders break the holding rule (they do not renew and
-    /// trust their lock until one second past its TTL), so the run must FAIL with overlaps.
+    /// Checks the observer: `Client` holders break the holding rule (they hold every lock
+    /// for its TTL plus 500 ms without renewing it, trusting it throughout), so the run must
+    /// FAIL with overlaps.
     #[arg(long)]
     break_holding_rule: bool,
 }
@@ -299,9 +301,9 @@ impl Shared {
         let v = variant(e);
         let mut obs = self.obs();
         *obs.errors.entry((op, v)).or_default() += 1;
-        obs.first_error
-            .entry((op, v))
-            .or_insert_with(|| e.map_or_else(|| "harness timeout".to_string(), chain));
+        obs.first_error.entry((op, v)).or_insert_with(|| {
+            e.map_or_else(|| "no answer within the harness's bound".to_string(), chain)
+        });
     }
     fn secs(&self, t: Instant) -> f64 {
         t.saturating_duration_since(self.epoch).as_secs_f64()
@@ -464,7 +466,11 @@ async fn client_task(id: usize, sh: Shared, client: Client<MongoStore>) {
             unlock(&sh, &client, &lock_id).await;
             continue;
         }
-        let hold_until = start + hold_time(&mut rng);
+        let hold_until = if args.break_holding_rule {
+            start + ttl + Duration::from_millis(500)
+        } else {
+            start + hold_time(&mut rng)
+        };
         // One status probe at a random point of the hold; renewals at half the TTL.
         let mut probe_at = Some(start + (hold_until - start).mul_f64(rng.random_range(0.0..1.0)));
         let mut renew_at = (!args.break_holding_rule).then(|| sent + ttl / 2);
@@ -548,7 +554,7 @@ async fn client_task(id: usize, sh: Shared, client: Client<MongoStore>) {
         };
         holding.stop = stop;
         holding.end = match stop {
-            Stop::Released => Instant::now(),
+            Stop::Released => Instant::now().min(trust_end),
             Stop::Deadline => trust_end,
             _ => holding.end,
         };
@@ -906,8 +912,16 @@ struct LockerTotals {
     lost: u64,
 }
 
+/// Panics anywhere in the process (the `Locker`'s own renewal tasks included).
+static PANICS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 fn main() -> ExitCode {
     let args = Args::parse();
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        PANICS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        default_hook(info);
+    }));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -1092,6 +1106,13 @@ async fn run(args: Args) -> Result<bool, String> {
         }
     }
     reporter.abort();
+    let hooked = PANICS.load(std::sync::atomic::Ordering::SeqCst);
+    if hooked > panics.len() {
+        panics.push(format!(
+            "{} panic(s) outside the joined tasks (e.g. a Locker's renewal task): see stderr",
+            hooked - panics.len()
+        ));
+    }
     let _ = setup.store().collection().drop().await;
 
     let obs = std::mem::take(&mut *sh.obs());
@@ -1399,7 +1420,7 @@ impl Report<'_> {
         let a = self.args;
         println!();
         println!(
-            "{} clients ({} Locker, {} Client), {} resources, TTL {} ms, drift margin {} ms, shared limit {}, {} s, failover every {} s",
+            "{} clients ({} Locker, {} Client), {} resources, TTL {} ms, drift margin {} ms, shared limit {}, {} s, {}{}",
             a.clients,
             a.clients.div_ceil(2),
             a.clients / 2,
@@ -1408,7 +1429,16 @@ impl Report<'_> {
             a.drift_margin_ms,
             a.shared_limit,
             a.seconds,
-            a.every
+            if a.no_failover {
+                "no failover".to_string()
+            } else {
+                format!("a failover every {} s", a.every)
+            },
+            if a.break_holding_rule {
+                " (--break-holding-rule: Client holders break the holding rule on purpose)"
+            } else {
+                ""
+            }
         );
         println!();
         println!("| measure | Locker | Client | total |");
@@ -1517,6 +1547,9 @@ impl Report<'_> {
             "| failover | at | action | primary was | command took | first grant after | every client granted again after | clients not back before the next | member restarted in |"
         );
         println!("|---|---|---|---|---|---|---|---|---|");
+        if self.failovers.is_empty() {
+            println!("| (none) | | | | | | | | |");
+        }
         let mut rows = recovery.iter();
         for f in self.failovers {
             let fmt =
