@@ -1301,15 +1301,15 @@ impl Report<'_> {
             for &b in &by_start {
                 let hb = holdings[b];
                 let bound = if hb.exclusive { max_all } else { max_excl };
-                if hb.trusted() {
-                    if let Some(a) = bound.filter(|&a| holdings[a].fence >= hb.fence) {
-                        bad.entry(b).or_insert_with(|| {
-                            format!(
-                                "not above {}, which started first",
-                                self.describe(holdings[a])
-                            )
-                        });
-                    }
+                if hb.trusted()
+                    && let Some(a) = bound.filter(|&a| holdings[a].fence >= hb.fence)
+                {
+                    bad.entry(b).or_insert_with(|| {
+                        format!(
+                            "not above {}, which started first",
+                            self.describe(holdings[a])
+                        )
+                    });
                 }
                 if max_all.is_none_or(|m| hb.fence > holdings[m].fence) {
                     max_all = Some(b);

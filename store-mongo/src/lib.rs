@@ -596,11 +596,8 @@ struct OutcomeUnknown(mongodb::error::Error);
 
 impl std::fmt::Display for OutcomeUnknown {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "the outcome is unknown (the server may have applied the write): {}",
-            self.0
-        )
+        // The driver's error is the source, not repeated here.
+        f.write_str("the outcome is unknown (the server may have applied the write)")
     }
 }
 
