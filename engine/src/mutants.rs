@@ -1,6 +1,7 @@
 //! Deliberately broken variants of the rules, to show that the checks catch bugs.
 //!
-//! Each [`Mutant`] breaks one rule. They exist only to be switched on by the verification
+//! Each [`Mutant`] breaks one rule, in the engine or (the `Pipeline…` ones) in the MongoDB
+//! store's server-side pipelines, which read [`active`] when they build a pipeline. They exist only to be switched on by the verification
 //! harnesses (model checker, differential, loom, linearizability and conformance tests),
 //! which must each kill some mutants, and together kill all of them: see the kill matrix in
 //! the README. Activation needs the cargo feature `mutants`, and that feature refuses to
@@ -35,11 +36,24 @@ pub enum Mutant {
     StatusTtlBoundOverwritten,
     /// A holder trusts its lock until `sent + ttl`, without the drift margin.
     HolderWithoutMargin,
+    /// MongoDB's pipelines: a lock counts as expired only once `expiresAt < now`, not at
+    /// `expiresAt == now`.
+    PipelineExpiryStrict,
+    /// MongoDB's slock pipeline ignores the limit.
+    PipelineSharedIgnoresLimit,
+    /// MongoDB's xlock pipeline ignores live shared locks.
+    PipelineExclusiveIgnoresShared,
+    /// MongoDB's xlock pipeline takes over a live exclusive lock.
+    PipelineTakeoverLive,
+    /// MongoDB's grant pipelines reuse the last fence instead of a greater one.
+    PipelineFenceNotIncremented,
+    /// MongoDB's purge deletes documents that still hold an exclusive lock.
+    PipelinePurgeDeletesHeld,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 9] = [
+    pub const ALL: [Mutant; 15] = [
         Mutant::PurgeIgnoresGroups,
         Mutant::PurgeIgnoresCreatedBefore,
         Mutant::RenewWithoutMargin,
@@ -49,6 +63,12 @@ impl Mutant {
         Mutant::FenceNotIncremented,
         Mutant::StatusTtlBoundOverwritten,
         Mutant::HolderWithoutMargin,
+        Mutant::PipelineExpiryStrict,
+        Mutant::PipelineSharedIgnoresLimit,
+        Mutant::PipelineExclusiveIgnoresShared,
+        Mutant::PipelineTakeoverLive,
+        Mutant::PipelineFenceNotIncremented,
+        Mutant::PipelinePurgeDeletesHeld,
     ];
 
     /// The mutant's name in snake case, as harnesses and the kill matrix spell it.
@@ -64,6 +84,12 @@ impl Mutant {
             Mutant::FenceNotIncremented => "fence_not_incremented",
             Mutant::StatusTtlBoundOverwritten => "status_ttl_bound_overwritten",
             Mutant::HolderWithoutMargin => "holder_without_margin",
+            Mutant::PipelineExpiryStrict => "pipeline_expiry_strict",
+            Mutant::PipelineSharedIgnoresLimit => "pipeline_shared_ignores_limit",
+            Mutant::PipelineExclusiveIgnoresShared => "pipeline_exclusive_ignores_shared",
+            Mutant::PipelineTakeoverLive => "pipeline_takeover_live",
+            Mutant::PipelineFenceNotIncremented => "pipeline_fence_not_incremented",
+            Mutant::PipelinePurgeDeletesHeld => "pipeline_purge_deletes_held",
         }
     }
 
@@ -73,16 +99,31 @@ impl Mutant {
         Mutant::ALL.into_iter().find(|m| m.name() == name)
     }
 
+    /// Whether the mutant breaks MongoDB's server-side pipelines, the store's own copy of
+    /// the rules, rather than the engine.
+    #[must_use]
+    pub fn is_pipeline(self) -> bool {
+        matches!(
+            self,
+            Mutant::PipelineExpiryStrict
+                | Mutant::PipelineSharedIgnoresLimit
+                | Mutant::PipelineExclusiveIgnoresShared
+                | Mutant::PipelineTakeoverLive
+                | Mutant::PipelineFenceNotIncremented
+                | Mutant::PipelinePurgeDeletesHeld
+        )
+    }
+
     /// Whether the model checker models the rule this mutant breaks (the status filter is
-    /// not modelled).
+    /// not modelled, and the model runs the engine, not MongoDB's pipelines).
     #[must_use]
     pub fn is_modelled(self) -> bool {
-        !matches!(self, Mutant::StatusTtlBoundOverwritten)
+        !matches!(self, Mutant::StatusTtlBoundOverwritten) && !self.is_pipeline()
     }
 
     #[cfg_attr(not(feature = "mutants"), allow(dead_code))]
     fn code(self) -> u8 {
-        // The position in ALL, plus one (zero means "none"); ALL has 9 entries.
+        // The position in ALL, plus one (zero means "none"); ALL has 15 entries.
         Mutant::ALL
             .iter()
             .position(|m| *m == self)

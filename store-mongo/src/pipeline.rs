@@ -11,6 +11,7 @@
 
 use mongodb::bson::{Bson, DateTime, Document, doc};
 
+use lockwright_engine::mutants::{self, Mutant};
 use lockwright_engine::table::FENCES_PER_MS;
 use lockwright_engine::{Filter, LockId, LockRequest, Mode, SharedLimit, Timestamp};
 
@@ -46,9 +47,14 @@ fn shared_locks() -> Bson {
 
 /// `path` holds a date that is `<= now`.
 fn is_expired(path: &str, now: &Bson) -> Bson {
+    let at_or_before = if mutants::active(Mutant::PipelineExpiryStrict) {
+        "$lt"
+    } else {
+        "$lte"
+    };
     Bson::Document(doc! { "$and": [
         { "$eq": [ { "$type": path }, "date" ] },
-        { "$lte": [ path, now.clone() ] },
+        { at_or_before: [ path, now.clone() ] },
     ] })
 }
 
@@ -135,7 +141,10 @@ fn live_shared(now: &Bson) -> Bson {
 
 fn next_fence(now: &Bson) -> Bson {
     Bson::Document(doc! { "$max": [
-        { "$add": [ { "$ifNull": [ "$lastFence", 0_i64 ] }, 1_i64 ] },
+        { "$add": [
+            { "$ifNull": [ "$lastFence", 0_i64 ] },
+            i64::from(!mutants::active(Mutant::PipelineFenceNotIncremented)),
+        ] },
         { "$multiply": [ { "$toLong": now.clone() }, FENCES_PER_MS as i64 ] },
     ] })
 }
@@ -220,10 +229,14 @@ pub(crate) fn xlock(
     grant_id: &Bson,
     now: &Bson,
 ) -> (Document, Vec<Document>) {
-    let rule = Bson::Document(doc! { "$and": [
-        { "$not": [ live_exclusive(now) ] },
-        { "$eq": [ { "$size": LIVE }, 0 ] },
-    ] });
+    let mut rule = Vec::new();
+    if !mutants::active(Mutant::PipelineTakeoverLive) {
+        rule.push(Bson::Document(doc! { "$not": [ live_exclusive(now) ] }));
+    }
+    if !mutants::active(Mutant::PipelineExclusiveIgnoresShared) {
+        rule.push(Bson::Document(doc! { "$eq": [ { "$size": LIVE }, 0 ] }));
+    }
+    let rule = Bson::Document(doc! { "$and": rule });
     let install = doc! {
         EXCLUSIVE: new_lock(request, now),
         SHARED: { "$literal": { "count": 0, "locks": [] } },
@@ -247,7 +260,7 @@ pub(crate) fn slock(
             format!("{live}.{LOCK_ID}"),
         ] } ] }),
     ];
-    if let Some(m) = limit {
+    if let Some(m) = limit.filter(|_| !mutants::active(Mutant::PipelineSharedIgnoresLimit)) {
         conditions.push(Bson::Document(
             doc! { "$lt": [ { "$size": live }, i64::from(m.get()) ] },
         ));
@@ -403,13 +416,17 @@ pub(crate) fn ids_in(ids: &[Bson]) -> Document {
 /// Purge, phase three: documents with no lock whose fence counter is below the floor at `t`.
 pub(crate) fn deletable(t: Timestamp) -> Document {
     let floor = i64::try_from(lockwright_engine::table::fence_floor(t)).unwrap_or(i64::MAX);
-    doc! {
+    let mut deletable = doc! {
         "exclusive.acquired": { "$ne": true },
         "shared.locks.0": { "$exists": false },
         "$or": [ { LAST_FENCE: { "$lt": floor } }, { LAST_FENCE: Bson::Null } ],
         // Nothing malformed is deleted: a document the rules cannot read is left as it is.
         "$expr": valid(),
+    };
+    if mutants::active(Mutant::PipelinePurgeDeletesHeld) {
+        deletable.remove("exclusive.acquired");
     }
+    deletable
 }
 
 /// A query selecting a superset of the documents holding a lock that matches `filter` at

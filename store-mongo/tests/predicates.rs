@@ -1,0 +1,274 @@
+//! MongoDB's server-side pipelines against the engine, decision by decision.
+//!
+//! The store decides grants and purges in its own pipelines (`store-mongo/src/pipeline.rs`),
+//! a second copy of the engine's rules. Here proptest generates resource states (an
+//! exclusive lock or shared locks of several lock ids, expired, expiring exactly now or live,
+//! with and without a TTL and a fence, with a fence counter below, at or above the floor, in
+//! our shape and in the Go library's), writes them as documents, and runs one request on the
+//! real server at a fixed instant: `xlock`, `slock` with and without a limit, or `purge`. The
+//! engine runs the same request on the same state (as the store's decoder reads it) at the
+//! same instant, and the two must agree on everything: grant or refusal, the new lock and its
+//! fence, which expired locks were taken over, what purge removed and which documents it
+//! deleted. At least 500 cases per run; a failure is shrunk to a smallest state.
+//!
+//! The pipeline mutants of the kill matrix (`LOCKWRIGHT_MUTANT=pipeline_…`) must fail it.
+
+// A test that cannot unwrap has failed: panicking is how it says so.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lockwright_engine::table::{FENCES_PER_MS, sort_purged};
+use lockwright_engine::{
+    Error, LockDetails, LockRequest, LockStatus, LockStore, LockTable, ManualClock, SharedLimit,
+    Timestamp,
+};
+use lockwright_store_mongo::MongoStore;
+use lockwright_store_mongo::test_support::{fresh_store, snapshot, teardown};
+use mongodb::bson::{Bson, DateTime, Document, doc};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+/// The instant every case runs at.
+const NOW: Timestamp = Timestamp::from_millis(1_800_000_000_000);
+/// Cases per run.
+const CASES: u32 = 600;
+const IDS: [&str; 5] = ["a", "b", "c", "d", "e"];
+
+#[derive(Clone, Debug)]
+struct Lock {
+    id: usize,
+    /// How long before `NOW` it was created.
+    age_ms: u64,
+    /// `expiresAt - NOW` in ms; `None`: no TTL.
+    expires_in_ms: Option<i64>,
+    fence: Option<u64>,
+}
+
+#[derive(Clone, Debug)]
+enum Held {
+    Nothing,
+    Exclusive(Lock),
+    Shared(Vec<Lock>),
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Xlock {
+        id: usize,
+        ttl: bool,
+    },
+    Slock {
+        id: usize,
+        ttl: bool,
+        limit: Option<u32>,
+    },
+    Purge,
+}
+
+#[derive(Clone, Debug)]
+struct Case {
+    held: Held,
+    /// The resource's fence counter, relative to the floor at `NOW` when `Some((true, k))`.
+    last_fence: Option<(bool, i64)>,
+    /// Written as the Go library writes: no `fence`, no `lastFence`, `exclusive: {acquired:
+    /// false}` alone when free.
+    go_shape: bool,
+    /// A second resource holding an exclusive lock of this lock id (a group across two
+    /// documents, for purge).
+    elsewhere: Option<Lock>,
+    op: Op,
+}
+
+fn lock() -> impl Strategy<Value = Lock> {
+    (
+        0..IDS.len(),
+        1_u64..20_000,
+        prop_oneof![
+            Just(None),
+            prop::sample::select(vec![-5_000_i64, -1, 0, 1, 5_000]).prop_map(Some),
+        ],
+        prop::option::of(0_u64..4),
+    )
+        .prop_map(|(id, age_ms, expires_in_ms, fence)| Lock {
+            id,
+            age_ms,
+            expires_in_ms,
+            fence,
+        })
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    let held = prop_oneof![
+        Just(Held::Nothing),
+        lock().prop_map(Held::Exclusive),
+        prop::collection::vec(lock(), 1..5).prop_map(|mut locks| {
+            // One lock per lock id on a resource.
+            let mut seen = std::collections::HashSet::new();
+            locks.retain(|l| seen.insert(l.id));
+            Held::Shared(locks)
+        }),
+    ];
+    let op = prop_oneof![
+        (0..IDS.len(), any::<bool>()).prop_map(|(id, ttl)| Op::Xlock { id, ttl }),
+        (0..IDS.len(), any::<bool>(), prop::option::of(1_u32..4))
+            .prop_map(|(id, ttl, limit)| Op::Slock { id, ttl, limit }),
+        Just(Op::Purge),
+    ];
+    (
+        held,
+        prop::option::of((any::<bool>(), -3_i64..3)),
+        any::<bool>(),
+        prop::option::of(lock()),
+        op,
+    )
+        .prop_map(|(held, last_fence, go_shape, elsewhere, op)| Case {
+            held,
+            last_fence,
+            go_shape,
+            elsewhere,
+            op,
+        })
+}
+
+fn date(t: i64) -> Bson {
+    Bson::DateTime(DateTime::from_millis(t))
+}
+
+fn now_ms() -> i64 {
+    i64::try_from(NOW.as_millis()).unwrap()
+}
+
+fn entry(l: &Lock, go_shape: bool) -> Document {
+    let mut d = doc! {
+        "lockId": IDS[l.id], "owner": "o", "host": "h", "createdAt": date(now_ms() - i64::try_from(l.age_ms).unwrap()),
+        "renewedAt": Bson::Null,
+        "expiresAt": l.expires_in_ms.map_or(Bson::Null, |e| date(now_ms() + e)),
+        "acquired": true,
+    };
+    if !go_shape {
+        d.insert("comment", Bson::Null);
+        d.insert(
+            "fence",
+            l.fence.map_or(Bson::Null, |f| Bson::Int64(f as i64)),
+        );
+    }
+    d
+}
+
+fn document(resource: &str, held: &Held, c: &Case) -> Document {
+    let free = if c.go_shape {
+        doc! { "acquired": false }
+    } else {
+        doc! { "lockId": Bson::Null, "acquired": false, "expiresAt": Bson::Null }
+    };
+    let (exclusive, shared) = match held {
+        Held::Nothing => (free, vec![]),
+        Held::Exclusive(l) => (entry(l, c.go_shape), vec![]),
+        Held::Shared(locks) => (free, locks.iter().map(|l| entry(l, c.go_shape)).collect()),
+    };
+    let count = i32::try_from(shared.len()).unwrap();
+    let mut d = doc! { "resource": resource, "exclusive": exclusive,
+    "shared": { "count": count, "locks": shared } };
+    if let (false, Some((near_floor, k))) = (c.go_shape, c.last_fence) {
+        let base = if near_floor {
+            now_ms() * i64::try_from(FENCES_PER_MS).unwrap()
+        } else {
+            3
+        };
+        d.insert("lastFence", (base + k).max(0));
+    }
+    d
+}
+
+fn request(id: usize, ttl: bool) -> LockRequest {
+    let mut details = LockDetails::new();
+    if ttl {
+        details.ttl = Some(Duration::from_secs(10));
+    }
+    LockRequest::new("r", IDS[id], &details).unwrap()
+}
+
+/// A comparable outcome: a grant's lock, the locks a purge removed, or the refusal.
+#[derive(Debug, PartialEq)]
+enum Outcome {
+    Locks(Vec<LockStatus>),
+    Refused,
+}
+
+fn outcome(result: Result<Vec<LockStatus>, Error>) -> Result<Outcome, TestCaseError> {
+    match result {
+        Ok(locks) => Ok(Outcome::Locks(locks)),
+        Err(Error::AlreadyLocked { .. }) => Ok(Outcome::Refused),
+        Err(e) => Err(TestCaseError::fail(format!("unexpected error: {e:?}"))),
+    }
+}
+
+async fn check(store: &MongoStore, c: &Case) -> Result<(), TestCaseError> {
+    let coll = store.collection();
+    coll.delete_many(doc! {}).await.unwrap();
+    let mut docs = vec![document("r", &c.held, c)];
+    if let Some(l) = &c.elsewhere {
+        docs.push(document("q", &Held::Exclusive(l.clone()), c));
+    }
+    coll.insert_many(docs).await.unwrap();
+    let mut table: LockTable = snapshot(store).await;
+
+    let (server, engine) = match &c.op {
+        Op::Xlock { id, ttl } => {
+            let r = request(*id, *ttl);
+            (
+                store.xlock(&r).await.map(|l| vec![l]),
+                table.xlock(&r, NOW).map(|l| vec![l]),
+            )
+        }
+        Op::Slock { id, ttl, limit } => {
+            let r = request(*id, *ttl);
+            let limit = limit.map(|m| SharedLimit::new(m).unwrap());
+            (
+                store.slock(&r, limit).await.map(|l| vec![l]),
+                table.slock(&r, limit, NOW).map(|l| vec![l]),
+            )
+        }
+        Op::Purge => {
+            let mut removed = table.purge(NOW);
+            sort_purged(&mut removed);
+            (store.purge().await, Ok(removed))
+        }
+    };
+    prop_assert_eq!(outcome(server)?, outcome(engine)?, "the decision");
+    prop_assert_eq!(snapshot(store).await, table, "the documents afterwards");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelines_decide_as_the_engine() {
+    #[cfg(feature = "mutants")]
+    lockwright_engine::mutants::activate_from_env();
+    let store = Arc::new(fresh_store(Some(Arc::new(ManualClock::new(NOW)))).await);
+    let runner_store = Arc::clone(&store);
+    let handle = tokio::runtime::Handle::current();
+    // proptest drives synchronously; each case runs on this runtime from a blocking thread.
+    let result = tokio::task::spawn_blocking(move || {
+        let mut runner = TestRunner::new(Config {
+            cases: CASES,
+            failure_persistence: None,
+            ..Config::default()
+        });
+        let count = std::sync::atomic::AtomicU32::new(0);
+        let outcome = runner.run(&case(), |c| {
+            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            handle.block_on(check(&runner_store, &c))
+        });
+        (outcome, count.into_inner())
+    })
+    .await
+    .unwrap();
+    teardown(&store).await;
+    let (outcome, count) = result;
+    println!("predicates: {count} cases run on the server");
+    if let Err(e) = outcome {
+        panic!("{e}");
+    }
+}
