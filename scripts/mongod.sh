@@ -311,10 +311,15 @@ do_start() {
         write_state "$STATE_DIR" "$port" "" "$dbpath" "$logf" "$pidfile" ""
         # Detach mongod from our stdin/stdout/stderr so that callers doing
         # URI=$(scripts/mongod.sh start) are not held up by the daemon.
+        # Test commands: the retry tests use the failCommand fail point. A snapshot history
+        # of 1 s instead of 300: a dropped collection's files are removed once the history
+        # no longer needs them, and the test suite and the kill matrix create and drop
+        # thousands of collections (20,000 open files would end mongod).
         if "$MONGOD" --dbpath "$dbpath" --bind_ip 127.0.0.1 --port "$port" \
             --replSet "$RS_NAME" --fork --logpath "$logf" --pidfilepath "$pidfile" \
             --nounixsocket --setParameter diagnosticDataCollectionEnabled=false \
             --setParameter enableTestCommands=1 \
+            --setParameter minSnapshotHistoryWindowInSeconds=1 \
             --wiredTigerCacheSizeGB 0.25 \
             --wiredTigerEngineConfigString 'log=(prealloc=false,file_max=20MB)' \
             </dev/null >"$forkout" 2>&1; then
