@@ -137,7 +137,6 @@ struct Shared<S> {
     config: LockerConfig,
     lease_config: LeaseConfig,
     epoch: Instant,
-    commands: mpsc::UnboundedSender<Command>,
     counters: Counters,
     next_key: AtomicU64,
     stop: tokio_util::sync::CancellationToken,
@@ -170,12 +169,16 @@ impl<S> Shared<S> {
 /// ```
 pub struct Locker<S> {
     shared: Arc<Shared<S>>,
+    /// The renewal task's inbox. Only handles and guards hold a sender (the task holds
+    /// `shared`, not this), so the task ends when the last of them is gone.
+    commands: mpsc::UnboundedSender<Command>,
 }
 
 impl<S> Clone for Locker<S> {
     fn clone(&self) -> Self {
         Locker {
             shared: Arc::clone(&self.shared),
+            commands: self.commands.clone(),
         }
     }
 }
@@ -229,13 +232,12 @@ impl<S: LockStore> Locker<S> {
             config,
             lease_config,
             epoch: Instant::now(),
-            commands,
             counters: Counters::default(),
             next_key: AtomicU64::new(1),
             stop: tokio_util::sync::CancellationToken::new(),
         });
         tokio::spawn(renewer(Arc::clone(&shared), rx));
-        Ok(Locker { shared })
+        Ok(Locker { shared, commands })
     }
 
     /// The client underneath.
@@ -271,6 +273,24 @@ impl<S: LockStore> Locker<S> {
         access: Access,
         ttl: Duration,
     ) -> Result<LockGuard<S>, Error> {
+        match self.attempt(resource, access, ttl).await? {
+            Attempt::Held(guard) => Ok(*guard),
+            Attempt::Stale => Err(Error::backend(
+                "acquire",
+                "the grant arrived after the lock stopped being trusted (the store took longer \
+                 than the TTL minus the drift margin); it was released",
+            )),
+        }
+    }
+
+    /// One request for the lock. A grant whose reply arrives after its trust deadline is
+    /// released and reported as stale: a guard is never handed out already untrusted.
+    async fn attempt(
+        &self,
+        resource: &str,
+        access: Access,
+        ttl: Duration,
+    ) -> Result<Attempt<S>, Error> {
         let ttl = Ttl::new(ttl)?;
         let config = &self.shared.config;
         if lockwright_engine::holder::trust_until(0, ttl, config.drift_margin).is_none() {
@@ -328,12 +348,18 @@ impl<S: LockStore> Locker<S> {
         let trust_until =
             lockwright_engine::holder::trust_until(sent, ttl, self.shared.config.drift_margin)
                 .unwrap_or(sent);
+        if self.shared.now() >= trust_until {
+            tracing::debug!("grant arrived after its trust deadline; releasing it");
+            pending.release_now();
+            pending.disarm();
+            return Ok(Attempt::Stale);
+        }
         let (signal, view) = watch::channel(LeaseView {
             ended: None,
             trust_until,
         });
         self.shared.counters.held.fetch_add(1, Ordering::Relaxed);
-        let tracked = self.shared.commands.send(Command::Track {
+        let tracked = self.commands.send(Command::Track {
             key,
             lock_id: lock_id.clone(),
             ttl,
@@ -347,13 +373,13 @@ impl<S: LockStore> Locker<S> {
             return Err(Error::invalid("locker", "has been shut down"));
         }
         pending.disarm();
-        Ok(LockGuard {
+        Ok(Attempt::Held(Box::new(LockGuard {
             locker: self.clone(),
             key,
             status,
             view,
             released: AtomicBool::new(false),
-        })
+        })))
     }
 
     /// Takes the lock, waiting with jittered exponential backoff while it is held by others.
@@ -370,13 +396,15 @@ impl<S: LockStore> Locker<S> {
     ) -> Result<LockGuard<S>, Error> {
         let mut backoff = self.shared.config.initial_backoff;
         loop {
-            match self.try_acquire(resource, access, ttl).await {
-                Err(Error::AlreadyLocked { .. }) => {
+            match self.attempt(resource, access, ttl).await {
+                Ok(Attempt::Held(guard)) => return Ok(*guard),
+                // Held by others, or granted too late to trust: wait and ask again.
+                Ok(Attempt::Stale) | Err(Error::AlreadyLocked { .. }) => {
                     let jittered = backoff.mul_f64(rand::random::<f64>());
                     tokio::time::sleep(jittered.max(Duration::from_millis(1))).await;
                     backoff = (backoff * 2).min(self.shared.config.max_backoff);
                 }
-                other => return other,
+                Err(e) => return Err(e),
             }
         }
     }
@@ -411,6 +439,14 @@ impl<S: LockStore> Locker<S> {
             Err(elapsed) => Err(Error::backend("release", elapsed)),
         }
     }
+}
+
+/// The outcome of one request for a lock that was not an error.
+enum Attempt<S: LockStore> {
+    /// Granted in time: the guard (boxed: the other variant is empty).
+    Held(Box<LockGuard<S>>),
+    /// Granted, but the reply came after the lock stopped being trusted; released.
+    Stale,
 }
 
 /// Releases a lock id in the background when dropped while armed.
@@ -532,7 +568,6 @@ impl<S: LockStore> LockGuard<S> {
         // The renewer may be gone (shut down); then there is nothing to stop.
         let _ = self
             .locker
-            .shared
             .commands
             .send(Command::Untrack { key: self.key });
     }

@@ -4,7 +4,7 @@
 // A test that cannot unwrap has failed: panicking is how it says so.
 #![allow(clippy::unwrap_used)]
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use lockwright::engine::{LockRequest, SharedLimit, Ttl};
@@ -34,6 +34,8 @@ struct Faulty<S> {
     renew_hangs: AtomicBool,
     /// Grants happen, but the reply comes late.
     slow_grant: AtomicBool,
+    /// The next grant's reply comes this many ms late (once).
+    grant_delay_once_ms: AtomicU64,
 }
 
 fn faulty<S>(inner: S) -> Faulty<S> {
@@ -42,6 +44,7 @@ fn faulty<S>(inner: S) -> Faulty<S> {
         renew_fails: AtomicBool::new(false),
         renew_hangs: AtomicBool::new(false),
         slow_grant: AtomicBool::new(false),
+        grant_delay_once_ms: AtomicU64::new(0),
     }
 }
 
@@ -51,6 +54,8 @@ impl<S: LockStore> LockStore for Faulty<S> {
         if self.slow_grant.load(Ordering::SeqCst) {
             tokio::time::sleep(Duration::from_secs(3600)).await;
         }
+        let delay = self.grant_delay_once_ms.swap(0, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(delay)).await;
         granted
     }
     async fn slock(&self, r: &LockRequest, l: Option<SharedLimit>) -> Result<LockStatus, Error> {
@@ -311,6 +316,94 @@ async fn release_is_idempotent_and_drop_releases<B: Backend>() {
     B::teardown(locker.client().store().inner_ref()).await;
 }
 
+/// Waits (a bounded while) until the store holds no lock.
+async fn until_nothing_held<S: LockStore>(locker: &Locker<S>, ttl: Duration) -> usize {
+    let mut left = held(locker).await;
+    for _ in 0..50 {
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(ttl / 50).await;
+        left = held(locker).await;
+    }
+    left
+}
+
+/// A grant whose reply arrives after the lock stopped being trusted (`sent + ttl - drift
+/// margin`) is released, never handed out as a guard: `try_acquire` says so, and `acquire`
+/// asks again.
+async fn late_grant_is_released_not_handed_out<B: Backend>() {
+    let locker = locker::<B>().await;
+    let store = locker.client().store();
+    let late = u64::try_from((B::TTL * 9 / 10).as_millis()).unwrap();
+    store.grant_delay_once_ms.store(late, Ordering::SeqCst);
+    let stale = locker.try_acquire("job", Access::Exclusive, B::TTL).await;
+    assert!(
+        matches!(
+            stale,
+            Err(Error::Backend {
+                operation: "acquire",
+                ..
+            })
+        ),
+        "{stale:?}"
+    );
+    assert_eq!(
+        until_nothing_held(&locker, B::TTL).await,
+        0,
+        "the late grant was released"
+    );
+    store.grant_delay_once_ms.store(late, Ordering::SeqCst);
+    let guard = locker
+        .acquire("job", Access::Exclusive, B::TTL)
+        .await
+        .unwrap();
+    assert!(guard.is_held(), "{guard:?}");
+    assert_eq!(
+        held(&locker).await,
+        1,
+        "the late grant released, the next one held"
+    );
+    assert_eq!(locker.stats().held, 1);
+    guard.release().await.unwrap();
+    B::teardown(store.inner_ref()).await;
+}
+
+/// The renewal task lives as long as a handle or a guard does, and no longer (it used to
+/// hold the sender of its own inbox, and outlive everything but `shutdown`).
+#[tokio::test(start_paused = true)]
+async fn the_renewal_task_ends_with_the_last_handle_and_guard() {
+    let alive = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    let before = alive();
+    let locker = locker::<Mem>().await;
+    let guard = locker
+        .acquire("job", Access::Exclusive, Mem::TTL)
+        .await
+        .unwrap();
+    let other_handle = locker.clone();
+    drop(locker);
+    drop(other_handle);
+    tokio::time::sleep(Mem::TTL * 3).await;
+    assert!(guard.is_held(), "the guard keeps the renewals going");
+    assert_eq!(alive(), before + 1, "the renewal task");
+    drop(guard); // released in the background
+    for _ in 0..50 {
+        if alive() == before {
+            break;
+        }
+        tokio::time::sleep(Mem::TTL / 50).await;
+    }
+    assert_eq!(
+        alive(),
+        before,
+        "the renewal task ended with the last handle and guard"
+    );
+}
+
 impl<S> Faulty<S> {
     fn inner_ref(&self) -> &S {
         &self.inner
@@ -373,6 +466,8 @@ macro_rules! locker_tests {
             async fn many_locks_one_task() { super::many_locks_one_task::<$backend>(<$backend as Backend>::MANY).await }
             #[tokio::test($($attr)*)]
             async fn release_is_idempotent_and_drop_releases() { super::release_is_idempotent_and_drop_releases::<$backend>().await }
+            #[tokio::test($($attr)*)]
+            async fn late_grant_is_released_not_handed_out() { super::late_grant_is_released_not_handed_out::<$backend>().await }
         }
     };
 }
