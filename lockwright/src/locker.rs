@@ -373,6 +373,14 @@ impl<S: LockStore> Locker<S> {
             return Err(Error::invalid("locker", "has been shut down"));
         }
         pending.disarm();
+        // Never the lock id: it is the holder's secret. The resource is logged escaped.
+        tracing::debug!(
+            lease = key,
+            resource = ?status.resource.as_str(),
+            mode = ?status.mode,
+            fence = status.fence,
+            "lock acquired"
+        );
         Ok(Attempt::Held(Box::new(LockGuard {
             locker: self.clone(),
             key,
@@ -628,7 +636,7 @@ async fn renewer<S: LockStore>(
                     Err(e) => {
                         shared.counters.renew_failures.fetch_add(1, Ordering::Relaxed);
                         let refused = matches!(e, Error::NotRenewable { .. } | Error::LockNotFound);
-                        tracing::debug!(refused, error = %crate::purger::error_chain(&e), "renewal failed");
+                        tracing::debug!(lease = key, refused, error = %crate::purger::error_chain(&e), "renewal failed");
                         if let Some(LeaseEvent::Lost { key, cause }) = schedule.renew_failed(key, refused, now) {
                             lose(&shared, &mut signals, key, cause);
                         }
@@ -680,6 +688,7 @@ fn lose<S>(
             LostCause::Refused => Ended::Refused,
             LostCause::Expired => Ended::Expired,
         };
+        tracing::warn!(lease = key, cause = %how, "lock lost");
         end(shared, signal, how);
     }
 }

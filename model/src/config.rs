@@ -192,6 +192,14 @@ impl Config {
         Config::new(2, 1, 4).expect("the CI faults configuration is valid")
     }
 
+    /// The larger configuration, checked by command rather than in CI: three slow clients
+    /// that pause, crash and write to the fenced downstream store, one resource, time up to
+    /// 4 ms (about half a million unique states with symmetry reduction).
+    #[must_use]
+    pub fn three_clients() -> Self {
+        Config::new(3, 1, 4).expect("the three-client configuration is valid")
+    }
+
     /// The number of clients.
     #[must_use]
     pub fn clients(&self) -> usize {

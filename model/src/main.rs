@@ -25,9 +25,11 @@ Usage:
   lockwright-model help
 
 Options (defaults: the `faults` preset):
-  --preset NAME        start from a CI configuration: `faults` (2 clients, 1 resource,
+  --preset NAME        start from a configuration: `faults` (2 clients, 1 resource,
                        4 ticks, pauses, crashes and writes) or `ci` (2 clients, 2 resources,
-                       4 ticks, no pauses, crashes or writes); the options below change it
+                       4 ticks, no pauses, crashes or writes), both checked in CI, or
+                       `three` (as `faults` with 3 clients: about 0.5 M unique states);
+                       the options below change it
   --clients N          clients (1-8), all with slow clocks unless --rates
   --resources M        resources r0.. (1-8)
   --ticks T            real time runs 0..=T ms
@@ -165,7 +167,12 @@ fn parse_args(raw: Vec<String>) -> Result<Args, String> {
     let mut config = match preset.as_deref() {
         None | Some("faults") => Config::ci_faults(),
         Some("ci") => Config::ci(),
-        Some(other) => return Err(format!("--preset: unknown preset `{other}` (ci or faults)")),
+        Some("three") => Config::three_clients(),
+        Some(other) => {
+            return Err(format!(
+                "--preset: unknown preset `{other}` (ci, faults or three)"
+            ));
+        }
     };
     if let Some(n) = clients {
         config.rates = vec![Rate::SLOW; n];
