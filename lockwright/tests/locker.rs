@@ -229,16 +229,9 @@ async fn cancelled_acquire_leaves_nothing_behind<B: Backend>() {
     let cancelled =
         tokio::time::timeout(B::TTL / 4, locker.acquire("job", Access::Exclusive, B::TTL)).await;
     assert!(cancelled.is_err());
-    let mut left = held(&locker).await;
-    for _ in 0..50 {
-        if left == 0 {
-            break;
-        }
-        tokio::time::sleep(B::TTL / 50).await;
-        left = held(&locker).await;
-    }
     assert_eq!(
-        left, 0,
+        until_nothing_held(&locker, B::TTL).await,
+        0,
         "the lock won by the cancelled acquire was released"
     );
     assert_eq!(locker.stats().held, 0);
@@ -297,15 +290,11 @@ async fn release_is_idempotent_and_drop_releases<B: Backend>() {
         .unwrap();
     let fence = dropped.fence();
     drop(dropped);
-    let mut left = 1;
-    for _ in 0..50 {
-        left = held(&locker).await;
-        if left == 0 {
-            break;
-        }
-        tokio::time::sleep(B::TTL / 50).await;
-    }
-    assert_eq!(left, 0, "dropping a guard releases in the background");
+    assert_eq!(
+        until_nothing_held(&locker, B::TTL).await,
+        0,
+        "dropping a guard releases in the background"
+    );
     let again = locker
         .acquire("b", Access::Exclusive, B::TTL)
         .await

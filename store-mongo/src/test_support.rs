@@ -162,3 +162,39 @@ pub fn valid_expression() -> Bson {
 pub fn decode_check(doc: &Document) -> Result<(), lockwright_engine::MalformedDocument> {
     crate::schema::decode(doc).map(|_| ())
 }
+
+/// A lock request on `resource` for `lock_id`, with `ttl`.
+///
+/// # Panics
+/// When a name is refused: tests pass valid ones.
+#[must_use]
+pub fn request(
+    resource: &str,
+    lock_id: &str,
+    ttl: Option<Duration>,
+) -> lockwright_engine::LockRequest {
+    let mut details = lockwright_engine::LockDetails::new();
+    details.ttl = ttl;
+    lockwright_engine::LockRequest::new(resource, lock_id, &details)
+        .unwrap_or_else(|e| panic!("a test request must be valid: {e}"))
+}
+
+/// The lock id `s`.
+///
+/// # Panics
+/// When `s` is refused as a lock id.
+#[must_use]
+pub fn id(s: &str) -> lockwright_engine::LockId {
+    lockwright_engine::LockId::new(s)
+        .unwrap_or_else(|e| panic!("a test lock id must be valid: {e}"))
+}
+
+/// A TTL of `secs` seconds.
+///
+/// # Panics
+/// When `secs` is out of range.
+#[must_use]
+pub fn ttl(secs: u64) -> lockwright_engine::Ttl {
+    lockwright_engine::Ttl::new(Duration::from_secs(secs))
+        .unwrap_or_else(|e| panic!("a test TTL must be valid: {e}"))
+}

@@ -15,21 +15,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lockwright_engine::{
-    Error, Filter, LockDetails, LockId, LockRequest, LockStore, ManualClock, Mode, Timestamp, Ttl,
-};
+use lockwright_engine::{Error, Filter, LockId, LockStore, ManualClock, Mode, Timestamp, Ttl};
 use lockwright_store_mongo::MongoStore;
-use lockwright_store_mongo::test_support::{fresh_store, options, teardown};
+use lockwright_store_mongo::test_support::{fresh_store, options, request, teardown};
 use mongodb::Client;
 use mongodb::bson::{Bson, DateTime, Document, doc};
 
 const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);
-
-fn request(resource: &str, lock_id: &str, ttl: Option<Duration>) -> LockRequest {
-    let mut details = LockDetails::new();
-    details.ttl = ttl;
-    LockRequest::new(resource, lock_id, &details).unwrap()
-}
 
 fn date(t: Timestamp) -> DateTime {
     DateTime::from_millis(i64::try_from(t.as_millis()).unwrap())

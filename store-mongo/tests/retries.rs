@@ -19,11 +19,10 @@ use std::time::Duration;
 
 use futures_util::{FutureExt, TryStreamExt};
 use lockwright_engine::{
-    Error, Filter, LockDetails, LockId, LockRequest, LockStatus, LockStore, ManualClock, Mode,
-    SharedLimit, Timestamp, Ttl,
+    Error, Filter, LockStatus, LockStore, ManualClock, Mode, SharedLimit, Timestamp,
 };
 use lockwright_store_mongo::MongoStore;
-use lockwright_store_mongo::test_support::{fresh_store_on, options, teardown};
+use lockwright_store_mongo::test_support::{fresh_store_on, id, options, request, teardown, ttl};
 use mongodb::Client;
 use mongodb::bson::oid::ObjectId;
 use mongodb::bson::{Bson, Document, doc};
@@ -46,20 +45,6 @@ const MAX_TIME_MS_EXPIRED: i32 = 50; // an unknown commit result
 const WRITE_CONFLICT: i32 = 112;
 const OPERATION_FAILED: i32 = 96; // neither retryable nor transient
 const WRITE_CONCERN_FAILED: i32 = 64; // a write concern timeout
-
-fn request(resource: &str, lock_id: &str, ttl: Option<Duration>) -> LockRequest {
-    let mut details = LockDetails::new();
-    details.ttl = ttl;
-    LockRequest::new(resource, lock_id, &details).unwrap()
-}
-
-fn id(s: &str) -> LockId {
-    LockId::new(s).unwrap()
-}
-
-fn ttl(secs: u64) -> Ttl {
-    Ttl::new(Duration::from_secs(secs)).unwrap()
-}
 
 /// `f`, or a panic when it takes longer than [`HANG_GUARD`].
 async fn guarded<T>(what: &str, f: impl Future<Output = T>) -> T {

@@ -9,11 +9,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lockwright_engine::{
-    Error, Filter, LockDetails, LockId, LockRequest, LockStore, ManualClock, Mode, SharedLimit,
-    Timestamp, Ttl,
+    Error, Filter, LockDetails, LockRequest, LockStore, ManualClock, Mode, SharedLimit, Timestamp,
 };
 use lockwright_store_mongo::MongoStore;
-use lockwright_store_mongo::test_support::{fresh_store, fresh_store_on, options, teardown};
+use lockwright_store_mongo::test_support::{
+    fresh_store, fresh_store_on, id, options, request, teardown, ttl,
+};
 use mongodb::Client;
 use mongodb::bson::{Bson, DateTime, Document, doc};
 use mongodb::event::EventHandler;
@@ -21,20 +22,6 @@ use mongodb::event::command::CommandEvent;
 use mongodb::options::WriteConcern;
 
 const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);
-
-fn request(resource: &str, lock_id: &str, ttl: Option<Duration>) -> LockRequest {
-    let mut details = LockDetails::new();
-    details.ttl = ttl;
-    LockRequest::new(resource, lock_id, &details).unwrap()
-}
-
-fn id(s: &str) -> LockId {
-    LockId::new(s).unwrap()
-}
-
-fn ttl(secs: u64) -> Ttl {
-    Ttl::new(Duration::from_secs(secs)).unwrap()
-}
 
 /// Counts the commands a client starts, by name.
 #[derive(Clone, Default)]
