@@ -174,6 +174,9 @@ impl LeaseSchedule {
     }
 
     fn renew_at(&self, sent: u64, ttl: Ttl) -> u64 {
+        if crate::mutants::active(crate::mutants::Mutant::LockerRenewAfterDeadline) {
+            return sent.saturating_add(ttl.as_millis());
+        }
         sent.saturating_add(ttl.as_millis().saturating_mul(self.config.renew_permille) / 1000)
     }
 

@@ -34,6 +34,7 @@ pub mod filter;
 pub mod holder;
 pub mod lease;
 pub mod lock;
+pub mod locker;
 pub mod mutants;
 pub mod names;
 pub mod port;

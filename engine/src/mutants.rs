@@ -49,11 +49,21 @@ pub enum Mutant {
     PipelineFenceNotIncremented,
     /// MongoDB's purge deletes documents that still hold an exclusive lock.
     PipelinePurgeDeletesHeld,
+    /// The Locker hands out a grant whose reply arrived after its trust deadline.
+    LockerHandsOutStaleGrant,
+    /// The Locker does not signal a lost lock: its holder keeps working.
+    LockerLossNotSignalled,
+    /// The Locker schedules each renewal at the TTL, after the trust deadline.
+    LockerRenewAfterDeadline,
+    /// The Locker does not release a lock id whose lock request had an unknown outcome.
+    LockerNoReleaseAfterUnknown,
+    /// The Locker gives a release up after its first failed attempt.
+    LockerReleaseNotRetried,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 15] = [
+    pub const ALL: [Mutant; 20] = [
         Mutant::PurgeIgnoresGroups,
         Mutant::PurgeIgnoresCreatedBefore,
         Mutant::RenewWithoutMargin,
@@ -69,6 +79,11 @@ impl Mutant {
         Mutant::PipelineTakeoverLive,
         Mutant::PipelineFenceNotIncremented,
         Mutant::PipelinePurgeDeletesHeld,
+        Mutant::LockerHandsOutStaleGrant,
+        Mutant::LockerLossNotSignalled,
+        Mutant::LockerRenewAfterDeadline,
+        Mutant::LockerNoReleaseAfterUnknown,
+        Mutant::LockerReleaseNotRetried,
     ];
 
     /// The mutant's name in snake case, as harnesses and the kill matrix spell it.
@@ -90,6 +105,11 @@ impl Mutant {
             Mutant::PipelineTakeoverLive => "pipeline_takeover_live",
             Mutant::PipelineFenceNotIncremented => "pipeline_fence_not_incremented",
             Mutant::PipelinePurgeDeletesHeld => "pipeline_purge_deletes_held",
+            Mutant::LockerHandsOutStaleGrant => "locker_hands_out_stale_grant",
+            Mutant::LockerLossNotSignalled => "locker_loss_not_signalled",
+            Mutant::LockerRenewAfterDeadline => "locker_renew_after_deadline",
+            Mutant::LockerNoReleaseAfterUnknown => "locker_no_release_after_unknown",
+            Mutant::LockerReleaseNotRetried => "locker_release_not_retried",
         }
     }
 
@@ -114,16 +134,33 @@ impl Mutant {
         )
     }
 
+    /// Whether the mutant breaks the Locker's state machine ([`crate::locker`]), which
+    /// the simulator drives.
+    #[must_use]
+    pub fn is_locker(self) -> bool {
+        matches!(
+            self,
+            Mutant::LockerHandsOutStaleGrant
+                | Mutant::LockerLossNotSignalled
+                | Mutant::LockerRenewAfterDeadline
+                | Mutant::LockerNoReleaseAfterUnknown
+                | Mutant::LockerReleaseNotRetried
+        )
+    }
+
     /// Whether the model checker models the rule this mutant breaks (the status filter is
-    /// not modelled, and the model runs the engine, not MongoDB's pipelines).
+    /// not modelled, and the model runs the engine's lock rules, not MongoDB's pipelines
+    /// or the Locker).
     #[must_use]
     pub fn is_modelled(self) -> bool {
-        !matches!(self, Mutant::StatusTtlBoundOverwritten) && !self.is_pipeline()
+        !matches!(self, Mutant::StatusTtlBoundOverwritten)
+            && !self.is_pipeline()
+            && !self.is_locker()
     }
 
     #[cfg_attr(not(feature = "mutants"), allow(dead_code))]
     fn code(self) -> u8 {
-        // The position in ALL, plus one (zero means "none"); ALL has 15 entries.
+        // The position in ALL, plus one (zero means "none"); ALL has 20 entries.
         Mutant::ALL
             .iter()
             .position(|m| *m == self)
