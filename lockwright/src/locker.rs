@@ -1,113 +1,29 @@
-//! The lock runtime: waiting acquire, automatic renewal by one task, the lost-lock signal.
+//! The lock runtime: a tokio driver of the engine's sans-IO [`LockerCore`].
+//!
+//! Every decision (when to ask again, when to renew, when a lock stops being trusted, what
+//! to release after an unknown outcome) is the core's; this module only carries requests
+//! to the store, replies and timers back, and events out to guards. The simulator drives
+//! the same core.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use lockwright_engine::lease::{LeaseConfig, LeaseEvent, LeaseKey, LeaseSchedule, LostCause};
-use lockwright_engine::{Error, LockDetails, LockId, LockStatus, LockStore, Ttl};
-use serde::{Deserialize, Serialize};
-use tokio::sync::{mpsc, watch};
+use lockwright_engine::lease::LeaseKey;
+pub use lockwright_engine::locker::{Access, Ended, LockerConfig, LockerStats};
+use lockwright_engine::locker::{Event, LockerCore, Reply, Request, RequestId, Transmit, Wait};
+use lockwright_engine::{Error, LockDetails, LockId, LockStatus, LockStore, Resource, Ttl};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-use crate::{Client, generate_lock_id};
-
-/// What to lock: one holder, or one of at most `limit` holders (`None`: no limit).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Access {
-    /// An exclusive lock.
-    Exclusive,
-    /// A shared lock with an optional limit.
-    Shared(Option<u32>),
-}
-
-/// How a held lock ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[non_exhaustive]
-pub enum Ended {
-    /// The holder released it (or dropped its guard).
-    Released,
-    /// The store refused a renewal: the lock expired, was purged or taken over.
-    Refused,
-    /// Its validity ran out before a renewal succeeded: the store was slow or unreachable.
-    Expired,
-    /// The locker shut down.
-    Cancelled,
-}
-
-impl fmt::Display for Ended {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Ended::Released => "released",
-            Ended::Refused => "lost: the store refused the renewal",
-            Ended::Expired => "lost: validity ran out before a renewal succeeded",
-            Ended::Cancelled => "cancelled: the locker shut down",
-        })
-    }
-}
-
-/// Counters for health checks.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[non_exhaustive]
-pub struct LockerStats {
-    /// Locks held now.
-    pub held: u64,
-    /// Successful renewals.
-    pub renewals: u64,
-    /// Failed renewal attempts (transient errors and refusals).
-    pub renew_failures: u64,
-    /// Locks lost (refused or expired).
-    pub lost: u64,
-}
-
-/// How a [`Locker`] behaves. Start from [`LockerConfig::default`].
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct LockerConfig {
-    /// Renew when this fraction of the TTL has passed since the last request was sent.
-    pub renew_fraction: f64,
-    /// How much earlier than `sent + ttl` a lock stops being trusted, to cover the local
-    /// clock running slower than the store's. Must be shorter than every TTL used.
-    pub drift_margin: Duration,
-    /// Attempts per renewal before the lock is given up.
-    pub max_renew_attempts: u32,
-    /// The wait between attempts of one renewal.
-    pub renew_retry: Duration,
-    /// The first wait between attempts of `acquire`; it doubles up to `max_backoff`, with
-    /// full jitter.
-    pub initial_backoff: Duration,
-    /// The longest wait between attempts of `acquire`.
-    pub max_backoff: Duration,
-    /// How long a release may take before it gives up (the lock then expires by its TTL).
-    pub release_timeout: Duration,
-}
-
-impl Default for LockerConfig {
-    fn default() -> Self {
-        LockerConfig {
-            renew_fraction: 0.5,
-            drift_margin: Duration::from_millis(100),
-            max_renew_attempts: 3,
-            renew_retry: Duration::from_millis(100),
-            initial_backoff: Duration::from_millis(20),
-            max_backoff: Duration::from_secs(1),
-            release_timeout: Duration::from_secs(5),
-        }
-    }
-}
-
-#[derive(Default)]
-struct Counters {
-    held: AtomicU64,
-    renewals: AtomicU64,
-    renew_failures: AtomicU64,
-    lost: AtomicU64,
-}
+use crate::Client;
 
 /// What a guard sees of its lease: how it ended, if it has, and the local instant (ms since
 /// the locker started) until which the lock may be trusted.
@@ -117,27 +33,29 @@ struct LeaseView {
     trust_until: u64,
 }
 
-type Signal = watch::Sender<LeaseView>;
-
-enum Command {
-    Track {
+enum Command<S: LockStore> {
+    Acquire {
         key: LeaseKey,
-        lock_id: LockId,
+        resource: Resource,
+        access: Access,
         ttl: Ttl,
-        sent: u64,
-        signal: Signal,
+        wait: Wait,
+        reply: oneshot::Sender<Result<LockGuard<S>, Error>>,
     },
-    Untrack {
+    Cancel {
         key: LeaseKey,
+    },
+    Release {
+        key: LeaseKey,
+        reply: Option<oneshot::Sender<Result<(), Error>>>,
     },
 }
 
 struct Shared<S> {
     client: Client<S>,
     config: LockerConfig,
-    lease_config: LeaseConfig,
     epoch: Instant,
-    counters: Counters,
+    stats: Mutex<LockerStats>,
     next_key: AtomicU64,
     stop: tokio_util::sync::CancellationToken,
 }
@@ -145,12 +63,25 @@ struct Shared<S> {
 impl<S> Shared<S> {
     /// Local monotonic time in ms since the locker started.
     fn now(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+        millis(self.epoch.elapsed())
+    }
+
+    fn instant(&self, ms: u64) -> Instant {
+        self.epoch + Duration::from_millis(ms)
     }
 }
 
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn shut_down() -> Error {
+    Error::invalid("locker", "has been shut down")
+}
+
 /// Acquires locks, renews them all from one background task, and tells holders when a lock
-/// is lost. Cloning shares the locker.
+/// is lost. Cloning shares the locker. The task ends when the last handle and guard are
+/// gone and every release has finished.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -167,14 +98,14 @@ impl<S> Shared<S> {
 /// guard.release().await?;
 /// # Ok(()) }
 /// ```
-pub struct Locker<S> {
+pub struct Locker<S: LockStore> {
     shared: Arc<Shared<S>>,
-    /// The renewal task's inbox. Only handles and guards hold a sender (the task holds
-    /// `shared`, not this), so the task ends when the last of them is gone.
-    commands: mpsc::UnboundedSender<Command>,
+    /// The task's inbox. Only handles and guards hold a sender (the task holds a weak
+    /// one), so the task ends when the last of them is gone.
+    commands: mpsc::UnboundedSender<Command<S>>,
 }
 
-impl<S> Clone for Locker<S> {
+impl<S: LockStore> Clone for Locker<S> {
     fn clone(&self) -> Self {
         Locker {
             shared: Arc::clone(&self.shared),
@@ -183,7 +114,7 @@ impl<S> Clone for Locker<S> {
     }
 }
 
-impl<S> fmt::Debug for Locker<S> {
+impl<S: LockStore> fmt::Debug for Locker<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Locker")
             .field("config", &self.shared.config)
@@ -192,7 +123,7 @@ impl<S> fmt::Debug for Locker<S> {
 }
 
 impl<S: LockStore> Locker<S> {
-    /// A locker on `client`, with its renewal task spawned on the current tokio runtime.
+    /// A locker on `client`, with its task spawned on the current tokio runtime.
     ///
     /// # Errors
     /// `InvalidArgument` for a bad configuration (`renew_fraction` outside (0, 1), zero
@@ -202,41 +133,18 @@ impl<S: LockStore> Locker<S> {
     /// # Panics
     /// Outside a tokio runtime.
     pub fn new(client: Client<S>, config: LockerConfig) -> Result<Self, Error> {
-        let lease_config = LeaseConfig::new(
-            config.renew_fraction,
-            config.drift_margin,
-            config.max_renew_attempts,
-            config.renew_retry,
-        )?;
-        if config.initial_backoff.is_zero() {
-            return Err(Error::invalid(
-                "initial_backoff",
-                "must be greater than zero",
-            ));
-        }
-        if config.max_backoff < config.initial_backoff {
-            return Err(Error::invalid(
-                "max_backoff",
-                "must be at least initial_backoff",
-            ));
-        }
-        if config.release_timeout.is_zero() {
-            return Err(Error::invalid(
-                "release_timeout",
-                "must be greater than zero",
-            ));
-        }
+        // Lock ids are secrets: a cryptographic generator seeded by the OS.
+        let core = LockerCore::new(config.clone(), StdRng::from_os_rng())?;
         let (commands, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             client,
             config,
-            lease_config,
             epoch: Instant::now(),
-            counters: Counters::default(),
+            stats: Mutex::new(LockerStats::default()),
             next_key: AtomicU64::new(1),
             stop: tokio_util::sync::CancellationToken::new(),
         });
-        tokio::spawn(renewer(Arc::clone(&shared), rx));
+        tokio::spawn(drive(Arc::clone(&shared), core, commands.downgrade(), rx));
         Ok(Locker { shared, commands })
     }
 
@@ -247,17 +155,17 @@ impl<S: LockStore> Locker<S> {
 
     /// The counters.
     pub fn stats(&self) -> LockerStats {
-        let c = &self.shared.counters;
-        LockerStats {
-            held: c.held.load(Ordering::Relaxed),
-            renewals: c.renewals.load(Ordering::Relaxed),
-            renew_failures: c.renew_failures.load(Ordering::Relaxed),
-            lost: c.lost.load(Ordering::Relaxed),
-        }
+        *self
+            .shared
+            .stats
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Stops renewing: every held lock ends with [`Ended::Cancelled`] (its lease then runs
-    /// out in the store). Locks are not released; release them first to free them at once.
+    /// out in the store), acquires under way fail, and new ones are refused. Locks are not
+    /// released; release them first to free them at once (releasing a guard still works
+    /// after shutdown).
     pub fn shutdown(&self) {
         self.shared.stop.cancel();
     }
@@ -266,133 +174,21 @@ impl<S: LockStore> Locker<S> {
     ///
     /// # Errors
     /// `AlreadyLocked` when it is held; `InvalidArgument` for bad arguments (including a TTL
-    /// not longer than the drift margin); backend errors.
+    /// not longer than the drift margin) or after shutdown; backend errors, including a
+    /// grant whose reply came too late to trust (it is released).
     pub async fn try_acquire(
         &self,
         resource: &str,
         access: Access,
         ttl: Duration,
     ) -> Result<LockGuard<S>, Error> {
-        match self.attempt(resource, access, ttl).await? {
-            Attempt::Held(guard) => Ok(*guard),
-            Attempt::Stale => Err(Error::backend(
-                "acquire",
-                "the grant arrived after the lock stopped being trusted (the store took longer \
-                 than the TTL minus the drift margin); it was released",
-            )),
-        }
+        self.start(resource, access, ttl, |_| Wait::No).await
     }
 
-    /// One request for the lock. A grant whose reply arrives after its trust deadline is
-    /// released and reported as stale: a guard is never handed out already untrusted.
-    async fn attempt(
-        &self,
-        resource: &str,
-        access: Access,
-        ttl: Duration,
-    ) -> Result<Attempt<S>, Error> {
-        let ttl = Ttl::new(ttl)?;
-        let config = &self.shared.config;
-        if lockwright_engine::holder::trust_until(0, ttl, config.drift_margin).is_none() {
-            return Err(Error::invalid(
-                "ttl",
-                "must be longer than the locker's drift margin",
-            ));
-        }
-        let left_at_renewal = ttl.as_duration().mul_f64(1.0 - config.renew_fraction);
-        if left_at_renewal <= self.shared.client.renew_margin() {
-            return Err(Error::invalid(
-                "ttl",
-                format!(
-                    "leaves {left_at_renewal:?} at the renewal point, not more than the client's \
-                     renew margin ({:?}), so every renewal would be refused: use a longer TTL \
-                     or a client with a smaller margin",
-                    self.shared.client.renew_margin()
-                ),
-            ));
-        }
-        if self.shared.stop.is_cancelled() {
-            return Err(Error::invalid("locker", "has been shut down"));
-        }
-        let lock_id = generate_lock_id();
-        // Armed until the guard exists: if this future is dropped mid-request, whatever the
-        // store granted is released in the background.
-        let mut pending = PendingRelease::new(self.clone(), lock_id.clone());
-        let details = LockDetails::new().ttl(ttl.as_duration());
-        let sent = self.shared.now();
-        let status = match access {
-            Access::Exclusive => self.shared.client.xlock(resource, &lock_id, &details).await,
-            Access::Shared(limit) => {
-                self.shared
-                    .client
-                    .slock(resource, &lock_id, &details, limit)
-                    .await
-            }
-        };
-        let status = match status {
-            Ok(s) => s,
-            Err(e) => {
-                // Refused or failed: with a transport error the grant may still have happened.
-                if !matches!(
-                    e,
-                    Error::AlreadyLocked { .. } | Error::InvalidArgument { .. }
-                ) {
-                    pending.release_now();
-                }
-                pending.disarm();
-                return Err(e);
-            }
-        };
-        let key = self.shared.next_key.fetch_add(1, Ordering::Relaxed);
-        // Checked above: the TTL is longer than the drift margin.
-        let trust_until =
-            lockwright_engine::holder::trust_until(sent, ttl, self.shared.config.drift_margin)
-                .unwrap_or(sent);
-        if self.shared.now() >= trust_until {
-            tracing::debug!("grant arrived after its trust deadline; releasing it");
-            pending.release_now();
-            pending.disarm();
-            return Ok(Attempt::Stale);
-        }
-        let (signal, view) = watch::channel(LeaseView {
-            ended: None,
-            trust_until,
-        });
-        self.shared.counters.held.fetch_add(1, Ordering::Relaxed);
-        let tracked = self.commands.send(Command::Track {
-            key,
-            lock_id: lock_id.clone(),
-            ttl,
-            sent,
-            signal,
-        });
-        if tracked.is_err() {
-            self.shared.counters.held.fetch_sub(1, Ordering::Relaxed);
-            pending.release_now();
-            pending.disarm();
-            return Err(Error::invalid("locker", "has been shut down"));
-        }
-        pending.disarm();
-        // Never the lock id: it is the holder's secret. The resource is logged escaped.
-        tracing::debug!(
-            lease = key,
-            resource = ?status.resource.as_str(),
-            mode = ?status.mode,
-            fence = status.fence,
-            "lock acquired"
-        );
-        Ok(Attempt::Held(Box::new(LockGuard {
-            locker: self.clone(),
-            key,
-            status,
-            view,
-            released: AtomicBool::new(false),
-        })))
-    }
-
-    /// Takes the lock, waiting with jittered exponential backoff while it is held by others.
+    /// Takes the lock, waiting with jittered exponential backoff while it is held by others
+    /// (and asking again when a grant came too late to trust, or no reply came in time).
     /// Cancel-safe: dropping the future leaves no lock behind. Bound the wait with
-    /// `tokio::time::timeout` or [`Locker::acquire_until`].
+    /// [`Locker::acquire_until`] or `tokio::time::timeout`.
     ///
     /// # Errors
     /// As [`Locker::try_acquire`], except that `AlreadyLocked` is waited out.
@@ -402,19 +198,7 @@ impl<S: LockStore> Locker<S> {
         access: Access,
         ttl: Duration,
     ) -> Result<LockGuard<S>, Error> {
-        let mut backoff = self.shared.config.initial_backoff;
-        loop {
-            match self.attempt(resource, access, ttl).await {
-                Ok(Attempt::Held(guard)) => return Ok(*guard),
-                // Held by others, or granted too late to trust: wait and ask again.
-                Ok(Attempt::Stale) | Err(Error::AlreadyLocked { .. }) => {
-                    let jittered = backoff.mul_f64(rand::random::<f64>());
-                    tokio::time::sleep(jittered.max(Duration::from_millis(1))).await;
-                    backoff = (backoff * 2).min(self.shared.config.max_backoff);
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        self.start(resource, access, ttl, |_| Wait::Forever).await
     }
 
     /// As [`Locker::acquire`], giving up with `AlreadyLocked` at `deadline`.
@@ -428,73 +212,69 @@ impl<S: LockStore> Locker<S> {
         ttl: Duration,
         deadline: Instant,
     ) -> Result<LockGuard<S>, Error> {
-        match tokio::time::timeout_at(deadline, self.acquire(resource, access, ttl)).await {
-            Ok(result) => result,
-            Err(_) => Err(Error::AlreadyLocked {
-                resource: lockwright_engine::Resource::new(resource)?,
-            }),
-        }
-    }
-
-    async fn unlock_bounded(&self, lock_id: &LockId) -> Result<(), Error> {
-        match tokio::time::timeout(
-            self.shared.config.release_timeout,
-            self.shared.client.unlock(lock_id),
-        )
+        self.start(resource, access, ttl, |shared| {
+            Wait::Until(millis(deadline.saturating_duration_since(shared.epoch)))
+        })
         .await
-        {
-            Ok(result) => result.map(|_| ()),
-            Err(elapsed) => Err(Error::backend("release", elapsed)),
+    }
+
+    async fn start(
+        &self,
+        resource: &str,
+        access: Access,
+        ttl: Duration,
+        wait: impl FnOnce(&Shared<S>) -> Wait,
+    ) -> Result<LockGuard<S>, Error> {
+        let resource = Resource::new(resource)?;
+        let ttl = Ttl::new(ttl)?;
+        let config = &self.shared.config;
+        let left_at_renewal = ttl.as_duration().mul_f64(1.0 - config.renew_fraction);
+        if left_at_renewal <= self.shared.client.renew_margin() {
+            return Err(Error::invalid(
+                "ttl",
+                format!(
+                    "leaves {left_at_renewal:?} at the renewal point, not more than the client's \
+                     renew margin ({:?}), so every renewal would be refused: use a longer TTL \
+                     or a client with a smaller margin",
+                    self.shared.client.renew_margin()
+                ),
+            ));
         }
+        let key = self.shared.next_key.fetch_add(1, Ordering::Relaxed);
+        let (reply, answer) = oneshot::channel();
+        let command = Command::Acquire {
+            key,
+            resource,
+            access,
+            ttl,
+            wait: wait(&self.shared),
+            reply,
+        };
+        self.commands.send(command).map_err(|_| shut_down())?;
+        // Armed until the answer arrives: if this future is dropped, the core abandons the
+        // acquire and releases whatever its request in flight is granted.
+        let mut cancel = CancelOnDrop {
+            commands: &self.commands,
+            key,
+            armed: true,
+        };
+        let result = answer.await.unwrap_or_else(|_| Err(shut_down()));
+        cancel.armed = false;
+        result
     }
 }
 
-/// The outcome of one request for a lock that was not an error.
-enum Attempt<S: LockStore> {
-    /// Granted in time: the guard (boxed: the other variant is empty).
-    Held(Box<LockGuard<S>>),
-    /// Granted, but the reply came after the lock stopped being trusted; released.
-    Stale,
-}
-
-/// Releases a lock id in the background when dropped while armed.
-struct PendingRelease<S: LockStore> {
-    locker: Locker<S>,
-    lock_id: LockId,
+struct CancelOnDrop<'a, S: LockStore> {
+    commands: &'a mpsc::UnboundedSender<Command<S>>,
+    key: LeaseKey,
     armed: bool,
 }
 
-impl<S: LockStore> PendingRelease<S> {
-    fn new(locker: Locker<S>, lock_id: LockId) -> Self {
-        PendingRelease {
-            locker,
-            lock_id,
-            armed: true,
-        }
-    }
-    fn disarm(&mut self) {
-        self.armed = false;
-    }
-    fn release_now(&self) {
-        release_in_background(self.locker.clone(), self.lock_id.clone());
-    }
-}
-
-impl<S: LockStore> Drop for PendingRelease<S> {
+impl<S: LockStore> Drop for CancelOnDrop<'_, S> {
     fn drop(&mut self) {
         if self.armed {
-            self.release_now();
+            let _ = self.commands.send(Command::Cancel { key: self.key });
         }
-    }
-}
-
-fn release_in_background<S: LockStore>(locker: Locker<S>, lock_id: LockId) {
-    if let Ok(handle) = tokio::runtime::Handle::try_current() {
-        handle.spawn(async move {
-            if let Err(e) = locker.unlock_bounded(&lock_id).await {
-                tracing::warn!(error = %crate::purger::error_chain(&e), "background release failed; the lock will expire by its TTL");
-            }
-        });
     }
 }
 
@@ -559,137 +339,234 @@ impl<S: LockStore> LockGuard<S> {
         }
     }
 
-    /// Releases the lock now, bounded by the locker's `release_timeout`. Idempotent: later
-    /// calls return `Ok` without contacting the store.
+    /// Releases the lock now, retried until the locker's `release_timeout`. Idempotent:
+    /// later calls return `Ok` without contacting the store.
     ///
     /// # Errors
-    /// A backend error or timeout (the lock then expires by its TTL).
+    /// The last backend error when `release_timeout` passed (the lock then expires by its
+    /// TTL).
     pub async fn release(&self) -> Result<(), Error> {
         if self.released.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        self.stop_tracking();
-        self.locker.unlock_bounded(&self.status.lock_id).await
-    }
-
-    fn stop_tracking(&self) {
-        // The renewer may be gone (shut down); then there is nothing to stop.
-        let _ = self
-            .locker
+        let (reply, answer) = oneshot::channel();
+        let command = Command::Release {
+            key: self.key,
+            reply: Some(reply),
+        };
+        // The guard holds a sender, so the task is alive to take it.
+        self.locker
             .commands
-            .send(Command::Untrack { key: self.key });
+            .send(command)
+            .map_err(|_| shut_down())?;
+        answer.await.unwrap_or_else(|_| Err(shut_down()))
     }
 }
 
 impl<S: LockStore> Drop for LockGuard<S> {
     fn drop(&mut self) {
         if !self.released.swap(true, Ordering::SeqCst) {
-            self.stop_tracking();
-            release_in_background(self.locker.clone(), self.status.lock_id.clone());
+            let _ = self.locker.commands.send(Command::Release {
+                key: self.key,
+                reply: None,
+            });
         }
     }
 }
 
-type RenewFuture = Pin<Box<dyn Future<Output = (LeaseKey, u64, Result<(), Error>)> + Send>>;
+type InFlight = Pin<Box<dyn Future<Output = Option<(RequestId, Reply)>> + Send>>;
 
-/// The one background task: owns the lease schedule, sends renewals, signals losses.
-async fn renewer<S: LockStore>(
+/// Sends one request; `None` when its deadline passed first (the core's own timer then
+/// counts it as unanswered).
+fn perform<S: LockStore>(client: Client<S>, t: Transmit, deadline: Instant) -> InFlight {
+    Box::pin(async move {
+        let work = async {
+            match t.request {
+                Request::Lock {
+                    resource,
+                    access,
+                    lock_id,
+                    ttl,
+                } => {
+                    let details = LockDetails::new().ttl(ttl.as_duration());
+                    let granted = match access {
+                        Access::Exclusive => {
+                            client.xlock(resource.as_str(), &lock_id, &details).await
+                        }
+                        Access::Shared(limit) => {
+                            client
+                                .slock(resource.as_str(), &lock_id, &details, limit)
+                                .await
+                        }
+                    };
+                    Reply::from_lock(granted)
+                }
+                Request::Renew { lock_id, ttl } => {
+                    Reply::from_done(client.renew(&lock_id, ttl.as_duration()).await)
+                }
+                Request::Unlock { lock_id } => Reply::from_done(client.unlock(&lock_id).await),
+            }
+        };
+        let reply = tokio::time::timeout_at(deadline, work).await.ok()?;
+        Some((t.id, reply))
+    })
+}
+
+/// What the task keeps per acquire and lease, beside the core.
+struct Outlets<S: LockStore> {
+    acquiring: HashMap<LeaseKey, oneshot::Sender<Result<LockGuard<S>, Error>>>,
+    signals: HashMap<LeaseKey, watch::Sender<LeaseView>>,
+    releasing: HashMap<LeaseKey, oneshot::Sender<Result<(), Error>>>,
+}
+
+/// The one background task: feeds the core commands, replies and timer expiry; sends its
+/// requests; carries its events to callers and guards.
+async fn drive<S: LockStore>(
     shared: Arc<Shared<S>>,
-    mut commands: mpsc::UnboundedReceiver<Command>,
+    mut core: LockerCore<StdRng>,
+    commands: mpsc::WeakUnboundedSender<Command<S>>,
+    mut inbox: mpsc::UnboundedReceiver<Command<S>>,
 ) {
-    let mut schedule = LeaseSchedule::new(shared.lease_config);
-    let mut signals: HashMap<LeaseKey, Signal> = HashMap::new();
-    let mut in_flight: FuturesUnordered<RenewFuture> = FuturesUnordered::new();
+    let mut outlets = Outlets {
+        acquiring: HashMap::new(),
+        signals: HashMap::new(),
+        releasing: HashMap::new(),
+    };
+    let mut in_flight: FuturesUnordered<InFlight> = FuturesUnordered::new();
+    let (mut open, mut stopped) = (true, false);
     loop {
-        let wake = schedule
-            .next_wakeup()
-            .map(|ms| shared.epoch + Duration::from_millis(ms));
+        while let Some(t) = core.poll_transmit() {
+            let deadline = shared.instant(t.deadline);
+            in_flight.push(perform(shared.client.clone(), t, deadline));
+        }
+        *shared
+            .stats
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = core.stats();
+        while let Some(event) = core.poll_event() {
+            deliver(&shared, &mut core, &commands, &mut outlets, event);
+        }
+        *shared
+            .stats
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = core.stats();
+        if !open && core.is_idle() && in_flight.is_empty() {
+            break;
+        }
+        let wake = core.poll_timeout().map(|ms| shared.instant(ms));
         tokio::select! {
             biased;
-            () = shared.stop.cancelled() => break,
-            cmd = commands.recv() => match cmd {
-                Some(Command::Track { key, lock_id, ttl, sent, signal }) => {
-                    if schedule.insert(key, lock_id, ttl, sent).is_ok() {
-                        signals.insert(key, signal);
-                    } else {
-                        end(&shared, signal, Ended::Expired);
-                    }
+            () = shared.stop.cancelled(), if !stopped => {
+                stopped = true;
+                core.shutdown();
+            }
+            command = inbox.recv(), if open => match command {
+                Some(Command::Acquire { key, resource, access, ttl, wait, reply }) => {
+                    outlets.acquiring.insert(key, reply);
+                    core.acquire(key, resource, access, ttl, wait, shared.now());
                 }
-                Some(Command::Untrack { key }) => {
-                    schedule.remove(key);
-                    if let Some(signal) = signals.remove(&key) {
-                        end(&shared, signal, Ended::Released);
-                    }
+                Some(Command::Cancel { key }) => {
+                    outlets.acquiring.remove(&key);
+                    core.cancel(key);
                 }
-                None => break,
+                Some(Command::Release { key, reply }) => {
+                    if let Some(reply) = reply {
+                        outlets.releasing.insert(key, reply);
+                    }
+                    core.release(key, shared.now());
+                }
+                None => open = false,
             },
-            Some((key, sent, result)) = in_flight.next(), if !in_flight.is_empty() => {
-                let now = shared.now();
-                match result {
-                    Ok(()) => {
-                        shared.counters.renewals.fetch_add(1, Ordering::Relaxed);
-                        schedule.renewed(key, sent);
-                        if let (Some(signal), Some(until)) = (signals.get(&key), schedule.trust_until(key)) {
-                            signal.send_modify(|v| v.trust_until = until);
-                        }
-                    }
-                    Err(e) => {
-                        shared.counters.renew_failures.fetch_add(1, Ordering::Relaxed);
-                        let refused = matches!(e, Error::NotRenewable { .. } | Error::LockNotFound);
-                        tracing::debug!(lease = key, refused, error = %crate::purger::error_chain(&e), "renewal failed");
-                        if let Some(LeaseEvent::Lost { key, cause }) = schedule.renew_failed(key, refused, now) {
-                            lose(&shared, &mut signals, key, cause);
-                        }
-                    }
+            Some(done) = in_flight.next(), if !in_flight.is_empty() => {
+                if let Some((id, reply)) = done {
+                    core.handle_reply(id, reply, shared.now());
                 }
             }
-            () = sleep_until(wake) => {
-                let now = shared.now();
-                for event in schedule.poll(now) {
-                    match event {
-                        LeaseEvent::Renew { key, lock_id, ttl } => {
-                            let client = shared.client.clone();
-                            let until = schedule.trust_until(key).unwrap_or(now);
-                            let budget = Duration::from_millis(until.saturating_sub(now).max(1));
-                            in_flight.push(Box::pin(async move {
-                                let result = match tokio::time::timeout(budget, client.renew(&lock_id, ttl.as_duration())).await {
-                                    Ok(r) => r.map(|_| ()),
-                                    Err(elapsed) => Err(Error::backend("renew", elapsed)),
-                                };
-                                (key, now, result)
-                            }));
-                        }
-                        LeaseEvent::Lost { key, cause } => lose(&shared, &mut signals, key, cause),
-                    }
-                }
-            }
+            () = sleep_until(wake) => core.handle_timeout(shared.now()),
         }
     }
-    for (_, signal) in signals.drain() {
-        end(&shared, signal, Ended::Cancelled);
-    }
 }
 
-/// Signals the end of a tracked lease; the renewer is the one place `held` goes down.
-fn end<S>(shared: &Shared<S>, signal: Signal, how: Ended) {
-    shared.counters.held.fetch_sub(1, Ordering::Relaxed);
-    signal.send_modify(|v| v.ended = Some(how));
-}
-
-fn lose<S>(
-    shared: &Shared<S>,
-    signals: &mut HashMap<LeaseKey, Signal>,
-    key: LeaseKey,
-    cause: LostCause,
+/// Acts on one event of the core.
+fn deliver<S: LockStore>(
+    shared: &Arc<Shared<S>>,
+    core: &mut LockerCore<StdRng>,
+    commands: &mpsc::WeakUnboundedSender<Command<S>>,
+    outlets: &mut Outlets<S>,
+    event: Event,
 ) {
-    if let Some(signal) = signals.remove(&key) {
-        shared.counters.lost.fetch_add(1, Ordering::Relaxed);
-        let how = match cause {
-            LostCause::Refused => Ended::Refused,
-            LostCause::Expired => Ended::Expired,
-        };
-        tracing::warn!(lease = key, cause = %how, "lock lost");
-        end(shared, signal, how);
+    match event {
+        Event::Acquired {
+            key,
+            status,
+            trust_until,
+        } => {
+            let caller = outlets.acquiring.remove(&key);
+            // A caller exists only while a handle does, so the sender upgrades.
+            let (Some(caller), Some(commands)) = (caller, commands.upgrade()) else {
+                core.release(key, shared.now());
+                return;
+            };
+            // Never the lock id: it is the holder's secret. The resource is logged escaped.
+            tracing::debug!(
+                lease = key,
+                resource = ?status.resource.as_str(),
+                mode = ?status.mode,
+                fence = status.fence,
+                "lock acquired"
+            );
+            let (signal, view) = watch::channel(LeaseView {
+                ended: None,
+                trust_until,
+            });
+            outlets.signals.insert(key, signal);
+            let guard = LockGuard {
+                locker: Locker {
+                    shared: Arc::clone(shared),
+                    commands,
+                },
+                key,
+                status,
+                view,
+                released: AtomicBool::new(false),
+            };
+            // If the caller is gone, the guard comes back and its drop releases the lock.
+            let _ = caller.send(Ok(guard));
+        }
+        Event::AcquireFailed { key, error } => {
+            if let Some(caller) = outlets.acquiring.remove(&key) {
+                let _ = caller.send(Err(error));
+            }
+        }
+        Event::Renewed { key, trust_until } => {
+            if let Some(signal) = outlets.signals.get(&key) {
+                signal.send_modify(|v| v.trust_until = trust_until);
+            }
+        }
+        Event::RenewFailed { key, error } => {
+            tracing::debug!(lease = key, error = %crate::purger::error_chain(&error), "renewal failed");
+        }
+        Event::Ended { key, how } => {
+            if matches!(how, Ended::Refused | Ended::Expired) {
+                tracing::warn!(lease = key, cause = %how, "lock lost");
+            }
+            if let Some(signal) = outlets.signals.remove(&key) {
+                signal.send_modify(|v| v.ended = Some(how));
+            }
+        }
+        Event::Released { key, result } => {
+            let caller = key.and_then(|k| outlets.releasing.remove(&k));
+            match (caller, result) {
+                (Some(caller), result) => {
+                    let _ = caller.send(result);
+                }
+                (None, Err(e)) => tracing::warn!(
+                    error = %crate::purger::error_chain(&e),
+                    "background release failed; the lock will expire by its TTL"
+                ),
+                (None, Ok(())) => {}
+            }
+        }
     }
 }
 
