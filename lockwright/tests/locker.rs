@@ -36,6 +36,8 @@ struct Faulty<S> {
     slow_grant: AtomicBool,
     /// The next grant's reply comes this many ms late (once).
     grant_delay_once_ms: AtomicU64,
+    /// This many unlocks fail with a transport error before the store is reached.
+    unlock_failures: AtomicU64,
 }
 
 fn faulty<S>(inner: S) -> Faulty<S> {
@@ -45,6 +47,7 @@ fn faulty<S>(inner: S) -> Faulty<S> {
         renew_hangs: AtomicBool::new(false),
         slow_grant: AtomicBool::new(false),
         grant_delay_once_ms: AtomicU64::new(0),
+        unlock_failures: AtomicU64::new(0),
     }
 }
 
@@ -62,6 +65,16 @@ impl<S: LockStore> LockStore for Faulty<S> {
         self.inner.slock(r, l).await
     }
     async fn unlock(&self, id: &LockId) -> Result<Vec<LockStatus>, Error> {
+        let fail = self
+            .unlock_failures
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if fail {
+            return Err(Error::backend(
+                "unlock",
+                std::io::Error::other("connection reset"),
+            ));
+        }
         self.inner.unlock(id).await
     }
     async fn renew(&self, id: &LockId, t: Ttl, m: Duration) -> Result<Vec<LockStatus>, Error> {
@@ -358,6 +371,23 @@ async fn late_grant_is_released_not_handed_out<B: Backend>() {
     B::teardown(store.inner_ref()).await;
 }
 
+/// A release that fails is tried again until it succeeds (within `release_timeout`), and
+/// the guard's `release` reports the success.
+async fn failed_release_is_retried<B: Backend>() {
+    let locker = locker::<B>().await;
+    let store = locker.client().store();
+    let guard = locker
+        .try_acquire("job", Access::Exclusive, B::TTL)
+        .await
+        .unwrap();
+    store.unlock_failures.store(2, Ordering::SeqCst);
+    guard.release().await.unwrap();
+    assert_eq!(store.unlock_failures.load(Ordering::SeqCst), 0);
+    assert_eq!(held(&locker).await, 0, "released on the third attempt");
+    assert_eq!(guard.ended(), Some(Ended::Released));
+    B::teardown(store.inner_ref()).await;
+}
+
 /// The renewal task lives as long as a handle or a guard does, and no longer (it used to
 /// hold the sender of its own inbox, and outlive everything but `shutdown`).
 #[tokio::test(start_paused = true)]
@@ -457,6 +487,8 @@ macro_rules! locker_tests {
             async fn release_is_idempotent_and_drop_releases() { super::release_is_idempotent_and_drop_releases::<$backend>().await }
             #[tokio::test($($attr)*)]
             async fn late_grant_is_released_not_handed_out() { super::late_grant_is_released_not_handed_out::<$backend>().await }
+            #[tokio::test($($attr)*)]
+            async fn failed_release_is_retried() { super::failed_release_is_retried::<$backend>().await }
         }
     };
 }

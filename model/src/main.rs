@@ -409,15 +409,24 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if args.command == "list-mutants" {
-        // One line per engine mutant: its name, and whether it breaks a rule the model
-        // checks (the kill-matrix script requires the model checker to kill those).
+        // One line per mutant: its name, what it breaks (the engine's rules, MongoDB's
+        // pipelines or the Locker's state machine), and whether the model checks that rule.
+        // The kill-matrix script requires the model checker to kill the modelled ones, two
+        // MongoDB harnesses each pipeline one, and the simulator each Locker one.
         for m in lockwright_engine::mutants::Mutant::ALL {
+            let kind = if m.is_pipeline() {
+                "pipeline"
+            } else if m.is_locker() {
+                "locker"
+            } else {
+                "engine"
+            };
             let scope = if m.is_modelled() {
                 "modelled"
             } else {
                 "unmodelled"
             };
-            println!("{} {scope}", m.name());
+            println!("{} {kind} {scope}", m.name());
         }
         return ExitCode::SUCCESS;
     }
