@@ -1,17 +1,43 @@
 //! A deterministic simulator for Lockwright's lock runtime.
 //!
-//! One seeded PRNG, virtual time, one thread. Clients run the engine's real lease schedule
-//! (`lockwright_engine::lease`, the same code the `Locker` drives) and holding rule against
-//! the in-memory store behind a fault layer: network latency, replies lost after the write
-//! was applied (the client does not know the outcome), renewal retries, pauses longer than
-//! the TTL (the classic garbage-collection pause), crashes and restarts, and per-client
-//! clock drift within a bound. Holders write to a fenced downstream store that remembers
-//! the highest fence it accepted.
+//! One seeded PRNG, virtual time, one thread. Every simulated client runs the engine's
+//! [`LockerCore`](lockwright_engine::locker::LockerCore), the same state machine the
+//! `lockwright` crate's `Locker` drives: its waiting acquire with backoff, renewal, loss at
+//! the trust deadline, release of stale grants and of requests with unknown outcomes, and
+//! release retries. The simulator has no acquire, renew or release logic of its own: it
+//! only carries the core's requests over a faulty network to the in-memory store and the
+//! replies back, wakes each core when it asks to be woken (on the client's own drifting
+//! clock), and runs the client *application*: idle, acquire a random resource, hold it for
+//! a while writing to a fenced downstream store while the guard is held, release, and
+//! release too when the lock is lost (as a dropped guard would).
 //!
-//! Checked continuously: `holder_safety` (no two clients believe they hold one resource at
-//! the same real instant), `fence_monotonic` (grants carry increasing fences; the
-//! downstream never accepts a lower fence than one it accepted), and, after the faults stop
-//! and every lease has run out, that a purge leaves no lock stuck.
+//! Faults: network latency, requests lost before they reach the store, replies lost after
+//! the store applied the request (in both cases the driver sees either silence or a
+//! connection error, so the outcome is unknown), pauses longer than the TTL (the classic
+//! garbage-collection pause, also between checking the lock and writing), crashes and
+//! restarts (a new core per incarnation), and per-client clock drift within a bound. The
+//! downstream store remembers the highest fence it accepted.
+//!
+//! Checked continuously:
+//! - `holder_safety`: no two clients believe they hold one resource at the same real
+//!   instant (a client believes it holds a lease it was handed and that did not end, while
+//!   its local clock is before the lease's trust deadline, as `LockGuard::is_held` does);
+//! - `fence_monotonic`: grants carry increasing fences, and `stale_write`: the downstream
+//!   never accepts a lower fence than one it accepted;
+//! - `past_trust_deadline`: no guard outlives its trust deadline. A grant is never handed
+//!   out at or after its trust deadline, and after every event, for every client neither
+//!   paused nor crashed (its core first woken if its timeout is due at this instant), no
+//!   lease the application still holds (acquired or renewed, no `Ended`) has reached its
+//!   trust deadline on the client's clock: the core must have said `Ended` by then;
+//! - `needless_loss`: in a seed without faults that can cost a lease (fast network, no
+//!   lost requests or replies, no pauses, no crashes; drift is allowed), no lease ends
+//!   refused or expired.
+//!
+//! Checked at the end, after the faults stop: the world heals (no more faults, clients stop
+//! acquiring, cancel acquires under way and release what they hold) and runs until nothing
+//! is left to do. Then `leaked`: every lock id the store granted was unlocked at the store,
+//! except those of client incarnations that crashed (a crash forgets its locks; they
+//! expire). Then `stuck`: once every lease has run out, a purge leaves no lock.
 //!
 //! The fault mix is derived from the seed (swarm testing): each seed enables its own subset
 //! of faults at its own intensities, and the same seed always replays the same run.
@@ -109,6 +135,8 @@ pub struct FaultMix {
     pub latency_ms: (u64, u64),
     /// Percentage of replies lost after the store applied the request.
     pub lost_reply_pct: u32,
+    /// Percentage of requests lost before they reach the store.
+    pub lost_request_pct: u32,
     /// Chance per client step, in 1/1000, of a pause longer than the TTL.
     pub pause_permille: u16,
     /// Chance per client step, in 1/1000, of a crash.
@@ -128,6 +156,7 @@ impl FaultMix {
                 (1, 3)
             },
             lost_reply_pct: if on(rng) { rng.random_range(1..30) } else { 0 },
+            lost_request_pct: if on(rng) { rng.random_range(1..30) } else { 0 },
             pause_permille: if on(rng) { rng.random_range(1..20) } else { 0 },
             crash_permille: if on(rng) { rng.random_range(1..10) } else { 0 },
             drift_ppm: if on(rng) { opts.max_drift_ppm } else { 0 },
@@ -135,14 +164,29 @@ impl FaultMix {
     }
 }
 
+impl FaultMix {
+    /// Whether this mix has a fault that can legitimately cost a held lease: a slow
+    /// network, lost requests or replies, pauses or crashes. Clock drift within the bound
+    /// the drift margin covers cannot.
+    #[must_use]
+    pub fn can_cost_a_lease(&self) -> bool {
+        self.latency_ms != (1, 3)
+            || self.lost_reply_pct > 0
+            || self.lost_request_pct > 0
+            || self.pause_permille > 0
+            || self.crash_permille > 0
+    }
+}
+
 impl fmt::Display for FaultMix {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "latency {}-{} ms, lost replies {}%, pauses {}‰, crashes {}‰, drift ±{} ppm",
+            "latency {}-{} ms, lost replies {}%, lost requests {}%, pauses {}‰, crashes {}‰, drift ±{} ppm",
             self.latency_ms.0,
             self.latency_ms.1,
             self.lost_reply_pct,
+            self.lost_request_pct,
             self.pause_permille,
             self.crash_permille,
             self.drift_ppm
@@ -155,6 +199,8 @@ impl fmt::Display for FaultMix {
 pub struct Faults {
     /// Replies lost after the store applied the request.
     pub lost_replies: u64,
+    /// Requests lost before they reached the store.
+    pub lost_requests: u64,
     /// Client pauses longer than the TTL.
     pub pauses: u64,
     /// Client crashes.
@@ -170,6 +216,14 @@ pub enum ViolationKind {
     FenceMonotonic,
     /// The downstream accepted a fence lower than one it had accepted.
     StaleWrite,
+    /// A grant was handed out at or after its trust deadline, or a client still held a
+    /// lease (no `Ended`) when its local clock reached the lease's trust deadline.
+    PastTrustDeadline,
+    /// A lease ended refused or expired in a seed without faults that can cost a lease.
+    NeedlessLoss,
+    /// After healing, a lock id the store granted to a client that did not crash was never
+    /// unlocked at the store (or the world did not settle).
+    Leaked,
     /// A lock was left after every client stopped and every lease ran out.
     Stuck,
 }
@@ -213,6 +267,15 @@ pub struct SeedReport {
     pub writes_accepted: u64,
     /// Downstream writes rejected for a stale fence.
     pub writes_rejected: u64,
+    /// Grants whose reply was lost whose lock id the client later unlocked at the store
+    /// (releases after an unknown outcome).
+    pub unknown_grants_released: u64,
+    /// Lock ids whose unlock request was lost and that a later attempt unlocked (release
+    /// retries).
+    pub releases_retried: u64,
+    /// Grant replies handed to a client's core at or after their trust deadline (stale
+    /// grants, which must be released rather than handed out).
+    pub late_grants: u64,
     /// Broken invariants.
     pub violations: Vec<Violation>,
     /// Everything that happened (only when recorded).
@@ -234,10 +297,19 @@ pub struct SweepSummary {
     pub events: u64,
     /// Faults injected.
     pub faults: Faults,
-    /// Seeds that enabled each fault kind: lost replies, pauses, crashes, drift.
-    pub seeds_with: [u64; 4],
+    /// Seeds that enabled each fault kind: lost replies, pauses, crashes, drift, lost
+    /// requests.
+    pub seeds_with: [u64; 5],
     /// Leases lost.
     pub losses: u64,
+    /// Grants with a lost reply that were later unlocked at the store.
+    pub unknown_grants_released: u64,
+    /// Lock ids unlocked after an earlier unlock request for them was lost.
+    pub releases_retried: u64,
+    /// Grant replies that reached a core at or after their trust deadline.
+    pub late_grants: u64,
+    /// Seeds without faults that can cost a lease (checked for needless losses).
+    pub seeds_without_lease_faults: u64,
     /// Downstream writes accepted and rejected.
     pub writes: (u64, u64),
     /// Violations by kind.
@@ -252,6 +324,7 @@ impl SweepSummary {
         self.seeds += 1;
         self.events += r.events;
         self.faults.lost_replies += r.faults.lost_replies;
+        self.faults.lost_requests += r.faults.lost_requests;
         self.faults.pauses += r.faults.pauses;
         self.faults.crashes += r.faults.crashes;
         for (i, on) in [
@@ -259,6 +332,7 @@ impl SweepSummary {
             r.mix.pause_permille > 0,
             r.mix.crash_permille > 0,
             r.mix.drift_ppm > 0,
+            r.mix.lost_request_pct > 0,
         ]
         .into_iter()
         .enumerate()
@@ -266,6 +340,10 @@ impl SweepSummary {
             self.seeds_with[i] += u64::from(on);
         }
         self.losses += r.losses;
+        self.unknown_grants_released += r.unknown_grants_released;
+        self.releases_retried += r.releases_retried;
+        self.late_grants += r.late_grants;
+        self.seeds_without_lease_faults += u64::from(!r.mix.can_cost_a_lease());
         self.writes.0 += r.writes_accepted;
         self.writes.1 += r.writes_rejected;
         for v in &r.violations {

@@ -110,9 +110,10 @@ fn main() -> ExitCode {
             println!("{:>8} ms  {who} {}", e.at, e.what);
         }
         println!(
-            "{} events, {} lost replies, {} pauses, {} crashes, {} leases lost, writes {} accepted / {} rejected",
+            "{} events, {} lost replies, {} lost requests, {} pauses, {} crashes, {} leases lost, writes {} accepted / {} rejected",
             report.events,
             report.faults.lost_replies,
+            report.faults.lost_requests,
             report.faults.pauses,
             report.faults.crashes,
             report.losses,
@@ -162,15 +163,17 @@ fn main() -> ExitCode {
         }
     );
     println!(
-        "| seeds | events | lost replies | pauses | crashes | leases lost | writes accepted / rejected | violations | seeds/s |"
+        "| seeds | events | lost replies | lost requests | pauses | crashes | leases lost | writes accepted / rejected | violations | seeds/s |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     println!(
-        "| {} | {} | {} ({} seeds) | {} ({} seeds) | {} ({} seeds) | {} | {} / {} | {} | {:.0} |",
+        "| {} | {} | {} ({} seeds) | {} ({} seeds) | {} ({} seeds) | {} ({} seeds) | {} | {} / {} | {} | {:.0} |",
         summary.seeds,
         summary.events,
         summary.faults.lost_replies,
         summary.seeds_with[0],
+        summary.faults.lost_requests,
+        summary.seeds_with[4],
         summary.faults.pauses,
         summary.seeds_with[1],
         summary.faults.crashes,
@@ -182,6 +185,10 @@ fn main() -> ExitCode {
         summary.seeds as f64 / secs
     );
     println!("{} seeds had drifting clocks", summary.seeds_with[3]);
+    println!(
+        "{} grants with a lost reply released, {} releases retried after a lost unlock, {} grants arrived after their trust deadline",
+        summary.unknown_grants_released, summary.releases_retried, summary.late_grants
+    );
     if summary.violation_count() == 0 {
         println!("no violation in {} seeds ({:.1} s)", summary.seeds, secs);
         ExitCode::SUCCESS

@@ -1,16 +1,26 @@
 //! The simulated world: clients, network, store, downstream; one seeded PRNG, virtual time.
+//!
+//! Each client owns a [`LockerCore`], the engine's Locker state machine. The world is its
+//! driver (it carries the core's requests to the store and the replies back over a faulty
+//! network, and wakes the core when it asks) and runs the client's application on top of
+//! it. Acquiring, renewing, losing and releasing are the core's business alone.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use lockwright_engine::lease::{LeaseConfig, LeaseEvent, LeaseSchedule};
+use lockwright_engine::lease::LeaseKey;
+use lockwright_engine::locker::{
+    Access, Ended, Event as CoreEvent, LockerConfig, LockerCore, Reply, Request, RequestId,
+    Transmit, Wait,
+};
 use lockwright_engine::{
-    Error, Filter, LockDetails, LockId, LockRequest, LockStore, ManualClock, Timestamp, Ttl,
+    Error, Filter, LockDetails, LockId, LockRequest, LockStore, ManualClock, Resource, SharedLimit,
+    Timestamp, Ttl,
 };
 use lockwright_store_mem::MemStore;
 use rand::rngs::StdRng;
@@ -20,6 +30,11 @@ use crate::{FaultMix, Options, SeedReport, TimelineEntry, Violation, ViolationKi
 
 /// Real time zero of every run, as the store's clock shows it.
 const EPOCH: Timestamp = Timestamp::from_millis(1_800_000_000_000);
+
+/// How long after the faults stop the healed world may take to settle, in TTLs. Releases
+/// and cancelled acquires need a few round trips; pauses and restarts under way end within
+/// three TTLs.
+const SETTLE_TTLS: u64 = 20;
 
 /// Runs a store-mem future that never waits (store-mem does no IO).
 fn ready<F: Future>(f: F) -> F::Output {
@@ -31,40 +46,28 @@ fn ready<F: Future>(f: F) -> F::Output {
     }
 }
 
-#[derive(Clone, Debug)]
-enum Request {
-    Xlock { resource: usize, lock_id: LockId },
-    Renew { key: u64, lock_id: LockId },
-    Unlock { lock_id: LockId },
-}
-
-#[derive(Clone, Debug)]
-enum Reply {
-    Granted { fence: u64 },
-    Refused,
-    Renewed,
-    RenewRefused,
-    Failed,
-    Unlocked,
-}
-
 #[derive(Debug)]
 enum Event {
+    /// The client's core or application has something due.
     Wake {
         client: usize,
         incarnation: u32,
+        token: u64,
     },
     AtStore {
         client: usize,
         incarnation: u32,
-        req_id: u64,
+        id: RequestId,
         request: Request,
+        deadline: u64,
     },
     Reply {
         client: usize,
         incarnation: u32,
-        req_id: u64,
+        id: RequestId,
         reply: Reply,
+        /// The request's deadline when it was a lock request (to count late grants).
+        lock_deadline: Option<u64>,
     },
     AtDownstream {
         client: usize,
@@ -79,53 +82,47 @@ enum Event {
     },
 }
 
-#[derive(Clone, Debug)]
-enum Phase {
-    Idle {
-        next_attempt: u64,
-    },
-    Acquiring {
-        resource: usize,
-        lock_id: LockId,
-        sent: u64,
-        req_id: u64,
-    },
+/// What the client's application is doing. Times are on the client's clock.
+#[derive(Clone, Copy, Debug)]
+enum App {
+    /// Waits until `until`, then acquires.
+    Idle { until: u64 },
+    /// Waits for the core to acquire `resource` under `key`.
+    Acquiring { key: LeaseKey, resource: usize },
+    /// Holds a guard: works until `work_until`, writing every so often while it is held.
     Holding {
+        key: LeaseKey,
         resource: usize,
-        lock_id: LockId,
         fence: u64,
-        key: u64,
+        trust_until: u64,
         work_until: u64,
         next_write: u64,
     },
+    /// Stopped for good (the world is healing).
+    Done,
 }
 
-/// What a request in flight was for.
-#[derive(Clone, Copy, Debug)]
-enum Purpose {
-    Acquire,
-    Renew { key: u64 },
-    Release,
-}
-
-struct Pending {
-    sent: u64,
-    deadline: u64,
-    purpose: Purpose,
-}
+/// A reply that reached a paused client, handled when it resumes.
+type Buffered = (RequestId, Reply, Option<u64>);
 
 struct Client {
     drift_ppm: i64,
     offset: u64,
-    phase: Phase,
-    schedule: LeaseSchedule,
-    pending: BTreeMap<u64, Pending>,
+    core: LockerCore<StdRng>,
+    app: App,
     paused_until: Option<u64>,
+    /// Replies that arrived during a pause.
+    inbox: Vec<Buffered>,
     /// A write decided before a pause, sent when the client resumes.
     queued_write: Option<(usize, u64)>,
     crashed: bool,
     incarnation: u32,
-    next_key: u64,
+    next_key: LeaseKey,
+    /// The one wake that counts: its real instant and token (older wakes are stale).
+    wake_at: Option<u64>,
+    wake_token: u64,
+    /// The lease already reported past its trust deadline (reported once).
+    reported_past: Option<LeaseKey>,
 }
 
 impl Client {
@@ -147,15 +144,22 @@ impl Client {
         r
     }
 
-    /// The resource this client believes it holds at real time `real`, by the holding rule.
+    /// The resource this client believes it holds at real time `real`: a guard it was
+    /// handed that did not end, while its clock is before the trust deadline (what
+    /// `LockGuard::is_held` says).
     fn believes(&self, real: u64) -> Option<usize> {
-        match &self.phase {
-            Phase::Holding { resource, key, .. } if !self.crashed => {
-                let until = self.schedule.trust_until(*key)?;
-                (self.local(real) < until).then_some(*resource)
-            }
+        match self.app {
+            App::Holding {
+                resource,
+                trust_until,
+                ..
+            } if !self.crashed => (self.local(real) < trust_until).then_some(resource),
             _ => None,
         }
+    }
+
+    fn is_active(&self) -> bool {
+        !self.crashed && self.paused_until.is_none()
     }
 }
 
@@ -170,11 +174,25 @@ pub(crate) struct World {
     events: Vec<Option<Event>>,
     clock: Arc<ManualClock>,
     store: MemStore,
+    config: LockerConfig,
+    ttl: Ttl,
+    resources: Vec<Resource>,
     clients: Vec<Client>,
     /// Highest fence the downstream accepted per resource, and the highest granted.
     accepted: Vec<u64>,
     granted: Vec<u64>,
-    next_req: u64,
+    /// The faults have stopped; clients stop acquiring and give back what they hold.
+    healing: bool,
+    /// Every lock id the store granted, with the client incarnation that asked.
+    grants: BTreeMap<LockId, (usize, u32)>,
+    /// Every lock id an unlock reached the store for.
+    unlocked: BTreeSet<LockId>,
+    /// Client incarnations that crashed.
+    crashed: BTreeSet<(usize, u32)>,
+    /// Granted lock ids whose reply was lost, and lock ids whose unlock request was lost
+    /// (to count releases after unknown outcomes and release retries).
+    lost_grants: BTreeSet<LockId>,
+    lost_unlocks: BTreeSet<LockId>,
     pub(crate) report: SeedReport,
     record: bool,
 }
@@ -185,32 +203,21 @@ impl World {
         let mix = FaultMix::from_rng(&mut rng, opts);
         let clock = Arc::new(ManualClock::new(EPOCH));
         let store = MemStore::with_clock_and_shards(Arc::clone(&clock), 1);
-        let lease = LeaseConfig::new(
-            0.5,
-            Duration::from_millis(opts.drift_margin_ms),
-            3,
-            Duration::from_millis((opts.ttl_ms / 20).max(1)),
-        )
-        .unwrap_or_else(|e| panic!("invalid simulation options: {e}"));
-        let clients = (0..opts.clients)
-            .map(|_| {
-                let drift_ppm = if mix.drift_ppm == 0 {
-                    0
-                } else {
-                    rng.random_range(-mix.drift_ppm..=mix.drift_ppm)
-                };
-                Client {
-                    drift_ppm,
-                    offset: rng.random_range(0..1_000_000),
-                    phase: Phase::Idle { next_attempt: 0 },
-                    schedule: LeaseSchedule::new(lease),
-                    pending: BTreeMap::new(),
-                    paused_until: None,
-                    queued_write: None,
-                    crashed: false,
-                    incarnation: 0,
-                    next_key: 0,
-                }
+        let ttl_ms = opts.ttl_ms;
+        let mut config = LockerConfig::default();
+        config.renew_fraction = 0.5;
+        config.drift_margin = Duration::from_millis(opts.drift_margin_ms);
+        config.max_renew_attempts = 3;
+        config.renew_retry = Duration::from_millis((ttl_ms / 20).max(1));
+        config.initial_backoff = Duration::from_millis((ttl_ms / 50).max(1));
+        config.max_backoff = Duration::from_millis((ttl_ms / 2).max(1));
+        // A release never legitimately gives up within a run.
+        config.release_timeout = Duration::from_millis(ttl_ms.saturating_mul(100));
+        let ttl = Ttl::new(Duration::from_millis(ttl_ms))
+            .unwrap_or_else(|e| panic!("invalid simulation options: ttl: {e}"));
+        let resources = (0..opts.resources)
+            .map(|r| {
+                Resource::new(format!("r{r}")).unwrap_or_else(|e| panic!("resource name: {e}"))
             })
             .collect();
         let report = SeedReport {
@@ -228,24 +235,61 @@ impl World {
             events: Vec::new(),
             clock,
             store,
-            clients,
+            config,
+            ttl,
+            resources,
+            clients: Vec::new(),
             accepted: vec![0; opts.resources],
             granted: vec![0; opts.resources],
-            next_req: 0,
+            healing: false,
+            grants: BTreeMap::new(),
+            unlocked: BTreeSet::new(),
+            crashed: BTreeSet::new(),
+            lost_grants: BTreeSet::new(),
+            lost_unlocks: BTreeSet::new(),
             report,
             record,
         };
-        for c in 0..opts.clients {
+        for _ in 0..opts.clients {
+            let drift_ppm = if mix.drift_ppm == 0 {
+                0
+            } else {
+                world.rng.random_range(-mix.drift_ppm..=mix.drift_ppm)
+            };
+            let offset = world.rng.random_range(0..1_000_000);
+            let core = world.new_core();
+            let mut client = Client {
+                drift_ppm,
+                offset,
+                core,
+                app: App::Idle { until: 0 },
+                paused_until: None,
+                inbox: Vec::new(),
+                queued_write: None,
+                crashed: false,
+                incarnation: 0,
+                next_key: 0,
+                wake_at: None,
+                wake_token: 0,
+                reported_past: None,
+            };
             let start = world.rng.random_range(0..opts.ttl_ms);
-            world.push(
-                start,
-                Event::Wake {
-                    client: c,
-                    incarnation: 0,
-                },
-            );
+            client.app = App::Idle {
+                until: client.local(start),
+            };
+            world.clients.push(client);
+        }
+        for c in 0..opts.clients {
+            world.schedule_wake(c);
         }
         world
+    }
+
+    /// A fresh core, its generator seeded from the world's.
+    fn new_core(&mut self) -> LockerCore<StdRng> {
+        let rng = StdRng::seed_from_u64(self.rng.random());
+        LockerCore::new(self.config.clone(), rng)
+            .unwrap_or_else(|e| panic!("invalid simulation options: {e}"))
     }
 
     fn push(&mut self, at: u64, event: Event) {
@@ -279,65 +323,55 @@ impl World {
         self.rng.random_range(lo..=hi)
     }
 
-    fn send(&mut self, client: usize, request: Request) -> u64 {
-        self.next_req += 1;
-        let req_id = self.next_req;
-        let c = &self.clients[client];
-        let sent = c.local(self.now);
-        let deadline = sent + self.opts.ttl_ms / 4;
-        let incarnation = c.incarnation;
-        let purpose = match &request {
-            Request::Xlock { .. } => Purpose::Acquire,
-            Request::Renew { key, .. } => Purpose::Renew { key: *key },
-            Request::Unlock { .. } => Purpose::Release,
-        };
-        self.clients[client].pending.insert(
-            req_id,
-            Pending {
-                sent,
-                deadline,
-                purpose,
-            },
-        );
-        let at = self.now + self.latency();
-        self.push(
-            at,
-            Event::AtStore {
-                client,
-                incarnation,
-                req_id,
-                request,
-            },
-        );
-        let wake_at = self.clients[client].real_at(deadline);
-        self.push(
-            wake_at,
-            Event::Wake {
-                client,
-                incarnation,
-            },
-        );
-        req_id
+    fn local(&self, client: usize) -> u64 {
+        self.clients[client].local(self.now)
     }
 
-    /// Runs until the end of the fault phase, then heals, stops the clients, lets every
-    /// lease run out, purges, and checks that nothing is left locked.
+    fn resource_index(&self, resource: &Resource) -> usize {
+        self.resources
+            .iter()
+            .position(|r| r == resource)
+            .unwrap_or_else(|| panic!("the core asked for an unknown resource {resource}"))
+    }
+
+    fn describe(&self, request: &Request) -> String {
+        match request {
+            Request::Lock { resource, .. } => format!("xlock {resource}"),
+            Request::Renew { .. } => "renew".into(),
+            Request::Unlock { .. } => "unlock".into(),
+        }
+    }
+
+    /// Runs until the end of the fault phase, heals, lets the world settle, and checks that
+    /// nothing leaked and, once every lease has run out, that nothing is stuck.
     pub(crate) fn run(mut self) -> SeedReport {
         let end = self.opts.duration_ms;
-        while let Some(Reverse((at, _, idx))) = self.queue.pop() {
-            if at > end {
+        self.run_until(end);
+        self.now = self.now.max(end);
+        self.heal();
+        let limit = end + self.opts.ttl_ms * SETTLE_TTLS;
+        self.run_until(limit);
+        self.check_leaks(limit);
+        self.check_stuck();
+        self.report
+    }
+
+    /// Processes events up to real time `until`, checking after each.
+    fn run_until(&mut self, until: u64) {
+        while let Some(&Reverse((at, _, idx))) = self.queue.peek() {
+            if at > until {
                 break;
             }
+            self.queue.pop();
             self.now = at;
             let Some(event) = self.events[idx].take() else {
                 continue;
             };
             self.report.events += 1;
             self.handle(event);
+            self.check_trust_deadlines();
             self.check_holders();
         }
-        self.heal_and_check_liveness();
-        self.report
     }
 
     fn handle(&mut self, event: Event) {
@@ -345,352 +379,541 @@ impl World {
             Event::Wake {
                 client,
                 incarnation,
+                token,
             } => {
-                if self.clients[client].incarnation == incarnation {
-                    self.step(client);
+                let c = &mut self.clients[client];
+                if c.incarnation != incarnation || c.wake_token != token || !c.is_active() {
+                    return;
                 }
+                c.wake_at = None;
+                if !self.healing {
+                    self.maybe_fault(client);
+                    if !self.clients[client].is_active() {
+                        return;
+                    }
+                }
+                let local = self.local(client);
+                self.clients[client].core.handle_timeout(local);
+                self.settle(client);
             }
             Event::AtStore {
                 client,
                 incarnation,
-                req_id,
+                id,
                 request,
-            } => {
-                let reply = self.apply(client, &request);
-                if self.rng.random_range(0..100) < self.mix.lost_reply_pct {
-                    self.report.faults.lost_replies += 1;
-                    self.note(
-                        Some(client),
-                        format!("reply to {} lost", describe(&request)),
-                    );
-                } else {
-                    let at = self.now + self.latency();
-                    self.push(
-                        at,
-                        Event::Reply {
-                            client,
-                            incarnation,
-                            req_id,
-                            reply,
-                        },
-                    );
-                }
-            }
+                deadline,
+            } => self.at_store(client, incarnation, id, request, deadline),
             Event::Reply {
                 client,
                 incarnation,
-                req_id,
+                id,
                 reply,
+                lock_deadline,
             } => {
-                if self.clients[client].incarnation == incarnation && !self.clients[client].crashed
-                {
-                    self.on_reply(client, req_id, reply);
+                let c = &self.clients[client];
+                if c.incarnation != incarnation || c.crashed {
+                    return;
                 }
+                // A pause or crash may also strike while a reply is on its way in.
+                if c.paused_until.is_none() && !self.healing {
+                    self.maybe_fault(client);
+                }
+                let c = &mut self.clients[client];
+                if c.crashed {
+                    return;
+                }
+                if c.paused_until.is_some() {
+                    // The process is frozen: the reply waits in its socket.
+                    c.inbox.push((id, reply, lock_deadline));
+                    return;
+                }
+                self.deliver(client, id, reply, lock_deadline);
+                self.settle(client);
             }
             Event::AtDownstream {
                 client,
                 resource,
                 fence,
             } => self.downstream(client, resource, fence),
-            Event::Resume { client } => {
-                self.clients[client].paused_until = None;
-                self.note(Some(client), "resumes");
-                if let Some((resource, fence)) = self.clients[client].queued_write.take()
-                    && !self.clients[client].crashed
-                {
-                    self.send_write(client, resource, fence);
-                }
-                self.step(client);
-            }
+            Event::Resume { client } => self.resume(client),
             Event::Restart { client } => {
+                let core = self.new_core();
+                let until = self.rng.random_range(0..self.opts.ttl_ms);
                 let c = &mut self.clients[client];
                 c.crashed = false;
-                c.phase = Phase::Idle { next_attempt: 0 };
+                c.core = core;
+                c.app = App::Idle {
+                    until: c.local(self.now) + until,
+                };
                 self.note(Some(client), "restarts");
-                self.step(client);
+                self.settle(client);
             }
         }
     }
 
-    fn apply(&mut self, client: usize, request: &Request) -> Reply {
+    /// Hands a reply to the client's core.
+    fn deliver(&mut self, client: usize, id: RequestId, reply: Reply, lock_deadline: Option<u64>) {
+        let local = self.local(client);
+        if matches!(reply, Reply::Granted(_)) && lock_deadline.is_some_and(|d| local >= d) {
+            self.report.late_grants += 1;
+            self.note(Some(client), "a grant arrives after its trust deadline");
+        }
+        self.clients[client].core.handle_reply(id, reply, local);
+    }
+
+    /// The client wakes from a pause: the write it decided on before the pause leaves, and
+    /// its core sees the replies that arrived meanwhile and the timeouts that passed, in
+    /// either order (as a driver polling both after a stall may).
+    fn resume(&mut self, client: usize) {
+        self.clients[client].paused_until = None;
+        self.note(Some(client), "resumes");
+        if let Some((resource, fence)) = self.clients[client].queued_write.take() {
+            self.send_write(client, resource, fence);
+        }
+        let inbox = std::mem::take(&mut self.clients[client].inbox);
+        let timeouts_first = self.rng.random_bool(0.5);
+        let local = self.local(client);
+        if timeouts_first {
+            self.clients[client].core.handle_timeout(local);
+        }
+        for (id, reply, lock_deadline) in inbox {
+            self.deliver(client, id, reply, lock_deadline);
+        }
+        if !timeouts_first {
+            self.clients[client].core.handle_timeout(local);
+        }
+        self.settle(client);
+    }
+
+    /// Sends what the core asks for, acts on what it says, and runs the application until
+    /// neither has anything left to do at this instant; then schedules the next wake.
+    fn settle(&mut self, client: usize) {
+        loop {
+            if !self.clients[client].is_active() {
+                return;
+            }
+            if self.flush(client) {
+                continue;
+            }
+            if !self.app_step(client) {
+                break;
+            }
+        }
+        self.schedule_wake(client);
+    }
+
+    /// Takes the core's requests and events. Returns whether there were any.
+    fn flush(&mut self, client: usize) -> bool {
+        let mut any = false;
+        loop {
+            if let Some(t) = self.clients[client].core.poll_transmit() {
+                self.transmit(client, t);
+            } else if let Some(e) = self.clients[client].core.poll_event() {
+                self.on_core_event(client, e);
+            } else {
+                return any;
+            }
+            any = true;
+        }
+    }
+
+    /// Wakes the client when its core or its application next has something due.
+    fn schedule_wake(&mut self, client: usize) {
+        let healing = self.healing;
+        let now = self.now;
+        let c = &mut self.clients[client];
+        if !c.is_active() {
+            return;
+        }
+        let mut next = c.core.poll_timeout();
+        let mut consider = |t: u64| next = Some(next.map_or(t, |n: u64| n.min(t)));
+        match c.app {
+            App::Idle { until } if !healing => consider(until),
+            App::Holding {
+                work_until,
+                next_write,
+                ..
+            } => {
+                consider(work_until);
+                consider(next_write);
+            }
+            _ => {}
+        }
+        let Some(local) = next else {
+            c.wake_at = None;
+            c.wake_token += 1;
+            return;
+        };
+        let at = c.real_at(local).max(now);
+        if c.wake_at == Some(at) {
+            return;
+        }
+        c.wake_at = Some(at);
+        c.wake_token += 1;
+        let (incarnation, token) = (c.incarnation, c.wake_token);
+        self.push(
+            at,
+            Event::Wake {
+                client,
+                incarnation,
+                token,
+            },
+        );
+    }
+
+    /// Sends one request over the network: it may be lost on the way (the driver then sees
+    /// silence or a connection error), or reach the store after latency.
+    fn transmit(&mut self, client: usize, t: Transmit) {
+        let incarnation = self.clients[client].incarnation;
+        let lock_deadline = matches!(t.request, Request::Lock { .. }).then_some(t.deadline);
+        if !self.healing && self.rng.random_range(0..100) < self.mix.lost_request_pct {
+            self.report.faults.lost_requests += 1;
+            let what = self.describe(&t.request);
+            self.note(Some(client), format!("request {what} lost"));
+            if let Request::Unlock { lock_id } = &t.request {
+                self.lost_unlocks.insert(lock_id.clone());
+            }
+            self.maybe_connection_error(client, incarnation, t.id, &t.request, lock_deadline);
+            return;
+        }
+        let at = self.now + self.latency();
+        self.push(
+            at,
+            Event::AtStore {
+                client,
+                incarnation,
+                id: t.id,
+                request: t.request,
+                deadline: t.deadline,
+            },
+        );
+    }
+
+    /// After a lost message, the driver sees either nothing (the core's deadline passes)
+    /// or, half the time, a connection error after a network delay.
+    fn maybe_connection_error(
+        &mut self,
+        client: usize,
+        incarnation: u32,
+        id: RequestId,
+        request: &Request,
+        lock_deadline: Option<u64>,
+    ) {
+        if !self.rng.random_bool(0.5) {
+            return;
+        }
+        let operation = match request {
+            Request::Lock { .. } => "lock",
+            Request::Renew { .. } => "renew",
+            Request::Unlock { .. } => "unlock",
+        };
+        let at = self.now + self.latency();
+        self.push(
+            at,
+            Event::Reply {
+                client,
+                incarnation,
+                id,
+                reply: Reply::Failed(Error::backend(operation, "connection reset")),
+                lock_deadline,
+            },
+        );
+    }
+
+    /// The store applies a request; the reply may be lost on the way back.
+    fn at_store(
+        &mut self,
+        client: usize,
+        incarnation: u32,
+        id: RequestId,
+        request: Request,
+        deadline: u64,
+    ) {
+        let reply = self.apply(client, incarnation, &request);
+        let lock_deadline = matches!(request, Request::Lock { .. }).then_some(deadline);
+        if !self.healing && self.rng.random_range(0..100) < self.mix.lost_reply_pct {
+            self.report.faults.lost_replies += 1;
+            let what = self.describe(&request);
+            self.note(Some(client), format!("reply to {what} lost"));
+            if let (Request::Lock { lock_id, .. }, Reply::Granted(_)) = (&request, &reply) {
+                self.lost_grants.insert(lock_id.clone());
+            }
+            self.maybe_connection_error(client, incarnation, id, &request, lock_deadline);
+            return;
+        }
+        let at = self.now + self.latency();
+        self.push(
+            at,
+            Event::Reply {
+                client,
+                incarnation,
+                id,
+                reply,
+                lock_deadline,
+            },
+        );
+    }
+
+    fn apply(&mut self, client: usize, incarnation: u32, request: &Request) -> Reply {
         self.clock
             .set(EPOCH.saturating_add(Duration::from_millis(self.now)));
-        let ttl = Ttl::new(Duration::from_millis(self.opts.ttl_ms))
-            .unwrap_or_else(|e| panic!("ttl: {e}"));
-        let margin = Duration::from_millis(self.opts.drift_margin_ms);
         match request {
-            Request::Xlock { resource, lock_id } => {
+            Request::Lock {
+                resource,
+                access,
+                lock_id,
+                ttl,
+            } => {
                 let details = LockDetails::new()
                     .owner(format!("client-{client}"))
                     .ttl(ttl.as_duration());
-                let name = format!("r{resource}");
-                let req = LockRequest::new(&name, lock_id.as_str(), &details)
+                let req = LockRequest::new(resource.as_str(), lock_id.as_str(), &details)
                     .unwrap_or_else(|e| panic!("request: {e}"));
-                match ready(self.store.xlock(&req)) {
+                let result = match access {
+                    Access::Exclusive => ready(self.store.xlock(&req)),
+                    Access::Shared(limit) => {
+                        let limit = limit.map(|l| {
+                            SharedLimit::new(l).unwrap_or_else(|e| panic!("shared limit: {e}"))
+                        });
+                        ready(self.store.slock(&req, limit))
+                    }
+                };
+                match &result {
                     Ok(status) => {
-                        if status.fence <= self.granted[*resource] {
+                        let r = self.resource_index(resource);
+                        if status.fence <= self.granted[r] {
                             self.violation(
                                 ViolationKind::FenceMonotonic,
                                 format!(
-                                    "r{resource} granted fence {} after {}",
-                                    status.fence, self.granted[*resource]
+                                    "r{r} granted fence {} after {}",
+                                    status.fence, self.granted[r]
                                 ),
                             );
                         }
-                        self.granted[*resource] = self.granted[*resource].max(status.fence);
+                        self.granted[r] = self.granted[r].max(status.fence);
+                        self.grants.insert(lock_id.clone(), (client, incarnation));
                         self.note(
                             Some(client),
-                            format!("store grants r{resource}, fence {}", status.fence),
+                            format!("store grants r{r}, fence {}", status.fence),
                         );
-                        Reply::Granted {
-                            fence: status.fence,
-                        }
                     }
-                    Err(Error::AlreadyLocked { .. }) => Reply::Refused,
+                    Err(Error::AlreadyLocked { .. }) => {}
                     Err(e) => panic!("store-mem failed: {e}"),
                 }
+                Reply::from_lock(result)
             }
-            Request::Renew { lock_id, .. } => match ready(self.store.renew(lock_id, ttl, margin)) {
-                Ok(_) => Reply::Renewed,
-                Err(Error::NotRenewable { .. } | Error::LockNotFound) => Reply::RenewRefused,
-                Err(e) => panic!("store-mem failed: {e}"),
-            },
+            Request::Renew { lock_id, ttl } => {
+                let margin = self.config.drift_margin;
+                let result = ready(self.store.renew(lock_id, *ttl, margin));
+                if let Err(e) = &result
+                    && !matches!(e, Error::NotRenewable { .. } | Error::LockNotFound)
+                {
+                    panic!("store-mem failed: {e}");
+                }
+                Reply::from_done(result)
+            }
             Request::Unlock { lock_id } => {
-                ready(self.store.unlock(lock_id))
-                    .unwrap_or_else(|e| panic!("store-mem failed: {e}"));
-                Reply::Unlocked
+                let result = ready(self.store.unlock(lock_id));
+                if let Err(e) = &result {
+                    panic!("store-mem failed: {e}");
+                }
+                self.unlocked.insert(lock_id.clone());
+                if self.lost_grants.remove(lock_id) {
+                    self.report.unknown_grants_released += 1;
+                }
+                if self.lost_unlocks.remove(lock_id) {
+                    self.report.releases_retried += 1;
+                }
+                Reply::from_done(result)
             }
         }
     }
 
-    /// The client acts on its own clock: loses or renews leases, writes, releases, acquires.
-    fn step(&mut self, client: usize) {
-        if self.clients[client].crashed || self.clients[client].paused_until.is_some() {
-            return;
-        }
-        self.maybe_fault(client);
-        if self.clients[client].crashed || self.clients[client].paused_until.is_some() {
-            return;
-        }
-        let local = self.clients[client].local(self.now);
-        // Requests that timed out: unknown outcome.
-        let expired: Vec<u64> = self.clients[client]
-            .pending
-            .iter()
-            .filter(|(_, p)| p.deadline <= local)
-            .map(|(id, _)| *id)
-            .collect();
-        for req_id in expired {
-            if let Some(p) = self.clients[client].pending.remove(&req_id) {
-                self.outcome(client, req_id, &p, Reply::Failed);
-            }
-        }
-        let events = self.clients[client].schedule.poll(local);
-        for event in events {
-            match event {
-                LeaseEvent::Renew { key, lock_id, .. } => {
-                    self.send(client, Request::Renew { key, lock_id });
+    /// The application's reaction to what its core says.
+    fn on_core_event(&mut self, client: usize, event: CoreEvent) {
+        let local = self.local(client);
+        match event {
+            CoreEvent::Acquired {
+                key,
+                status,
+                trust_until,
+            } => {
+                let App::Acquiring { key: k, resource } = self.clients[client].app else {
+                    panic!("client {client}: acquired {key}, which it no longer waits for");
+                };
+                assert_eq!(k, key, "client {client}: acquired a key it did not ask for");
+                if trust_until <= local {
+                    self.violation(
+                        ViolationKind::PastTrustDeadline,
+                        format!(
+                            "client {client} was handed r{resource} (fence {}) trusted until \
+                             {trust_until}, at local {local}",
+                            status.fence
+                        ),
+                    );
                 }
-                LeaseEvent::Lost { key, cause } => {
-                    self.lose(client, key, &format!("{cause:?}"), local)
-                }
-            }
-        }
-        let phase = self.clients[client].phase.clone();
-        match phase {
-            Phase::Idle { next_attempt } if local >= next_attempt => {
-                let resource = self.rng.random_range(0..self.opts.resources);
-                let lock_id = LockId::from_random(self.rng.random());
-                let req_id = self.send(
-                    client,
-                    Request::Xlock {
-                        resource,
-                        lock_id: lock_id.clone(),
-                    },
-                );
-                self.clients[client].phase = Phase::Acquiring {
+                let work = self
+                    .rng
+                    .random_range(self.opts.ttl_ms / 2..self.opts.ttl_ms * 4);
+                self.clients[client].app = App::Holding {
+                    key,
                     resource,
-                    lock_id,
-                    sent: local,
-                    req_id,
+                    fence: status.fence,
+                    trust_until,
+                    work_until: local + work,
+                    next_write: local,
+                };
+                self.note(
+                    Some(client),
+                    format!("holds r{resource}, fence {}", status.fence),
+                );
+            }
+            CoreEvent::AcquireFailed { key, error } => {
+                if let App::Acquiring { key: k, resource } = self.clients[client].app
+                    && k == key
+                {
+                    self.note(
+                        Some(client),
+                        format!("acquire of r{resource} failed: {error}"),
+                    );
+                    let pause = self.rng.random_range(0..self.opts.ttl_ms / 2);
+                    self.clients[client].app = App::Idle {
+                        until: local + pause,
+                    };
+                }
+            }
+            CoreEvent::Renewed { key, trust_until } => {
+                if let App::Holding {
+                    key: k,
+                    trust_until: until,
+                    ..
+                } = &mut self.clients[client].app
+                    && *k == key
+                {
+                    *until = trust_until;
+                }
+            }
+            CoreEvent::RenewFailed { error, .. } => {
+                self.note(Some(client), format!("renewal failed: {error}"));
+            }
+            CoreEvent::Ended { key, how } => {
+                let App::Holding {
+                    key: k, resource, ..
+                } = self.clients[client].app
+                else {
+                    return;
+                };
+                if k != key {
+                    return;
+                }
+                if matches!(how, Ended::Refused | Ended::Expired) {
+                    self.report.losses += 1;
+                    if !self.mix.can_cost_a_lease() {
+                        self.violation(
+                            ViolationKind::NeedlessLoss,
+                            format!("client {client} lost r{resource} without faults: {how}"),
+                        );
+                    }
+                }
+                self.note(Some(client), format!("stops trusting r{resource}: {how}"));
+                // The application drops its guard.
+                self.clients[client].core.release(key, local);
+                self.clients[client].app = if self.healing {
+                    App::Done
+                } else {
+                    let pause = self.rng.random_range(0..self.opts.ttl_ms);
+                    App::Idle {
+                        until: local + pause,
+                    }
                 };
             }
-            Phase::Holding {
-                resource,
-                lock_id,
-                fence,
+            CoreEvent::Released { result, .. } => {
+                if let Err(e) = result {
+                    self.note(Some(client), format!("a release gave up: {e}"));
+                }
+            }
+        }
+    }
+
+    /// The application acts on its own clock: acquires when idle, writes while it holds,
+    /// releases when its work is done; once healing, it stops. Returns whether it acted.
+    fn app_step(&mut self, client: usize) -> bool {
+        let local = self.local(client);
+        match self.clients[client].app {
+            App::Done => false,
+            App::Idle { .. } if self.healing => {
+                self.clients[client].app = App::Done;
+                true
+            }
+            App::Idle { until } => {
+                if local < until {
+                    return false;
+                }
+                let resource = self.rng.random_range(0..self.opts.resources);
+                let c = &mut self.clients[client];
+                c.next_key += 1;
+                let key = c.next_key;
+                c.core.acquire(
+                    key,
+                    self.resources[resource].clone(),
+                    Access::Exclusive,
+                    self.ttl,
+                    Wait::Forever,
+                    local,
+                );
+                c.app = App::Acquiring { key, resource };
+                self.note(Some(client), format!("acquires r{resource}"));
+                true
+            }
+            App::Acquiring { key, resource } => {
+                if !self.healing {
+                    return false;
+                }
+                self.clients[client].core.cancel(key);
+                self.clients[client].app = App::Done;
+                self.note(Some(client), format!("gives up acquiring r{resource}"));
+                true
+            }
+            App::Holding {
                 key,
+                resource,
+                fence,
                 work_until,
                 next_write,
+                ..
             } => {
-                if local >= work_until {
-                    self.clients[client].schedule.remove(key);
-                    self.send(client, Request::Unlock { lock_id });
+                if self.healing || local >= work_until {
+                    self.clients[client].core.release(key, local);
                     self.note(Some(client), format!("releases r{resource}"));
-                    let pause = self.rng.random_range(0..self.opts.ttl_ms);
-                    self.clients[client].phase = Phase::Idle {
-                        next_attempt: local + pause,
+                    self.clients[client].app = if self.healing {
+                        App::Done
+                    } else {
+                        let pause = self.rng.random_range(0..self.opts.ttl_ms);
+                        App::Idle {
+                            until: local + pause,
+                        }
                     };
-                } else if local >= next_write
-                    && self.clients[client].believes(self.now) == Some(resource)
-                {
-                    let gap = self.opts.ttl_ms / 5;
-                    if let Phase::Holding { next_write, .. } = &mut self.clients[client].phase {
-                        *next_write = local + gap.max(1);
-                    }
+                    return true;
+                }
+                if local < next_write {
+                    return false;
+                }
+                let gap = (self.opts.ttl_ms / 5).max(1);
+                if let App::Holding { next_write, .. } = &mut self.clients[client].app {
+                    *next_write = local + gap;
+                }
+                if self.clients[client].believes(self.now) == Some(resource) {
                     if self.rng.random_range(0..1000) < u32::from(self.mix.pause_permille) * 5 {
                         // Checked the lock, then paused before the write left: it goes out on
                         // resume with a fence that may be stale by then (Kleppmann's case).
                         self.clients[client].queued_write = Some((resource, fence));
                         self.pause(client, " in the middle of a write");
-                        return;
+                        return true;
                     }
                     self.send_write(client, resource, fence);
                 }
+                true
             }
-            _ => {}
-        }
-        self.schedule_wake(client);
-    }
-
-    fn schedule_wake(&mut self, client: usize) {
-        let c = &self.clients[client];
-        let mut next = c.schedule.next_wakeup();
-        let mut consider = |t: u64| next = Some(next.map_or(t, |n: u64| n.min(t)));
-        match &c.phase {
-            Phase::Idle { next_attempt } => consider(*next_attempt),
-            Phase::Holding {
-                work_until,
-                next_write,
-                ..
-            } => {
-                consider(*work_until);
-                consider(*next_write);
-            }
-            Phase::Acquiring { .. } => {}
-        }
-        for p in c.pending.values() {
-            consider(p.deadline);
-        }
-        if let Some(local) = next {
-            let at = c.real_at(local).max(self.now + 1);
-            let incarnation = c.incarnation;
-            self.push(
-                at,
-                Event::Wake {
-                    client,
-                    incarnation,
-                },
-            );
-        }
-    }
-
-    fn on_reply(&mut self, client: usize, req_id: u64, reply: Reply) {
-        // A late reply to a request already given up on is ignored, as a real client would.
-        if let Some(p) = self.clients[client].pending.remove(&req_id) {
-            self.outcome(client, req_id, &p, reply);
-            self.schedule_wake(client);
-        }
-    }
-
-    /// How a request ended for the client: a reply, or `Failed` when it timed out.
-    fn outcome(&mut self, client: usize, req_id: u64, pending: &Pending, reply: Reply) {
-        let local = self.clients[client].local(self.now);
-        let phase = self.clients[client].phase.clone();
-        match (pending.purpose, phase) {
-            (
-                Purpose::Acquire,
-                Phase::Acquiring {
-                    resource,
-                    lock_id,
-                    sent,
-                    req_id: want,
-                },
-            ) if want == req_id => {
-                match reply {
-                    Reply::Granted { fence } => {
-                        self.start_holding(client, resource, lock_id, fence, sent, local)
-                    }
-                    Reply::Failed => {
-                        // Outcome unknown: release whatever may have been granted.
-                        self.send(client, Request::Unlock { lock_id });
-                        self.clients[client].phase = Phase::Idle {
-                            next_attempt: local + self.opts.ttl_ms / 10,
-                        };
-                    }
-                    _ => {
-                        let backoff = self.rng.random_range(1..self.opts.ttl_ms / 2);
-                        self.clients[client].phase = Phase::Idle {
-                            next_attempt: local + backoff,
-                        };
-                    }
-                }
-            }
-            (Purpose::Renew { key }, _) => match reply {
-                Reply::Renewed => self.clients[client].schedule.renewed(key, pending.sent),
-                other => {
-                    let refused = matches!(other, Reply::RenewRefused);
-                    let lost = self.clients[client]
-                        .schedule
-                        .renew_failed(key, refused, local);
-                    if let Some(LeaseEvent::Lost { cause, .. }) = lost {
-                        self.lose(client, key, &format!("{cause:?}"), local);
-                    }
-                }
-            },
-            _ => {}
-        }
-    }
-
-    fn start_holding(
-        &mut self,
-        client: usize,
-        resource: usize,
-        lock_id: LockId,
-        fence: u64,
-        sent: u64,
-        local: u64,
-    ) {
-        let ttl = Ttl::new(Duration::from_millis(self.opts.ttl_ms))
-            .unwrap_or_else(|e| panic!("ttl: {e}"));
-        let c = &mut self.clients[client];
-        c.next_key += 1;
-        let key = c.next_key;
-        if c.schedule.insert(key, lock_id.clone(), ttl, sent).is_ok() {
-            let work = self
-                .rng
-                .random_range(self.opts.ttl_ms / 2..self.opts.ttl_ms * 4);
-            self.clients[client].phase = Phase::Holding {
-                resource,
-                lock_id,
-                fence,
-                key,
-                work_until: local + work,
-                next_write: local,
-            };
-            self.note(Some(client), format!("holds r{resource}, fence {fence}"));
-        } else {
-            // The margin leaves no validity: do not trust it; release it.
-            self.send(client, Request::Unlock { lock_id });
-            self.clients[client].phase = Phase::Idle {
-                next_attempt: local,
-            };
-        }
-    }
-
-    fn lose(&mut self, client: usize, key: u64, cause: &str, local: u64) {
-        if let Phase::Holding {
-            key: held,
-            resource,
-            ..
-        } = self.clients[client].phase
-            && held == key
-        {
-            self.note(Some(client), format!("stops trusting r{resource}: {cause}"));
-            self.report.losses += 1;
-            self.clients[client].phase = Phase::Idle {
-                next_attempt: local,
-            };
         }
     }
 
@@ -750,15 +973,58 @@ impl World {
             self.pause(client, "");
         } else if roll < u32::from(self.mix.pause_permille) + u32::from(self.mix.crash_permille) {
             let c = &mut self.clients[client];
+            self.crashed.insert((client, c.incarnation));
             c.crashed = true;
             c.incarnation += 1;
-            c.pending.clear();
-            c.schedule = LeaseSchedule::new(*c.schedule.config());
-            c.phase = Phase::Idle { next_attempt: 0 };
+            c.app = App::Idle { until: 0 };
+            c.inbox.clear();
+            c.queued_write = None;
+            c.wake_at = None;
+            c.reported_past = None;
             self.report.faults.crashes += 1;
             self.note(Some(client), "crashes");
             let back = self.now + self.rng.random_range(1..self.opts.ttl_ms * 2);
             self.push(back, Event::Restart { client });
+        }
+    }
+
+    /// past_trust_deadline: every client that can act (neither paused nor crashed) has had
+    /// its due timeouts handled at this instant, so a lease its application still holds
+    /// must still be trusted on its clock.
+    fn check_trust_deadlines(&mut self) {
+        for client in 0..self.clients.len() {
+            if !self.clients[client].is_active() {
+                continue;
+            }
+            let local = self.local(client);
+            if self.clients[client]
+                .core
+                .poll_timeout()
+                .is_some_and(|t| t <= local)
+            {
+                self.clients[client].core.handle_timeout(local);
+                self.flush(client);
+                self.schedule_wake(client);
+            }
+            let c = &self.clients[client];
+            if let App::Holding {
+                key,
+                resource,
+                trust_until,
+                ..
+            } = c.app
+                && local >= trust_until
+                && c.reported_past != Some(key)
+            {
+                self.clients[client].reported_past = Some(key);
+                self.violation(
+                    ViolationKind::PastTrustDeadline,
+                    format!(
+                        "client {client} still holds r{resource} at local {local}, past its \
+                         trust deadline {trust_until}, without being told it ended"
+                    ),
+                );
+            }
         }
     }
 
@@ -781,9 +1047,61 @@ impl World {
         }
     }
 
-    fn heal_and_check_liveness(&mut self) {
-        // Everyone stops; every lease runs out; the purger runs.
-        let after = self.opts.duration_ms + self.opts.ttl_ms * 3;
+    /// The faults stop: no more losses, pauses or crashes; every client that can act stops
+    /// acquiring, cancels its acquire and releases what it holds (paused and crashed ones
+    /// do so when they resume or restart).
+    fn heal(&mut self) {
+        self.healing = true;
+        self.note(None, "the faults stop; clients give back what they hold");
+        for client in 0..self.clients.len() {
+            if self.clients[client].is_active() {
+                let local = self.local(client);
+                self.clients[client].core.handle_timeout(local);
+                self.settle(client);
+            }
+        }
+    }
+
+    /// leaked: every lock id granted to an incarnation that did not crash was unlocked at
+    /// the store, and the world settled.
+    fn check_leaks(&mut self, limit: u64) {
+        if let Some(&Reverse((at, _, _))) = self.queue.peek() {
+            let busy: Vec<usize> = (0..self.clients.len())
+                .filter(|&c| {
+                    let c = &self.clients[c];
+                    c.crashed || c.paused_until.is_some() || !c.core.is_idle()
+                })
+                .collect();
+            self.violation(
+                ViolationKind::Leaked,
+                format!(
+                    "the healed world did not settle by {limit} ms (next event at {at} ms; \
+                     clients not idle: {busy:?})"
+                ),
+            );
+        }
+        let leaked: Vec<(usize, u32)> = self
+            .grants
+            .iter()
+            .filter(|(id, who)| !self.unlocked.contains(*id) && !self.crashed.contains(who))
+            .map(|(_, who)| *who)
+            .collect();
+        if !leaked.is_empty() {
+            let clients: BTreeSet<usize> = leaked.iter().map(|(c, _)| *c).collect();
+            self.violation(
+                ViolationKind::Leaked,
+                format!(
+                    "{} granted lock id(s) never unlocked, of clients {clients:?} (which did \
+                     not crash)",
+                    leaked.len()
+                ),
+            );
+        }
+    }
+
+    /// stuck: once every lease has run out, a purge leaves nothing.
+    fn check_stuck(&mut self) {
+        let after = self.now + self.opts.ttl_ms * 3;
         self.now = after;
         self.clock
             .set(EPOCH.saturating_add(Duration::from_millis(after)));
@@ -797,13 +1115,5 @@ impl World {
                 format!("locks left after healing: {names:?}"),
             );
         }
-    }
-}
-
-fn describe(r: &Request) -> String {
-    match r {
-        Request::Xlock { resource, .. } => format!("xlock r{resource}"),
-        Request::Renew { .. } => "renew".into(),
-        Request::Unlock { .. } => "unlock".into(),
     }
 }

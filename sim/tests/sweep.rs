@@ -1,4 +1,7 @@
 //! The simulator's checks: a clean sweep, the two negative runs, exact replay.
+//!
+//! The kill matrix (`scripts/mutants`) runs the sweep with each engine mutant switched on
+//! (`LOCKWRIGHT_MUTANT`); the Locker mutants must each make it fail.
 
 use lockwright_sim::{Options, ViolationKind, run_seed, sweep, timeline_svg};
 
@@ -16,7 +19,32 @@ fn sweep_of_2000_seeds_finds_no_violation() {
     );
     // Non-vacuity: the faults happened and fencing had stale writes to reject.
     assert!(
-        summary.faults.lost_replies > 0 && summary.faults.pauses > 0 && summary.faults.crashes > 0
+        summary.faults.lost_replies > 0
+            && summary.faults.lost_requests > 0
+            && summary.faults.pauses > 0
+            && summary.faults.crashes > 0,
+        "{:?}",
+        summary.faults
+    );
+    // ... and what the Locker's core must get right under them happened too: grants whose
+    // reply was lost were released, releases whose request was lost were retried, and
+    // grants arrived too late to be trusted.
+    assert!(
+        summary.unknown_grants_released > 0,
+        "no grant with an unknown outcome was ever released"
+    );
+    assert!(
+        summary.releases_retried > 0,
+        "no release was ever retried after a lost unlock"
+    );
+    assert!(
+        summary.late_grants > 0,
+        "no grant ever arrived after its trust deadline"
+    );
+    // Seeds without faults that can cost a lease exist, so needless losses can be seen.
+    assert!(
+        summary.seeds_without_lease_faults > 0,
+        "no seed checked for needless losses"
     );
     assert!(
         summary.writes.1 > 0,
