@@ -187,16 +187,21 @@ pub enum Request {
         /// The lease.
         ttl: Ttl,
     },
-    /// Renew the group `lock_id` for `ttl`.
+    /// Renew the one lock `lock_id` holds on `resource` for `ttl` (each attempt's lock id
+    /// is fresh, so the group is that one lock).
     Renew {
-        /// The group.
+        /// Where the lock is.
+        resource: Resource,
+        /// Its lock id.
         lock_id: LockId,
         /// The lease.
         ttl: Ttl,
     },
-    /// Release the group `lock_id`.
+    /// Release the one lock `lock_id` holds (or may hold) on `resource`.
     Unlock {
-        /// The group.
+        /// Where the lock is.
+        resource: Resource,
+        /// Its lock id.
         lock_id: LockId,
     },
 }
@@ -317,19 +322,19 @@ struct Acquire {
     attempt: Option<RequestId>,
 }
 
+/// One lock a lock request asked for (and perhaps got): what a release needs.
+#[derive(Clone, Debug)]
+struct Grant {
+    resource: Resource,
+    lock_id: LockId,
+    ttl: Ttl,
+}
+
 #[derive(Debug)]
 enum Purpose {
-    Lock {
-        key: LeaseKey,
-        lock_id: LockId,
-        ttl: Ttl,
-    },
-    Renew {
-        key: LeaseKey,
-    },
-    Unlock {
-        release: u64,
-    },
+    Lock { key: LeaseKey, grant: Grant },
+    Renew { key: LeaseKey },
+    Unlock { release: u64 },
 }
 
 #[derive(Debug)]
@@ -342,8 +347,7 @@ struct InFlight {
 #[derive(Debug)]
 struct Release {
     key: Option<LeaseKey>,
-    lock_id: LockId,
-    ttl: Ttl,
+    grant: Grant,
     deadline: u64,
 }
 
@@ -362,8 +366,7 @@ enum Timer {
 /// A held lock the core knows the lock id of, until it is released.
 #[derive(Debug)]
 struct Held {
-    lock_id: LockId,
-    ttl: Ttl,
+    grant: Grant,
     /// Still renewed and trusted (not yet lost, released or cancelled).
     live: bool,
 }
@@ -499,7 +502,7 @@ impl<R: RngCore> LockerCore<R> {
                         how: Ended::Released,
                     });
                 }
-                self.start_release(Some(key), held.lock_id, held.ttl, now);
+                self.start_release(Some(key), held.grant, now);
             }
             None => self.events.push_back(Event::Released {
                 key: Some(key),
@@ -599,9 +602,17 @@ impl<R: RngCore> LockerCore<R> {
         for event in self.schedule.poll(now) {
             match event {
                 LeaseEvent::Renew { key, lock_id, ttl } => {
+                    let Some(held) = self.held.get(&key) else {
+                        continue;
+                    };
+                    let resource = held.grant.resource.clone();
                     let deadline = self.schedule.trust_until(key).unwrap_or(now);
                     self.send(
-                        Request::Renew { lock_id, ttl },
+                        Request::Renew {
+                            resource,
+                            lock_id,
+                            ttl,
+                        },
                         Purpose::Renew { key },
                         deadline,
                         now,
@@ -641,14 +652,19 @@ impl<R: RngCore> LockerCore<R> {
         let lock_id = LockId::from_random(bits);
         // Checked in `acquire`: the TTL is longer than the margin.
         let deadline = trust_until(now, ttl, self.config.drift_margin).unwrap_or(now);
+        let grant = Grant {
+            resource: resource.clone(),
+            lock_id: lock_id.clone(),
+            ttl,
+        };
         let id = self.send(
             Request::Lock {
                 resource,
                 access,
-                lock_id: lock_id.clone(),
+                lock_id,
                 ttl,
             },
-            Purpose::Lock { key, lock_id, ttl },
+            Purpose::Lock { key, grant },
             deadline,
             now,
         );
@@ -660,15 +676,15 @@ impl<R: RngCore> LockerCore<R> {
     /// How a request ended: with a reply, or (`None`) unanswered by its deadline.
     fn settle(&mut self, id: RequestId, request: InFlight, reply: Option<Reply>, now: u64) {
         match request.purpose {
-            Purpose::Lock { key, lock_id, ttl } => {
+            Purpose::Lock { key, grant } => {
                 let ours = self
                     .acquires
                     .get(&key)
                     .is_some_and(|a| a.attempt == Some(id));
                 if ours {
-                    self.lock_settled(key, lock_id, ttl, request.sent, reply, now);
+                    self.lock_settled(key, grant, request.sent, reply, now);
                 } else {
-                    self.orphan_settled(lock_id, ttl, reply, now);
+                    self.orphan_settled(grant, reply, now);
                 }
             }
             Purpose::Renew { key } => self.renew_settled(key, request.sent, reply, now),
@@ -678,12 +694,12 @@ impl<R: RngCore> LockerCore<R> {
 
     /// The reply to an attempt whose acquire was cancelled, gave up or was shut down:
     /// release whatever may have been granted.
-    fn orphan_settled(&mut self, lock_id: LockId, ttl: Ttl, reply: Option<Reply>, now: u64) {
+    fn orphan_settled(&mut self, grant: Grant, reply: Option<Reply>, now: u64) {
         match &reply {
-            Some(Reply::Granted(_)) => self.start_release(None, lock_id, ttl, now),
-            None => self.release_unknown(lock_id, ttl, now),
+            Some(Reply::Granted(_)) => self.start_release(None, grant, now),
+            None => self.release_unknown(grant, now),
             Some(Reply::Failed(e)) if may_have_applied(e) => {
-                self.release_unknown(lock_id, ttl, now);
+                self.release_unknown(grant, now);
             }
             Some(_) => {}
         }
@@ -692,8 +708,7 @@ impl<R: RngCore> LockerCore<R> {
     fn lock_settled(
         &mut self,
         key: LeaseKey,
-        lock_id: LockId,
-        ttl: Ttl,
+        grant: Grant,
         sent: u64,
         reply: Option<Reply>,
         now: u64,
@@ -701,6 +716,7 @@ impl<R: RngCore> LockerCore<R> {
         if let Some(a) = self.acquires.get_mut(&key) {
             a.attempt = None;
         }
+        let ttl = grant.ttl;
         let until = trust_until(sent, ttl, self.config.drift_margin).unwrap_or(sent);
         match reply {
             Some(Reply::Granted(status))
@@ -709,25 +725,18 @@ impl<R: RngCore> LockerCore<R> {
                 self.acquires.remove(&key);
                 if self
                     .schedule
-                    .insert(key, lock_id.clone(), ttl, sent)
+                    .insert(key, grant.lock_id.clone(), ttl, sent)
                     .is_err()
                 {
                     // Unreachable: `acquire` checked the TTL against the margin.
-                    self.start_release(None, lock_id, ttl, now);
+                    self.start_release(None, grant, now);
                     self.events.push_back(Event::AcquireFailed {
                         key,
                         error: Error::invalid("ttl", "must be longer than the drift margin"),
                     });
                     return;
                 }
-                self.held.insert(
-                    key,
-                    Held {
-                        lock_id,
-                        ttl,
-                        live: true,
-                    },
-                );
+                self.held.insert(key, Held { grant, live: true });
                 self.stats.held += 1;
                 self.events.push_back(Event::Acquired {
                     key,
@@ -737,7 +746,7 @@ impl<R: RngCore> LockerCore<R> {
             }
             Some(Reply::Granted(_)) => {
                 // Granted too late to trust: release it, and ask again if waiting.
-                self.start_release(None, lock_id, ttl, now);
+                self.start_release(None, grant, now);
                 self.retry_or_fail(
                     key,
                     Error::backend(
@@ -755,12 +764,12 @@ impl<R: RngCore> LockerCore<R> {
             ),
             Some(Reply::Failed(e)) => {
                 if may_have_applied(&e) {
-                    self.release_unknown(lock_id, ttl, now);
+                    self.release_unknown(grant, now);
                 }
                 self.fail(key, e);
             }
             None => {
-                self.release_unknown(lock_id, ttl, now);
+                self.release_unknown(grant, now);
                 self.retry_or_fail(
                     key,
                     Error::backend(
@@ -775,9 +784,9 @@ impl<R: RngCore> LockerCore<R> {
     }
 
     /// After an outcome that may have been a grant: release it.
-    fn release_unknown(&mut self, lock_id: LockId, ttl: Ttl, now: u64) {
+    fn release_unknown(&mut self, grant: Grant, now: u64) {
         if !mutants::active(Mutant::LockerNoReleaseAfterUnknown) {
-            self.start_release(None, lock_id, ttl, now);
+            self.start_release(None, grant, now);
         }
     }
 
@@ -859,7 +868,7 @@ impl<R: RngCore> LockerCore<R> {
         }
     }
 
-    fn start_release(&mut self, key: Option<LeaseKey>, lock_id: LockId, ttl: Ttl, now: u64) {
+    fn start_release(&mut self, key: Option<LeaseKey>, grant: Grant, now: u64) {
         let rid = self.next_id;
         self.next_id += 1;
         let deadline = now.saturating_add(duration_millis(self.config.release_timeout));
@@ -867,8 +876,7 @@ impl<R: RngCore> LockerCore<R> {
             rid,
             Release {
                 key,
-                lock_id,
-                ttl,
+                grant,
                 deadline,
             },
         );
@@ -879,14 +887,12 @@ impl<R: RngCore> LockerCore<R> {
         let Some(r) = self.releases.get(&rid) else {
             return;
         };
-        let deadline = r.deadline.min(now.saturating_add(r.ttl.as_millis()));
-        let lock_id = r.lock_id.clone();
-        self.send(
-            Request::Unlock { lock_id },
-            Purpose::Unlock { release: rid },
-            deadline,
-            now,
-        );
+        let deadline = r.deadline.min(now.saturating_add(r.grant.ttl.as_millis()));
+        let request = Request::Unlock {
+            resource: r.grant.resource.clone(),
+            lock_id: r.grant.lock_id.clone(),
+        };
+        self.send(request, Purpose::Unlock { release: rid }, deadline, now);
     }
 
     fn unlock_settled(&mut self, rid: u64, reply: Option<Reply>, now: u64) {
@@ -1028,7 +1034,7 @@ mod tests {
         c.handle_reply(t.id, grant(&t), 900);
         assert!(events(&mut c).is_empty(), "no guard");
         let unlock = c.poll_transmit().unwrap();
-        let (Request::Lock { lock_id: a, .. }, Request::Unlock { lock_id: b }) =
+        let (Request::Lock { lock_id: a, .. }, Request::Unlock { lock_id: b, .. }) =
             (&t.request, &unlock.request)
         else {
             panic!("{unlock:?}");

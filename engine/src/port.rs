@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::error::Error;
 use crate::filter::Filter;
 use crate::lock::{LockRequest, LockStatus, SharedLimit};
-use crate::names::LockId;
+use crate::names::{LockId, Resource};
 use crate::time::Ttl;
 
 /// A place where locks live (in memory, in MongoDB). Implementations apply the rules of
@@ -40,6 +40,24 @@ pub trait LockStore: Send + Sync + 'static {
         ttl: Ttl,
         margin: Duration,
     ) -> impl Future<Output = Result<Vec<LockStatus>, Error>> + Send;
+
+    /// Renews the one lock `lock_id` holds on `resource` ([`crate::LockTable::renew_one`]).
+    /// One round trip where the backend allows.
+    fn renew_one(
+        &self,
+        resource: &Resource,
+        lock_id: &LockId,
+        ttl: Ttl,
+        margin: Duration,
+    ) -> impl Future<Output = Result<LockStatus, Error>> + Send;
+
+    /// Removes the one lock `lock_id` holds on `resource`
+    /// ([`crate::LockTable::unlock_one`]). One round trip where the backend allows.
+    fn unlock_one(
+        &self,
+        resource: &Resource,
+        lock_id: &LockId,
+    ) -> impl Future<Output = Result<Option<LockStatus>, Error>> + Send;
 
     /// Reports matching locks ([`crate::table::status`]).
     fn status(

@@ -478,6 +478,74 @@ impl LockTable {
         renew(&mut [self], lock_id, ttl, margin, now)
     }
 
+    /// Renews the one lock `lock_id` holds on `resource`, and no other lock of its group:
+    /// sets its `expires_at = now + ttl` and `renewed_at = now` (a lock without a TTL
+    /// included) and returns it. For a holder that knows its group is this one lock (a
+    /// `Locker` guard), the same as [`renew`] of the group, in one step on one resource.
+    ///
+    /// # Errors
+    /// `LockNotFound` when `lock_id` holds no lock on `resource` (released, purged or taken
+    /// over); `NotRenewable` (nothing changed) when it expires at or before `now + margin`.
+    pub fn renew_one(
+        &mut self,
+        resource: &Resource,
+        lock_id: &LockId,
+        ttl: Ttl,
+        margin: Duration,
+        now: Timestamp,
+    ) -> Result<LockStatus, Error> {
+        let margin = if mutants::active(Mutant::RenewWithoutMargin) {
+            Duration::ZERO
+        } else {
+            margin
+        };
+        let state = self
+            .resources
+            .get_mut(resource)
+            .ok_or(Error::LockNotFound)?;
+        let (mode, lock) = state
+            .exclusive
+            .iter_mut()
+            .map(|l| (Mode::Exclusive, l))
+            .chain(state.shared.iter_mut().map(|l| (Mode::Shared, l)))
+            .find(|(_, l)| &l.lock_id == lock_id)
+            .ok_or(Error::LockNotFound)?;
+        if lock
+            .expires_at
+            .is_some_and(|e| e <= now.saturating_add(margin))
+        {
+            return Err(Error::NotRenewable {
+                locks: vec![lock.status(resource, mode, now)],
+            });
+        }
+        lock.expires_at = Some(now.saturating_add(ttl.as_duration()));
+        lock.renewed_at = Some(now);
+        Ok(lock.status(resource, mode, now))
+    }
+
+    /// Removes the one lock `lock_id` holds on `resource`, live or expired, and no other
+    /// lock of its group; returns it as it was just before removal, or `None` when there is
+    /// none (already released, purged or taken over). For a holder that knows its group is
+    /// this one lock, the same as [`unlock`] of the group.
+    pub fn unlock_one(
+        &mut self,
+        resource: &Resource,
+        lock_id: &LockId,
+        now: Timestamp,
+    ) -> Option<LockStatus> {
+        let (mode, lock) = self
+            .resources
+            .get_mut(resource)?
+            .remove_if(lock_id, |_| true)?;
+        if let Some(names) = self.groups.get_mut(lock_id) {
+            names.remove(resource);
+            if names.is_empty() {
+                self.groups.remove(lock_id);
+            }
+        }
+        Some(lock.status(resource, mode, now))
+    }
+
     /// Reports matching locks; see [`status`].
     #[must_use]
     pub fn status(&self, filter: &Filter, now: Timestamp) -> Vec<LockStatus> {

@@ -159,6 +159,35 @@ impl<S: LockStore> Client<S> {
             .await
     }
 
+    /// Renews exactly `lock` (a grant's resource and lock id), not the rest of its group:
+    /// sets its expiry to `ttl` from now and returns it. One round trip on MongoDB. For a
+    /// group of one lock (each grant under its own lock id) the same as [`Client::renew`].
+    ///
+    /// # Errors
+    /// `LockNotFound` (released, purged or taken over), `NotRenewable { locks }` when it
+    /// expires within the renew margin, `InvalidArgument` (`ttl`), or a backend error.
+    pub async fn renew_one(&self, lock: &LockStatus, ttl: Duration) -> Result<LockStatus, Error> {
+        let ttl = Ttl::new(ttl)?;
+        self.inner
+            .store
+            .renew_one(&lock.resource, &lock.lock_id, ttl, self.inner.renew_margin)
+            .await
+    }
+
+    /// Releases exactly `lock` (a grant's resource and lock id), not the rest of its group,
+    /// and returns it as it was, or `None` when it is already gone (released, purged or
+    /// taken over). One round trip on MongoDB.
+    ///
+    /// # Errors
+    /// A backend error, or `Malformed` when the resource's document cannot be read (it is
+    /// left as it is).
+    pub async fn unlock_one(&self, lock: &LockStatus) -> Result<Option<LockStatus>, Error> {
+        self.inner
+            .store
+            .unlock_one(&lock.resource, &lock.lock_id)
+            .await
+    }
+
     /// The locks matching every set field of `filter`, oldest first.
     ///
     /// # Errors

@@ -401,10 +401,19 @@ fn perform<S: LockStore>(client: Client<S>, t: Transmit, deadline: Instant) -> I
                     };
                     Reply::from_lock(granted)
                 }
-                Request::Renew { lock_id, ttl } => {
-                    Reply::from_done(client.renew(&lock_id, ttl.as_duration()).await)
+                // A guard's group is its one lock: renewed and released in one round trip.
+                Request::Renew {
+                    resource,
+                    lock_id,
+                    ttl,
+                } => {
+                    let margin = client.renew_margin();
+                    let renewed = client.store().renew_one(&resource, &lock_id, ttl, margin);
+                    Reply::from_done(renewed.await)
                 }
-                Request::Unlock { lock_id } => Reply::from_done(client.unlock(&lock_id).await),
+                Request::Unlock { resource, lock_id } => {
+                    Reply::from_done(client.store().unlock_one(&resource, &lock_id).await)
+                }
             }
         };
         let reply = tokio::time::timeout_at(deadline, work).await.ok()?;

@@ -39,7 +39,7 @@ use std::time::Duration;
 use lockwright::MemStore;
 use lockwright::engine::{
     Error, Filter, LockDetails, LockId, LockRequest, LockStatus, LockStore, LockTable, ManualClock,
-    Mode, ResourceState, SharedLimit, Timestamp, Ttl,
+    Mode, Resource, ResourceState, SharedLimit, Timestamp, Ttl,
 };
 use lockwright_store_mongo::test_support;
 use rand::rngs::StdRng;
@@ -565,6 +565,26 @@ impl LockStore for NonAtomicStore {
     ) -> Result<Vec<LockStatus>, Error> {
         let now = self.clock.now();
         self.table().renew(lock_id, ttl, margin, now)
+    }
+
+    async fn renew_one(
+        &self,
+        resource: &Resource,
+        lock_id: &LockId,
+        ttl: Ttl,
+        margin: Duration,
+    ) -> Result<LockStatus, Error> {
+        let now = self.clock.now();
+        self.table().renew_one(resource, lock_id, ttl, margin, now)
+    }
+
+    async fn unlock_one(
+        &self,
+        resource: &Resource,
+        lock_id: &LockId,
+    ) -> Result<Option<LockStatus>, Error> {
+        let now = self.clock.now();
+        Ok(self.table().unlock_one(resource, lock_id, now))
     }
 
     async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>, Error> {

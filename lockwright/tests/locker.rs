@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use lockwright::engine::{LockRequest, SharedLimit, Ttl};
+use lockwright::engine::{LockRequest, Resource, SharedLimit, Ttl};
 use lockwright::store_mem::Clock;
 use lockwright::{
     Access, Client, Ended, Error, Filter, LockId, LockStatus, LockStore, Locker, LockerConfig,
@@ -65,6 +65,9 @@ impl<S: LockStore> LockStore for Faulty<S> {
         self.inner.slock(r, l).await
     }
     async fn unlock(&self, id: &LockId) -> Result<Vec<LockStatus>, Error> {
+        self.inner.unlock(id).await
+    }
+    async fn unlock_one(&self, r: &Resource, id: &LockId) -> Result<Option<LockStatus>, Error> {
         let fail = self
             .unlock_failures
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -75,9 +78,18 @@ impl<S: LockStore> LockStore for Faulty<S> {
                 std::io::Error::other("connection reset"),
             ));
         }
-        self.inner.unlock(id).await
+        self.inner.unlock_one(r, id).await
     }
     async fn renew(&self, id: &LockId, t: Ttl, m: Duration) -> Result<Vec<LockStatus>, Error> {
+        self.inner.renew(id, t, m).await
+    }
+    async fn renew_one(
+        &self,
+        r: &Resource,
+        id: &LockId,
+        t: Ttl,
+        m: Duration,
+    ) -> Result<LockStatus, Error> {
         if self.renew_hangs.load(Ordering::SeqCst) {
             std::future::pending::<()>().await;
         }
@@ -87,7 +99,7 @@ impl<S: LockStore> LockStore for Faulty<S> {
                 std::io::Error::other("connection refused"),
             ));
         }
-        self.inner.renew(id, t, m).await
+        self.inner.renew_one(r, id, t, m).await
     }
     async fn status(&self, f: &Filter) -> Result<Vec<LockStatus>, Error> {
         self.inner.status(f).await

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use lockwright::engine::{LockRequest, SharedLimit, Ttl};
+use lockwright::engine::{LockRequest, Resource, SharedLimit, Ttl};
 use lockwright::{
     Client, Error, Filter, LockDetails, LockId, LockStatus, LockStore, ManualClock, MemStore,
     Purger, Timestamp, generate_lock_id,
@@ -88,6 +88,18 @@ impl LockStore for HalfBrokenStore {
     }
     async fn renew(&self, id: &LockId, t: Ttl, m: Duration) -> Result<Vec<LockStatus>, Error> {
         self.inner.renew(id, t, m).await
+    }
+    async fn renew_one(
+        &self,
+        r: &Resource,
+        id: &LockId,
+        t: Ttl,
+        m: Duration,
+    ) -> Result<LockStatus, Error> {
+        self.inner.renew_one(r, id, t, m).await
+    }
+    async fn unlock_one(&self, r: &Resource, id: &LockId) -> Result<Option<LockStatus>, Error> {
+        self.inner.unlock_one(r, id).await
     }
     async fn status(&self, f: &Filter) -> Result<Vec<LockStatus>, Error> {
         self.inner.status(f).await

@@ -570,7 +570,7 @@ impl World {
             self.report.faults.lost_requests += 1;
             let what = self.describe(&t.request);
             self.note(Some(client), format!("request {what} lost"));
-            if let Request::Unlock { lock_id } = &t.request {
+            if let Request::Unlock { lock_id, .. } = &t.request {
                 self.lost_unlocks.insert(lock_id.clone());
             }
             self.maybe_connection_error(client, incarnation, t.id, &t.request, lock_deadline);
@@ -702,9 +702,13 @@ impl World {
                 }
                 Reply::from_lock(result)
             }
-            Request::Renew { lock_id, ttl } => {
+            Request::Renew {
+                resource,
+                lock_id,
+                ttl,
+            } => {
                 let margin = self.config.drift_margin;
-                let result = ready(self.store.renew(lock_id, *ttl, margin));
+                let result = ready(self.store.renew_one(resource, lock_id, *ttl, margin));
                 if let Err(e) = &result
                     && !matches!(e, Error::NotRenewable { .. } | Error::LockNotFound)
                 {
@@ -712,8 +716,8 @@ impl World {
                 }
                 Reply::from_done(result)
             }
-            Request::Unlock { lock_id } => {
-                let result = ready(self.store.unlock(lock_id));
+            Request::Unlock { resource, lock_id } => {
+                let result = ready(self.store.unlock_one(resource, lock_id));
                 if let Err(e) = &result {
                     panic!("store-mem failed: {e}");
                 }

@@ -30,7 +30,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lockwright_engine::{
-    Error, Filter, LockId, LockRequest, LockStatus, LockStore, LockTable, SharedLimit, Ttl, table,
+    Error, Filter, LockId, LockRequest, LockStatus, LockStore, LockTable, Resource, SharedLimit,
+    Ttl, table,
 };
 
 pub use clock::{Clock, SystemClock};
@@ -153,6 +154,30 @@ impl LockStore for MemStore {
         let _span = tracing::debug_span!("mem.renew", ttl_ms = ttl.as_millis()).entered();
         let mut shards = self.lock_all();
         table::renew(&mut shards, lock_id, ttl, margin, self.clock.now())
+    }
+
+    async fn renew_one(
+        &self,
+        resource: &Resource,
+        lock_id: &LockId,
+        ttl: Ttl,
+        margin: Duration,
+    ) -> Result<LockStatus, Error> {
+        let _span =
+            tracing::debug_span!("mem.renew_one", resource = %resource, ttl_ms = ttl.as_millis())
+                .entered();
+        let mut shard = lock(self.shard_of(resource.as_str()));
+        shard.renew_one(resource, lock_id, ttl, margin, self.clock.now())
+    }
+
+    async fn unlock_one(
+        &self,
+        resource: &Resource,
+        lock_id: &LockId,
+    ) -> Result<Option<LockStatus>, Error> {
+        let _span = tracing::debug_span!("mem.unlock_one", resource = %resource).entered();
+        let mut shard = lock(self.shard_of(resource.as_str()));
+        Ok(shard.unlock_one(resource, lock_id, self.clock.now()))
     }
 
     async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>, Error> {

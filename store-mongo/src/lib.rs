@@ -405,6 +405,54 @@ impl MongoStore {
         }
     }
 
+    /// One `findAndModify` of a one-lock operation on the resource's document (filter and
+    /// pipeline from [`pipeline`]), returning the document before or after it with the `now`
+    /// it ran at. Retried within [`RETRY_WINDOW`] when the error allows: both one-lock
+    /// operations may be applied twice with the same effect as once.
+    async fn modify_one(
+        &self,
+        op: &'static str,
+        filter: Document,
+        update: Vec<Document>,
+        returned: ReturnDocument,
+    ) -> Result<Option<Document>, Error> {
+        let index = self.ready(op).await?;
+        let projection = pipeline::with_now(&self.now_expr());
+        let started = Instant::now();
+        loop {
+            let result = self
+                .coll
+                .clone_with_type::<RawDocumentBuf>()
+                .find_one_and_update(filter.clone(), update.clone())
+                .projection(projection.clone())
+                .return_document(returned.clone())
+                .hint(Hint::Name(index.to_string()))
+                .await;
+            let e = match result {
+                Ok(Some(raw)) => return lossy(op, &raw).map(Some),
+                Ok(None) => return Ok(None),
+                Err(e) => e,
+            };
+            if retryable(&e) && started.elapsed() < RETRY_WINDOW {
+                tokio::time::sleep(RETRY_PAUSE).await;
+                continue;
+            }
+            let code = command_code(&e);
+            if code == Some(BAD_VALUE) || code == Some(NAMESPACE_NOT_FOUND) {
+                // The hinted index (or the whole collection) is gone: nothing was applied.
+                self.forget_ready();
+                return Err(match self.ready(op).await {
+                    Err(e) => e,
+                    Ok(_) => Error::backend(op, e),
+                });
+            }
+            if outcome_unknown(&e) {
+                return Err(Error::backend(op, OutcomeUnknown(e)));
+            }
+            return Err(Error::backend(op, e));
+        }
+    }
+
     /// Runs `body` in a transaction and commits what it returns; a rule's refusal
     /// (`Ok(Err(_))`) aborts it. Transient transaction errors and unknown commit results are
     /// retried within [`RETRY_WINDOW`]; a commit whose result stays unknown is a `Backend`
@@ -705,6 +753,16 @@ fn lossy_text(raw: &RawDocumentBuf) -> mongodb::error::Result<Document> {
 }
 
 /// [`lossy_text`] for `op`.
+/// The `now` a one-lock operation ran at, from its projection.
+fn now_of(op: &'static str, doc: &Document) -> Result<Timestamp, Error> {
+    match doc.get(pipeline::NOW_FIELD) {
+        Some(Bson::DateTime(dt)) => u64::try_from(dt.timestamp_millis())
+            .map(Timestamp::from_millis)
+            .map_err(|_| Error::backend(op, "the server's clock is before the Unix epoch")),
+        _ => Err(Error::backend(op, "the reply carries no server time")),
+    }
+}
+
 fn lossy(op: &'static str, raw: &RawDocumentBuf) -> Result<Document, Error> {
     lossy_text(raw).map_err(|e| Error::backend(op, e))
 }
@@ -947,6 +1005,67 @@ impl LockStore for MongoStore {
             .boxed()
         })
         .await
+    }
+
+    #[tracing::instrument(name = "mongo.renew_one", skip_all, fields(resource = %resource, ttl_ms = ttl.as_millis()))]
+    async fn renew_one(
+        &self,
+        resource: &Resource,
+        lock_id: &LockId,
+        ttl: Ttl,
+        margin: Duration,
+    ) -> Result<LockStatus, Error> {
+        let op = "renew";
+        let margin_ms = u64::try_from(margin.as_millis()).unwrap_or(u64::MAX);
+        let update = pipeline::renew_one(lock_id, ttl.as_millis(), margin_ms, &self.now_expr());
+        let filter = pipeline::one_lock_filter(resource.as_str(), lock_id);
+        let Some(doc) = self
+            .modify_one(op, filter, update, ReturnDocument::After)
+            .await?
+        else {
+            return Err(Error::LockNotFound);
+        };
+        let now = now_of(op, &doc)?;
+        let (name, state) = schema::decode(&doc)?;
+        // Applied iff the lock now carries this instant's renewal; otherwise the document is
+        // as it was, and the engine says why on it.
+        let expires_at = now.saturating_add(ttl.as_duration());
+        if let Some((mode, lock)) = state.lock_of(lock_id)
+            && lock.renewed_at == Some(now)
+            && lock.expires_at == Some(expires_at)
+        {
+            return Ok(lock.status(&name, mode, now));
+        }
+        let mut table = LockTable::from_resources([(name.clone(), state)]);
+        match table.renew_one(&name, lock_id, ttl, margin, now) {
+            Err(refusal) => Err(refusal),
+            Ok(_) => Err(Error::backend(
+                op,
+                "the server did not renew a lock the rules say is renewable",
+            )),
+        }
+    }
+
+    #[tracing::instrument(name = "mongo.unlock_one", skip_all, fields(resource = %resource))]
+    async fn unlock_one(
+        &self,
+        resource: &Resource,
+        lock_id: &LockId,
+    ) -> Result<Option<LockStatus>, Error> {
+        let op = "unlock";
+        let filter = pipeline::one_lock_filter(resource.as_str(), lock_id);
+        let update = pipeline::unlock_one(lock_id);
+        let Some(doc) = self
+            .modify_one(op, filter, update, ReturnDocument::Before)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let now = now_of(op, &doc)?;
+        // A document the rules cannot decide on was left as it was: say so.
+        let (name, state) = schema::decode(&doc)?;
+        let mut table = LockTable::from_resources([(name.clone(), state)]);
+        Ok(table.unlock_one(&name, lock_id, now))
     }
 
     #[tracing::instrument(name = "mongo.status", skip_all)]

@@ -345,6 +345,103 @@ pub(crate) fn renew(lock_id: &LockId, expires_at: Timestamp, now: Timestamp) -> 
     ]
 }
 
+/// Whether the lock entry at `prefix` (`$exclusive` or `$$this`) is held by `id` (a
+/// `$literal`); an exclusive slot also has to be `acquired`.
+fn held_by(prefix: &str, id: &Bson) -> Bson {
+    let own = Bson::Document(doc! { "$eq": [ format!("{prefix}.{LOCK_ID}"), id.clone() ] });
+    if prefix == "$exclusive" {
+        Bson::Document(doc! { "$and": [ { "$eq": [ "$exclusive.acquired", true ] }, own ] })
+    } else {
+        own
+    }
+}
+
+/// Applies `change` to the lock of `id` in the exclusive slot and in the shared list (at
+/// most one of them holds it on a valid document), on a valid document for which `decided`
+/// holds; any other document is left exactly as it is.
+fn one_lock(id: &Bson, decided: Bson, exclusive: Bson, shared: Bson) -> Vec<Document> {
+    let changed = doc! { "$mergeObjects": [ "$$ROOT", {
+        EXCLUSIVE: { "$cond": [ held_by("$exclusive", id), exclusive, "$exclusive" ] },
+        SHARED: { "$mergeObjects": [ "$shared", shared ] },
+    } ] };
+    let body = doc! { "$let": {
+        "vars": { "valid": valid() },
+        "in": { "$cond": [ { "$and": [ "$$valid", decided ] }, changed, "$$ROOT" ] },
+    } };
+    vec![doc! { "$replaceWith": body }]
+}
+
+/// Renews the one lock of `lock_id` on the document (the filter names the resource): sets
+/// its `expiresAt = now + ttl` and `renewedAt = now` if it expires after `now + margin` (or
+/// never), as the engine's `renew_one`; otherwise changes nothing.
+pub(crate) fn renew_one(
+    lock_id: &LockId,
+    ttl_ms: u64,
+    margin_ms: u64,
+    now: &Bson,
+) -> Vec<Document> {
+    let id = literal(lock_id.as_str());
+    let ms = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    let deadline = Bson::Document(doc! { "$add": [ now.clone(), ms(margin_ms) ] });
+    let renewable = |prefix: &str| {
+        let expires = format!("{prefix}.{EXPIRES_AT}");
+        Bson::Document(doc! { "$and": [
+            held_by(prefix, &id),
+            { "$not": [ { "$and": [
+                { "$eq": [ { "$type": expires.as_str() }, "date" ] },
+                { "$lte": [ expires.as_str(), deadline.clone() ] },
+            ] } ] },
+        ] })
+    };
+    let decided = Bson::Document(doc! { "$or": [
+        renewable("$exclusive"),
+        { "$anyElementTrue": [ { "$map": { "input": shared_locks(), "in": renewable("$$this") } } ] },
+    ] });
+    let fresh = doc! {
+        EXPIRES_AT: { "$add": [ now.clone(), ms(ttl_ms) ] },
+        RENEWED_AT: now.clone(),
+    };
+    let shared = doc! { "locks": { "$map": { "input": shared_locks(), "in": { "$cond": [
+        held_by("$$this", &id),
+        { "$mergeObjects": [ "$$this", fresh.clone() ] },
+        "$$this",
+    ] } } } };
+    one_lock(
+        &id,
+        decided,
+        Bson::Document(doc! { "$mergeObjects": [ "$exclusive", fresh ] }),
+        Bson::Document(shared),
+    )
+}
+
+/// Removes the one lock of `lock_id`, live or expired, from the document (the filter names
+/// the resource and the lock id), as the engine's `unlock_one`; a document the rules cannot
+/// decide on is left as it is.
+pub(crate) fn unlock_one(lock_id: &LockId) -> Vec<Document> {
+    let id = literal(lock_id.as_str());
+    let keep = doc! { "$filter": { "input": shared_locks(), "cond": { "$not": [ held_by("$$this", &id) ] } } };
+    let shared = doc! { "locks": keep.clone(), "count": { "$size": keep } };
+    one_lock(
+        &id,
+        Bson::Boolean(true),
+        Bson::Document(doc! { "$literal": empty_exclusive() }),
+        Bson::Document(shared),
+    )
+}
+
+/// The filter of a one-lock operation: the resource's document, if it holds a lock of
+/// `lock_id`.
+pub(crate) fn one_lock_filter(resource: &str, lock_id: &LockId) -> Document {
+    let mut filter = either(LOCK_ID, lock_id.as_str().into());
+    filter.insert(RESOURCE, resource);
+    filter
+}
+
+/// The projection of a one-lock operation: the whole document, and the `now` it ran at.
+pub(crate) fn with_now(now: &Bson) -> Document {
+    doc! { NOW_FIELD: now.clone(), RESOURCE: 1, EXCLUSIVE: 1, SHARED: 1, LAST_FENCE: 1 }
+}
+
 /// Purge, phase one: for each document holding a lock expired at `t`, the lock ids of its
 /// expired locks (`ids`), or, for a document the rules cannot decide on, the whole document
 /// (`bad`) so that the caller can say what is wrong with it.
