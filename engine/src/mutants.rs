@@ -49,6 +49,8 @@ pub enum Mutant {
     PipelineFenceNotIncremented,
     /// MongoDB's purge deletes documents that still hold an exclusive lock.
     PipelinePurgeDeletesHeld,
+    /// MongoDB's one-lock renewal ignores the renew margin.
+    PipelineRenewOneWithoutMargin,
     /// The Locker hands out a grant whose reply arrived after its trust deadline.
     LockerHandsOutStaleGrant,
     /// The Locker does not signal a lost lock: its holder keeps working.
@@ -63,7 +65,7 @@ pub enum Mutant {
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 20] = [
+    pub const ALL: [Mutant; 21] = [
         Mutant::PurgeIgnoresGroups,
         Mutant::PurgeIgnoresCreatedBefore,
         Mutant::RenewWithoutMargin,
@@ -79,6 +81,7 @@ impl Mutant {
         Mutant::PipelineTakeoverLive,
         Mutant::PipelineFenceNotIncremented,
         Mutant::PipelinePurgeDeletesHeld,
+        Mutant::PipelineRenewOneWithoutMargin,
         Mutant::LockerHandsOutStaleGrant,
         Mutant::LockerLossNotSignalled,
         Mutant::LockerRenewAfterDeadline,
@@ -105,6 +108,7 @@ impl Mutant {
             Mutant::PipelineTakeoverLive => "pipeline_takeover_live",
             Mutant::PipelineFenceNotIncremented => "pipeline_fence_not_incremented",
             Mutant::PipelinePurgeDeletesHeld => "pipeline_purge_deletes_held",
+            Mutant::PipelineRenewOneWithoutMargin => "pipeline_renew_one_without_margin",
             Mutant::LockerHandsOutStaleGrant => "locker_hands_out_stale_grant",
             Mutant::LockerLossNotSignalled => "locker_loss_not_signalled",
             Mutant::LockerRenewAfterDeadline => "locker_renew_after_deadline",
@@ -131,6 +135,7 @@ impl Mutant {
                 | Mutant::PipelineTakeoverLive
                 | Mutant::PipelineFenceNotIncremented
                 | Mutant::PipelinePurgeDeletesHeld
+                | Mutant::PipelineRenewOneWithoutMargin
         )
     }
 
@@ -160,7 +165,7 @@ impl Mutant {
 
     #[cfg_attr(not(feature = "mutants"), allow(dead_code))]
     fn code(self) -> u8 {
-        // The position in ALL, plus one (zero means "none"); ALL has 20 entries.
+        // The position in ALL, plus one (zero means "none"); ALL has 21 entries.
         Mutant::ALL
             .iter()
             .position(|m| *m == self)

@@ -382,6 +382,11 @@ pub(crate) fn renew_one(
 ) -> Vec<Document> {
     let id = literal(lock_id.as_str());
     let ms = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    let margin_ms = if mutants::active(Mutant::PipelineRenewOneWithoutMargin) {
+        0
+    } else {
+        margin_ms
+    };
     let deadline = Bson::Document(doc! { "$add": [ now.clone(), ms(margin_ms) ] });
     let renewable = |prefix: &str| {
         let expires = format!("{prefix}.{EXPIRES_AT}");

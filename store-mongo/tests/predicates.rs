@@ -5,11 +5,12 @@
 //! exclusive lock or shared locks of several lock ids, expired, expiring exactly now or live,
 //! with and without a TTL and a fence, with a fence counter below, at or above the floor, in
 //! our shape and in the Go library's), writes them as documents, and runs one request on the
-//! real server at a fixed instant: `xlock`, `slock` with and without a limit, or `purge`. The
+//! real server at a fixed instant: `xlock`, `slock` with and without a limit, `purge`, or
+//! `renew_one` (with margins around the locks' expiry) and `unlock_one` of one lock id. The
 //! engine runs the same request on the same state (as the store's decoder reads it) at the
 //! same instant, and the two must agree on everything: grant or refusal, the new lock and its
 //! fence, which expired locks were taken over, what purge removed and which documents it
-//! deleted. At least 500 cases per run; a failure is shrunk to a smallest state.
+//! deleted, which lock was renewed or released, or why not. At least 500 cases per run; a failure is shrunk to a smallest state.
 //!
 //! The pipeline mutants of the kill matrix (`LOCKWRIGHT_MUTANT=pipeline_…`) must fail it.
 
@@ -21,8 +22,8 @@ use std::time::Duration;
 
 use lockwright_engine::table::{FENCES_PER_MS, sort_purged};
 use lockwright_engine::{
-    Error, LockDetails, LockRequest, LockStatus, LockStore, LockTable, ManualClock, SharedLimit,
-    Timestamp,
+    Error, LockDetails, LockId, LockRequest, LockStatus, LockStore, LockTable, ManualClock,
+    Resource, SharedLimit, Timestamp, Ttl,
 };
 use lockwright_store_mongo::MongoStore;
 use lockwright_store_mongo::test_support::{fresh_store, snapshot, teardown};
@@ -65,6 +66,15 @@ enum Op {
         limit: Option<u32>,
     },
     Purge,
+    /// `renew_one` of `id`'s lock on the resource, with a renew margin.
+    RenewOne {
+        id: usize,
+        margin_ms: u64,
+    },
+    /// `unlock_one` of `id`'s lock on the resource.
+    UnlockOne {
+        id: usize,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -115,6 +125,12 @@ fn case() -> impl Strategy<Value = Case> {
         (0..IDS.len(), any::<bool>(), prop::option::of(1_u32..4))
             .prop_map(|(id, ttl, limit)| Op::Slock { id, ttl, limit }),
         Just(Op::Purge),
+        (
+            0..IDS.len(),
+            prop::sample::select(vec![0_u64, 1, 4_999, 5_000, 5_001])
+        )
+            .prop_map(|(id, margin_ms)| Op::RenewOne { id, margin_ms }),
+        (0..IDS.len()).prop_map(|id| Op::UnlockOne { id }),
     ];
     (
         held,
@@ -182,6 +198,14 @@ fn document(resource: &str, held: &Held, c: &Case) -> Document {
     d
 }
 
+fn resource() -> Resource {
+    Resource::new("r").unwrap()
+}
+
+fn ten_seconds() -> Ttl {
+    Ttl::new(Duration::from_secs(10)).unwrap()
+}
+
 fn request(id: usize, ttl: bool) -> LockRequest {
     let mut details = LockDetails::new();
     if ttl {
@@ -190,17 +214,22 @@ fn request(id: usize, ttl: bool) -> LockRequest {
     LockRequest::new("r", IDS[id], &details).unwrap()
 }
 
-/// A comparable outcome: a grant's lock, the locks a purge removed, or the refusal.
+/// A comparable outcome: a grant's lock, the locks a purge removed, the lock renewed or
+/// released, or the refusal (with the locks it lists).
 #[derive(Debug, PartialEq)]
 enum Outcome {
     Locks(Vec<LockStatus>),
     Refused,
+    NotFound,
+    NotRenewable(Vec<LockStatus>),
 }
 
 fn outcome(result: Result<Vec<LockStatus>, Error>) -> Result<Outcome, TestCaseError> {
     match result {
         Ok(locks) => Ok(Outcome::Locks(locks)),
         Err(Error::AlreadyLocked { .. }) => Ok(Outcome::Refused),
+        Err(Error::LockNotFound) => Ok(Outcome::NotFound),
+        Err(Error::NotRenewable { locks }) => Ok(Outcome::NotRenewable(locks)),
         Err(e) => Err(TestCaseError::fail(format!("unexpected error: {e:?}"))),
     }
 }
@@ -235,6 +264,29 @@ async fn check(store: &MongoStore, c: &Case) -> Result<(), TestCaseError> {
             let mut removed = table.purge(NOW);
             sort_purged(&mut removed);
             (store.purge().await, Ok(removed))
+        }
+        Op::RenewOne { id, margin_ms } => {
+            let (r, lock_id, ttl) = (resource(), LockId::new(IDS[*id]).unwrap(), ten_seconds());
+            let margin = Duration::from_millis(*margin_ms);
+            (
+                store
+                    .renew_one(&r, &lock_id, ttl, margin)
+                    .await
+                    .map(|l| vec![l]),
+                table
+                    .renew_one(&r, &lock_id, ttl, margin, NOW)
+                    .map(|l| vec![l]),
+            )
+        }
+        Op::UnlockOne { id } => {
+            let (r, lock_id) = (resource(), LockId::new(IDS[*id]).unwrap());
+            (
+                store
+                    .unlock_one(&r, &lock_id)
+                    .await
+                    .map(|l| l.into_iter().collect()),
+                Ok(table.unlock_one(&r, &lock_id, NOW).into_iter().collect()),
+            )
         }
     };
     prop_assert_eq!(outcome(server)?, outcome(engine)?, "the decision");

@@ -104,6 +104,74 @@ async fn round_trips_per_operation() {
         assert_eq!(renew, &renew_1, "renew of {k} locks");
         assert_eq!(unlock, &unlock_1, "unlock of {k} locks");
     }
+
+    // One known lock: one command each, granted, refused or already gone.
+    let lock = store
+        .slock(
+            &request("one", "single", Some(Duration::from_secs(60))),
+            None,
+        )
+        .await
+        .unwrap();
+    commands.take();
+    let renewed = store
+        .renew_one(
+            &lock.resource,
+            &lock.lock_id,
+            ttl(60),
+            Duration::from_secs(1),
+        )
+        .await
+        .unwrap();
+    assert_eq!(renewed.fence, lock.fence);
+    assert_eq!(
+        commands.take(),
+        ["findAndModify"],
+        "renew_one is one command"
+    );
+    let refused = store
+        .renew_one(
+            &lock.resource,
+            &lock.lock_id,
+            ttl(60),
+            Duration::from_secs(120),
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(Error::NotRenewable { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(
+        commands.take(),
+        ["findAndModify"],
+        "a refused renew_one too"
+    );
+    let released = store
+        .unlock_one(&lock.resource, &lock.lock_id)
+        .await
+        .unwrap();
+    assert_eq!(released.map(|l| l.fence), Some(lock.fence));
+    assert_eq!(
+        commands.take(),
+        ["findAndModify"],
+        "unlock_one is one command"
+    );
+    assert_eq!(
+        store
+            .unlock_one(&lock.resource, &lock.lock_id)
+            .await
+            .unwrap(),
+        None
+    );
+    let gone = store
+        .renew_one(&lock.resource, &lock.lock_id, ttl(60), Duration::ZERO)
+        .await;
+    assert!(matches!(gone, Err(Error::LockNotFound)), "{gone:?}");
+    assert_eq!(
+        commands.take(),
+        ["findAndModify", "findAndModify"],
+        "a lock already gone: one command each"
+    );
     teardown(&store).await;
 }
 
@@ -440,6 +508,17 @@ async fn malformed_documents_are_named_left_alone_and_isolated() {
     expect_malformed(grant.map(|l| vec![l]), "bad-count", "shared.count");
     let grant = store.xlock(&request("bad-date", "newcomer", None)).await;
     expect_malformed(grant.map(|l| vec![l]), "bad-date", "exclusive.createdAt");
+    let bad_date = lockwright_engine::Resource::new("bad-date").unwrap();
+    let one = store
+        .renew_one(&bad_date, &id("dated"), ttl(5), Duration::ZERO)
+        .await;
+    expect_malformed(one.map(|l| vec![l]), "bad-date", "exclusive.createdAt");
+    let one = store.unlock_one(&bad_date, &id("dated")).await;
+    expect_malformed(
+        one.map(|l| l.into_iter().collect()),
+        "bad-date",
+        "exclusive.createdAt",
+    );
     // Nothing was written to them.
     assert_eq!(raw_docs(&store).await, before);
     // Other resources are unaffected.
