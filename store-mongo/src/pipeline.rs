@@ -533,8 +533,9 @@ pub(crate) fn deletable(t: Timestamp) -> Document {
 
 /// A query selecting a superset of the documents holding a lock that matches `filter` at
 /// `now`, using the indexes where the filter allows; the engine then matches each lock
-/// exactly.
-pub(crate) fn status_prefilter(filter: &Filter, now: Timestamp) -> Document {
+/// exactly. `now` is needed only for the TTL bounds: without it they are left out (a
+/// superset still).
+pub(crate) fn status_prefilter(filter: &Filter, now: Option<Timestamp>) -> Document {
     let mut all: Vec<Bson> = Vec::new();
     let mut push = |d: Document| all.push(Bson::Document(d));
     if let Some(r) = &filter.resource {
@@ -557,13 +558,13 @@ pub(crate) fn status_prefilter(filter: &Filter, now: Timestamp) -> Document {
     if let Some(t) = filter.created_after {
         push(either(CREATED_AT, Bson::Document(doc! { "$gt": date(t) })));
     }
-    if let Some(d) = filter.ttl_lt {
+    if let (Some(d), Some(now)) = (filter.ttl_lt, now) {
         push(either(
             EXPIRES_AT,
             Bson::Document(doc! { "$lt": date(now.saturating_add(d)) }),
         ));
     }
-    if let Some(d) = filter.ttl_gte {
+    if let (Some(d), Some(now)) = (filter.ttl_gte, now) {
         // A remaining TTL of at least zero is any TTL at all, expired ones included.
         let cond = if d.is_zero() {
             doc! { "$type": "date" }

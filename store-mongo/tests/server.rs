@@ -105,6 +105,22 @@ async fn round_trips_per_operation() {
         assert_eq!(unlock, &unlock_1, "unlock of {k} locks");
     }
 
+    // Status: one command, or the server's time first when a TTL bound needs it.
+    let all = store.status(&Filter::new()).await.unwrap();
+    assert!(!all.is_empty());
+    assert_eq!(commands.take(), ["aggregate"], "status is one command");
+    store.status(&Filter::new().resource("x")).await.unwrap();
+    assert_eq!(commands.take(), ["aggregate"], "status of a resource too");
+    store
+        .status(&Filter::new().ttl_lt(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    assert_eq!(
+        commands.take(),
+        ["hello", "find"],
+        "a TTL bound reads the server's time first, to use the expiry indexes"
+    );
+
     // One known lock: one command each, granted, refused or already gone.
     let lock = store
         .slock(
