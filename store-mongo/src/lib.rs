@@ -405,18 +405,25 @@ impl MongoStore {
         }
     }
 
-    /// One `findAndModify` of a one-lock operation on the resource's document (filter and
-    /// pipeline from [`pipeline`]), returning the document before or after it with the `now`
+    /// One `findAndModify` of a one-lock operation on the document holding the lock (filter
+    /// and pipeline from [`pipeline`]), returning the document before or after it with the `now`
     /// it ran at. Retried within [`RETRY_WINDOW`] when the error allows: both one-lock
     /// operations may be applied twice with the same effect as once.
+    ///
+    /// When the driver cannot read the reply (the document holds text that is not UTF-8),
+    /// the server has decided: the document is read back as it is now, with the server's
+    /// time, and returned as [`Modified::Reread`].
     async fn modify_one(
         &self,
         op: &'static str,
+        resource: &Resource,
         filter: Document,
         update: Vec<Document>,
         returned: ReturnDocument,
-    ) -> Result<Option<Document>, Error> {
-        let index = self.ready(op).await?;
+    ) -> Result<Modified, Error> {
+        // No hint: nothing is inserted, so uniqueness is not at stake, and a lock can still
+        // be renewed and released after its unique index was dropped.
+        self.ready(op).await?;
         let projection = pipeline::with_now(&self.now_expr());
         let started = Instant::now();
         loop {
@@ -426,30 +433,57 @@ impl MongoStore {
                 .find_one_and_update(filter.clone(), update.clone())
                 .projection(projection.clone())
                 .return_document(returned.clone())
-                .hint(Hint::Name(index.to_string()))
                 .await;
             let e = match result {
-                Ok(Some(raw)) => return lossy(op, &raw).map(Some),
-                Ok(None) => return Ok(None),
+                Ok(Some(raw)) => return lossy(op, &raw).map(Modified::Reply),
+                Ok(None) => return Ok(Modified::Nothing),
                 Err(e) => e,
             };
+            if matches!(e.kind.as_ref(), ErrorKind::InvalidResponse { .. }) {
+                let now = self.now_value(op).await?;
+                return Ok(match self.read_resource(op, resource).await? {
+                    Some(mut doc) => {
+                        doc.insert(pipeline::NOW_FIELD, pipeline::date(now));
+                        Modified::Reread(doc)
+                    }
+                    None => Modified::Nothing,
+                });
+            }
             if retryable(&e) && started.elapsed() < RETRY_WINDOW {
                 tokio::time::sleep(RETRY_PAUSE).await;
                 continue;
-            }
-            let code = command_code(&e);
-            if code == Some(BAD_VALUE) || code == Some(NAMESPACE_NOT_FOUND) {
-                // The hinted index (or the whole collection) is gone: nothing was applied.
-                self.forget_ready();
-                return Err(match self.ready(op).await {
-                    Err(e) => e,
-                    Ok(_) => Error::backend(op, e),
-                });
             }
             if outcome_unknown(&e) {
                 return Err(Error::backend(op, OutcomeUnknown(e)));
             }
             return Err(Error::backend(op, e));
+        }
+    }
+
+    /// Where the group `lock_id` is, from one read outside any transaction: a group in one
+    /// readable document is one lock (a document holds at most one lock per lock id), which
+    /// the one-lock operations handle in one more command; a bigger group, or one with a
+    /// document the rules cannot read, takes the transaction. The read is only a shortcut:
+    /// if it fails, the transaction (which retries) decides.
+    async fn group_shape(&self, lock_id: &LockId) -> GroupShape {
+        let read = async {
+            self.coll
+                .clone_with_type::<RawDocumentBuf>()
+                .find(pipeline::group_filter(lock_id))
+                .limit(2)
+                .await?
+                .try_collect::<Vec<RawDocumentBuf>>()
+                .await
+        };
+        match read.await.as_deref() {
+            Ok([]) => GroupShape::Empty,
+            // Text that is not UTF-8 would make the one-lock reply unreadable to the driver:
+            // the transaction reads such documents as they are.
+            Ok([one]) => match one.to_document().map(|d| schema::decode(&d)) {
+                Ok(Ok((resource, _))) => GroupShape::One(resource),
+                _ => GroupShape::More,
+            },
+            Ok(_) | Err(_) => GroupShape::More,
         }
     }
 
@@ -753,6 +787,27 @@ fn lossy_text(raw: &RawDocumentBuf) -> mongodb::error::Result<Document> {
 }
 
 /// [`lossy_text`] for `op`.
+/// What a one-lock `findAndModify` returned.
+enum Modified {
+    /// The document (before or after, as asked), with the `now` it ran at.
+    Reply(Document),
+    /// The reply could not be read; the document as read back afterwards, with a later
+    /// `now`.
+    Reread(Document),
+    /// No document matched.
+    Nothing,
+}
+
+/// Where a group's locks are, as far as a group operation cares.
+enum GroupShape {
+    /// No document holds a lock of it.
+    Empty,
+    /// One readable document, so one lock, on this resource.
+    One(Resource),
+    /// Several documents, or one the rules cannot read.
+    More,
+}
+
 /// The `now` a one-lock operation ran at, from its projection.
 fn now_of(op: &'static str, doc: &Document) -> Result<Timestamp, Error> {
     match doc.get(pipeline::NOW_FIELD) {
@@ -937,6 +992,17 @@ impl LockStore for MongoStore {
     #[tracing::instrument(name = "mongo.unlock", skip_all)]
     async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>, Error> {
         self.ready("unlock").await?;
+        match self.group_shape(lock_id).await {
+            GroupShape::Empty => return Ok(Vec::new()),
+            GroupShape::One(resource) => {
+                return Ok(self
+                    .unlock_one(&resource, lock_id)
+                    .await?
+                    .into_iter()
+                    .collect());
+            }
+            GroupShape::More => {}
+        }
         let read = pipeline::read_with_now(pipeline::group_filter(lock_id), &self.now_expr());
         let update = pipeline::unlock(lock_id);
         let context = (&self.coll, lock_id, &read, &update);
@@ -973,6 +1039,13 @@ impl LockStore for MongoStore {
         margin: Duration,
     ) -> Result<Vec<LockStatus>, Error> {
         self.ready("renew").await?;
+        match self.group_shape(lock_id).await {
+            GroupShape::Empty => return Err(Error::LockNotFound),
+            GroupShape::One(resource) => {
+                return Ok(vec![self.renew_one(&resource, lock_id, ttl, margin).await?]);
+            }
+            GroupShape::More => {}
+        }
         let read = pipeline::read_with_now(pipeline::group_filter(lock_id), &self.now_expr());
         let context = (&self.coll, lock_id, &read);
         self.transaction("renew", context, |s, (coll, lock_id, read)| {
@@ -1019,31 +1092,35 @@ impl LockStore for MongoStore {
         let margin_ms = u64::try_from(margin.as_millis()).unwrap_or(u64::MAX);
         let update = pipeline::renew_one(lock_id, ttl.as_millis(), margin_ms, &self.now_expr());
         let filter = pipeline::one_lock_filter(resource.as_str(), lock_id);
-        let Some(doc) = self
-            .modify_one(op, filter, update, ReturnDocument::After)
+        let (doc, reread) = match self
+            .modify_one(op, resource, filter, update, ReturnDocument::Before)
             .await?
-        else {
-            return Err(Error::LockNotFound);
+        {
+            Modified::Reply(doc) => (doc, false),
+            Modified::Reread(doc) => (doc, true),
+            Modified::Nothing => return Err(Error::LockNotFound),
         };
         let now = now_of(op, &doc)?;
         let (name, state) = schema::decode(&doc)?;
-        // Applied iff the lock now carries this instant's renewal; otherwise the document is
-        // as it was, and the engine says why on it.
-        let expires_at = now.saturating_add(ttl.as_duration());
-        if let Some((mode, lock)) = state.lock_of(lock_id)
-            && lock.renewed_at == Some(now)
-            && lock.expires_at == Some(expires_at)
-        {
-            return Ok(lock.status(&name, mode, now));
+        if reread {
+            // Read back after the command, with a later `now`: a lock still renewable was
+            // renewed (the pipeline renews every renewable lock), and is reported as it is.
+            return match state.lock_of(lock_id) {
+                Some((mode, lock))
+                    if lock
+                        .expires_at
+                        .is_none_or(|e| e > now.saturating_add(margin)) =>
+                {
+                    Ok(lock.status(&name, mode, now))
+                }
+                _ => LockTable::from_resources([(name.clone(), state)])
+                    .renew_one(&name, lock_id, ttl, margin, now),
+            };
         }
-        let mut table = LockTable::from_resources([(name.clone(), state)]);
-        match table.renew_one(&name, lock_id, ttl, margin, now) {
-            Err(refusal) => Err(refusal),
-            Ok(_) => Err(Error::backend(
-                op,
-                "the server did not renew a lock the rules say is renewable",
-            )),
-        }
+        // The document as the pipeline found it, at the instant it ran: the pipeline renewed
+        // iff the rules say so, and the engine says what that gave, or why not.
+        LockTable::from_resources([(name.clone(), state)])
+            .renew_one(&name, lock_id, ttl, margin, now)
     }
 
     #[tracing::instrument(name = "mongo.unlock_one", skip_all, fields(resource = %resource))]
@@ -1055,11 +1132,18 @@ impl LockStore for MongoStore {
         let op = "unlock";
         let filter = pipeline::one_lock_filter(resource.as_str(), lock_id);
         let update = pipeline::unlock_one(lock_id);
-        let Some(doc) = self
-            .modify_one(op, filter, update, ReturnDocument::Before)
+        let doc = match self
+            .modify_one(op, resource, filter, update, ReturnDocument::Before)
             .await?
-        else {
-            return Ok(None);
+        {
+            Modified::Reply(doc) => doc,
+            Modified::Reread(doc) => {
+                // Read back after the removal: the lock is gone (its details with it), or the
+                // document could not be decided on and is as it was.
+                schema::decode(&doc)?;
+                return Ok(None);
+            }
+            Modified::Nothing => return Ok(None),
         };
         let now = now_of(op, &doc)?;
         // A document the rules cannot decide on was left as it was: say so.

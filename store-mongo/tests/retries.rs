@@ -530,6 +530,50 @@ async fn grant_is_not_retried_after_a_plain_server_error() {
     .await;
 }
 
+// ---------------------------------------------------------------- one lock ---
+
+/// A renewal or release of one lock is one `findAndModify`, retried like a grant: applying
+/// it twice is the same as once.
+#[tokio::test]
+async fn one_lock_operations_are_retried_after_shutdown_in_progress() {
+    run("one-lock-shutdown", None, |fx| async move {
+        let granted = fx
+            .store
+            .xlock(&request("r", "a", Some(Duration::from_secs(30))))
+            .await
+            .unwrap();
+        let shutdown = doc! { "errorCode": SHUTDOWN_IN_PROGRESS };
+        fx.fail(times(2), &["findAndModify"], shutdown.clone())
+            .await;
+        let renewed = guarded(
+            "renew_one",
+            fx.store.renew_one(
+                &granted.resource,
+                &granted.lock_id,
+                ttl(600),
+                Duration::ZERO,
+            ),
+        )
+        .await
+        .unwrap();
+        assert!(renewed.expires_at > granted.expires_at);
+        assert_eq!(count(&fx.commands.take(), "findAndModify"), 3);
+
+        fx.fail(times(2), &["findAndModify"], shutdown).await;
+        let released = guarded(
+            "unlock_one",
+            fx.store.unlock_one(&granted.resource, &granted.lock_id),
+        )
+        .await
+        .unwrap();
+        // The driver's own retry may have applied it first: then it is already gone.
+        assert!(released.is_none_or(|l| l.lock_id.as_str() == "a"));
+        assert_eq!(count(&fx.commands.take(), "findAndModify"), 3);
+        assert_eq!(fx.status().await, []);
+    })
+    .await;
+}
+
 // ------------------------------------------------------------ transactions ---
 
 fn transient() -> Document {
@@ -547,12 +591,17 @@ async fn unlock_and_renew_retry_a_transient_error() {
             .xlock(&request("r", "a", Some(Duration::from_secs(30))))
             .await
             .unwrap();
+        // A group of two locks: unlock and renew take the transaction.
+        fx.store
+            .xlock(&request("r2", "a", Some(Duration::from_secs(30))))
+            .await
+            .unwrap();
 
         fx.fail(times(1), &["aggregate"], transient()).await;
         let renewed = guarded("renew", fx.store.renew(&id("a"), ttl(600), Duration::ZERO))
             .await
             .unwrap();
-        assert_eq!(renewed.len(), 1);
+        assert_eq!(renewed.len(), 2);
         assert!(
             renewed[0].expires_at > granted.expires_at,
             "renewed: {:?} -> {:?}",
@@ -565,7 +614,7 @@ async fn unlock_and_renew_retry_a_transient_error() {
 
         fx.fail(times(1), &["aggregate"], transient()).await;
         let released = guarded("unlock", fx.store.unlock(&id("a"))).await.unwrap();
-        assert_eq!(released.len(), 1);
+        assert_eq!(released.len(), 2);
         assert_eq!(released[0].lock_id.as_str(), "a");
         let commands = fx.commands.take();
         assert_eq!(count(&commands, "aggregate"), 2, "{commands:?}");
@@ -581,6 +630,11 @@ async fn unlock_and_renew_give_up_on_transient_errors_within_the_window() {
         let granted = fx
             .store
             .xlock(&request("r", "a", Some(Duration::from_secs(300))))
+            .await
+            .unwrap();
+        // A group of two locks: unlock and renew take the transaction.
+        fx.store
+            .xlock(&request("r2", "a", Some(Duration::from_secs(300))))
             .await
             .unwrap();
         fx.fail(always_on(), &["aggregate"], transient()).await;
@@ -599,13 +653,13 @@ async fn unlock_and_renew_give_up_on_transient_errors_within_the_window() {
         fx.off().await;
         // Nothing was written: the lock is held as granted, and can be released.
         let held = fx.status().await;
-        assert_eq!(held.len(), 1);
+        assert_eq!(held.len(), 2);
         assert_eq!(
             (held[0].lock_id.as_str(), held[0].expires_at),
             ("a", granted.expires_at)
         );
         let released = guarded("unlock", fx.store.unlock(&id("a"))).await.unwrap();
-        assert_eq!(released.len(), 1);
+        assert_eq!(released.len(), 2);
     })
     .await;
 }
@@ -622,18 +676,23 @@ async fn unlock_and_renew_retry_an_unknown_commit_result() {
             .xlock(&request("r", "a", Some(Duration::from_secs(30))))
             .await
             .unwrap();
+        // A group of two locks: unlock and renew take the transaction.
+        fx.store
+            .xlock(&request("r2", "a", Some(Duration::from_secs(30))))
+            .await
+            .unwrap();
 
         fx.fail(times(1), &["commitTransaction"], unknown_commit())
             .await;
         let renewed = guarded("renew", fx.store.renew(&id("a"), ttl(600), Duration::ZERO))
             .await
             .unwrap();
-        assert_eq!(renewed.len(), 1);
+        assert_eq!(renewed.len(), 2);
         let commands = fx.commands.take();
         assert_eq!(count(&commands, "commitTransaction"), 2, "{commands:?}");
         assert_eq!(count(&commands, "aggregate"), 1, "{commands:?}");
         let held = fx.status().await;
-        assert_eq!(held.len(), 1);
+        assert_eq!(held.len(), 2);
         assert!(
             held[0].expires_at > granted.expires_at,
             "the renewal committed"
@@ -642,7 +701,7 @@ async fn unlock_and_renew_retry_an_unknown_commit_result() {
         fx.fail(times(1), &["commitTransaction"], unknown_commit())
             .await;
         let released = guarded("unlock", fx.store.unlock(&id("a"))).await.unwrap();
-        assert_eq!(released.len(), 1);
+        assert_eq!(released.len(), 2);
         assert_eq!(released[0].lock_id.as_str(), "a");
         let commands = fx.commands.take();
         assert_eq!(count(&commands, "commitTransaction"), 2, "{commands:?}");
@@ -659,6 +718,11 @@ async fn unlock_with_a_commit_result_unknown_for_good_says_so() {
             .xlock(&request("r", "a", Some(Duration::from_secs(300))))
             .await
             .unwrap();
+        // A group of two locks: unlock and renew take the transaction.
+        fx.store
+            .xlock(&request("r2", "a", Some(Duration::from_secs(300))))
+            .await
+            .unwrap();
         fx.fail(always_on(), &["commitTransaction"], unknown_commit())
             .await;
         let result = guarded("unlock", fx.store.unlock(&id("a"))).await;
@@ -671,12 +735,12 @@ async fn unlock_with_a_commit_result_unknown_for_good_says_so() {
         fx.off().await;
         // The failing commits never ran: the lock is still held.
         let held = fx.status().await;
-        assert_eq!(held.len(), 1, "{held:?}");
+        assert_eq!(held.len(), 2, "{held:?}");
         // The store ended their transaction on the server when it gave up (see
         // `group_is_free_again_soon_after_a_commit_given_up_as_unknown`).
         assert_eq!(fx.kill_open_transactions().await, 0);
         let released = guarded("unlock", fx.store.unlock(&id("a"))).await.unwrap();
-        assert_eq!(released.len(), 1);
+        assert_eq!(released.len(), 2);
         assert_eq!(fx.status().await, []);
     })
     .await;
@@ -695,6 +759,11 @@ async fn group_is_free_again_soon_after_a_commit_given_up_as_unknown() {
             .xlock(&request("r", "a", Some(Duration::from_secs(300))))
             .await
             .unwrap();
+        // A group of two locks: unlock and renew take the transaction.
+        fx.store
+            .xlock(&request("r2", "a", Some(Duration::from_secs(300))))
+            .await
+            .unwrap();
         fx.fail(always_on(), &["commitTransaction"], unknown_commit())
             .await;
         outcome_unknown("unlock", guarded("unlock", fx.store.unlock(&id("a"))).await);
@@ -703,7 +772,7 @@ async fn group_is_free_again_soon_after_a_commit_given_up_as_unknown() {
         let released = guarded("unlock", fx.store.unlock(&id("a"))).await;
         let took = started.elapsed();
         assert!(
-            released.as_ref().is_ok_and(|r| r.len() == 1),
+            released.as_ref().is_ok_and(|r| r.len() == 2),
             "unlock after the fail point was switched off, {took:?}: {released:?}"
         );
         let started = std::time::Instant::now();

@@ -97,13 +97,19 @@ async fn round_trips_per_operation() {
         let unlock = commands.take();
         per_size.insert(k, (renew, unlock));
     }
+    // A group that turns out to be one lock: a read, then the one-lock command.
     let (renew_1, unlock_1) = per_size[&1].clone();
-    assert_eq!(renew_1, ["aggregate", "update", "commitTransaction"]);
-    assert_eq!(unlock_1, ["aggregate", "update", "commitTransaction"]);
-    for (k, (renew, unlock)) in &per_size {
-        assert_eq!(renew, &renew_1, "renew of {k} locks");
-        assert_eq!(unlock, &unlock_1, "unlock of {k} locks");
-    }
+    assert_eq!(renew_1, ["find", "findAndModify"]);
+    assert_eq!(unlock_1, ["find", "findAndModify"]);
+    // A bigger group: the read, then a transaction of the same three commands at any size.
+    let (renew_10, unlock_10) = per_size[&10].clone();
+    let transaction = ["find", "aggregate", "update", "commitTransaction"];
+    assert_eq!(renew_10, transaction);
+    assert_eq!(unlock_10, transaction);
+    assert_eq!(per_size[&100], (renew_10, unlock_10), "100 locks as 10");
+    // An unknown group: the read alone.
+    assert!(store.unlock(&id("nobody")).await.unwrap().is_empty());
+    assert_eq!(commands.take(), ["find"]);
 
     // Status: one command, or the server's time first when a TTL bound needs it.
     let all = store.status(&Filter::new()).await.unwrap();
