@@ -1570,6 +1570,31 @@ pub async fn renew_one_rejects_zero_ttl<B: Backend>(cx: &Ctx<B>) {
     assert_eq!(all(cx).await, vec![granted], "nothing changed");
 }
 
+pub async fn renew_one_twice_in_one_instant_within_margin<B: Backend>(cx: &Ctx<B>) {
+    // A renewal for a TTL within the margin leaves a lock the next renewal must refuse, in
+    // the same millisecond too (the second call must not pass for the first one).
+    let a = generate_lock_id();
+    let granted = cx
+        .client
+        .xlock("r", &a, &ttl(secs(5)))
+        .await
+        .expect("grant");
+    let first = cx
+        .client
+        .renew_one(&granted, secs(1))
+        .await
+        .expect("5 s left: renewable");
+    assert_eq!(first.expires_at, Some(at(secs(1))));
+    let before = all(cx).await;
+    match cx.client.renew_one(&granted, secs(1)).await {
+        Err(Error::NotRenewable { locks }) => {
+            assert_eq!(locks, before, "the refusal lists the lock as it is");
+        }
+        other => panic!("expected NotRenewable (1 s left, 1 s margin), got {other:?}"),
+    }
+    assert_eq!(all(cx).await, before, "a refused renew_one changes nothing");
+}
+
 pub async fn unlock_one_releases_live_lock<B: Backend>(cx: &Ctx<B>) {
     let a = generate_lock_id();
     let details = LockDetails::new()

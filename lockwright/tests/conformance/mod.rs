@@ -134,6 +134,7 @@ macro_rules! conformance_suite {
             renew_one_leaves_rest_of_group,
             renew_one_ignores_rest_of_group_within_margin,
             renew_one_rejects_zero_ttl,
+            renew_one_twice_in_one_instant_within_margin,
             unlock_one_releases_live_lock,
             unlock_one_of_released_lock_is_none,
             unlock_one_of_taken_over_lock_is_none,
