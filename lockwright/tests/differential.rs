@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use lockwright::engine::{
     Error, Filter, LockDetails, LockId, LockRequest, LockStatus, LockStore, LockTable, ManualClock,
-    Mode, SharedLimit, Timestamp, Ttl,
+    Mode, Resource, SharedLimit, Timestamp, Ttl,
 };
 use lockwright::{MemStore, MongoStore};
 use lockwright_store_mongo::test_support;
@@ -62,6 +62,17 @@ enum Step {
         id: usize,
         ttl: u64,
     },
+    /// `renew_one` of the lock `id` holds on `resource`.
+    RenewOne {
+        resource: usize,
+        id: usize,
+        ttl: u64,
+    },
+    /// `unlock_one` of the lock `id` holds on `resource`.
+    UnlockOne {
+        resource: usize,
+        id: usize,
+    },
     Status(Filter),
     Purge,
     Advance(u64),
@@ -95,6 +106,16 @@ fn request(resource: usize, id: usize, ttl: Option<u64>) -> LockRequest {
 
 fn lock_id(id: usize) -> LockId {
     LockId::new(IDS[id]).unwrap()
+}
+
+fn resource(r: usize) -> Resource {
+    Resource::new(RESOURCES[r]).unwrap()
+}
+
+/// The outcome of a one-lock operation: the lock renewed or released as a list of one, or
+/// an empty list when `unlock_one` found none.
+fn one(result: Result<Option<LockStatus>, Error>) -> Outcome {
+    outcome(result.map(|l| l.into_iter().collect()))
 }
 
 fn ttl(ms: u64) -> Ttl {
@@ -152,17 +173,47 @@ impl ReferenceStateMachine for Engine {
         .boxed()
     }
 
-    fn transitions(_state: &Reference) -> BoxedStrategy<Step> {
+    fn transitions(state: &Reference) -> BoxedStrategy<Step> {
         let r = 0..RESOURCES.len();
         let id = 0..IDS.len();
+        // The one-lock operations name a (resource, lock id) from the pools, mostly one that
+        // holds a lock in the reference (live or expired), so that they do not mostly miss.
+        let held: Vec<(usize, usize)> = state
+            .table
+            .resources()
+            .iter()
+            .flat_map(|(name, st)| {
+                st.locks()
+                    .map(|(_, l)| {
+                        let at = |pool: &[&str], v: &str| pool.iter().position(|p| *p == v);
+                        (
+                            at(&RESOURCES, name.as_str()).unwrap(),
+                            at(&IDS, l.lock_id.as_str()).unwrap(),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let one = if held.is_empty() {
+            (r.clone(), id.clone()).boxed()
+        } else {
+            prop_oneof![
+                2 => proptest::sample::select(held),
+                1 => (r.clone(), id.clone()),
+            ]
+            .boxed()
+        };
         let ttl = proptest::option::weighted(0.8, 1_u64..6);
         prop_oneof![
             4 => (r.clone(), id.clone(), ttl.clone())
                 .prop_map(|(resource, id, ttl)| Step::Xlock { resource, id, ttl }),
-            4 => (r, id.clone(), ttl, proptest::option::of(1_u32..4))
+            4 => (r.clone(), id.clone(), ttl, proptest::option::of(1_u32..4))
                 .prop_map(|(resource, id, ttl, limit)| Step::Slock { resource, id, ttl, limit }),
             2 => id.clone().prop_map(|id| Step::Unlock { id }),
-            3 => (id, 1_u64..6).prop_map(|(id, ttl)| Step::Renew { id, ttl }),
+            3 => (id.clone(), 1_u64..6).prop_map(|(id, ttl)| Step::Renew { id, ttl }),
+            3 => (one.clone(), 1_u64..6)
+                .prop_map(|((resource, id), ttl)| Step::RenewOne { resource, id, ttl }),
+            2 => one.prop_map(|(resource, id)| Step::UnlockOne { resource, id }),
             2 => filters().prop_map(Step::Status),
             2 => Just(Step::Purge),
             4 => (0_u64..4).prop_map(Step::Advance),
@@ -190,6 +241,16 @@ impl ReferenceStateMachine for Engine {
             Step::Unlock { id } => Some(outcome(Ok(t.unlock(&lock_id(*id), now)))),
             Step::Renew { id, ttl: ms } => {
                 Some(outcome(t.renew(&lock_id(*id), ttl(*ms), MARGIN, now)))
+            }
+            Step::RenewOne {
+                resource: r,
+                id,
+                ttl: ms,
+            } => Some(one(t
+                .renew_one(&resource(*r), &lock_id(*id), ttl(*ms), MARGIN, now)
+                .map(Some))),
+            Step::UnlockOne { resource: r, id } => {
+                Some(one(Ok(t.unlock_one(&resource(*r), &lock_id(*id), now))))
             }
             Step::Status(filter) => Some(outcome(Ok(t.status(filter, now)))),
             Step::Purge => Some(outcome(Ok(t.purge(now)))),
@@ -286,6 +347,14 @@ fn locks(table: &LockTable) -> Vec<(String, Mode, String, u64, Timestamp, Option
         .collect()
 }
 
+/// (resource, lock id) of each of `locks`.
+fn pairs_of(locks: &[LockStatus]) -> Vec<(String, String)> {
+    locks
+        .iter()
+        .map(|l| (l.resource.to_string(), l.lock_id.to_string()))
+        .collect()
+}
+
 /// The properties, judged on the store's own tables before and after `step`.
 fn check_properties(
     before: &LockTable,
@@ -312,13 +381,18 @@ fn check_properties(
             "mutual_exclusion broken on {resource}"
         );
     }
-    // no_lost_grant: only unlock and purge remove live locks.
+    // no_lost_grant: only unlock and purge remove live locks; a renew changes only the
+    // locks of its group, and the one-lock operations only their one lock.
     if !matches!(step, Step::Unlock { .. } | Step::Purge) {
         for l in pre.iter().filter(|l| live(l.5, now)) {
-            assert!(
-                post.contains(l) || matches!(step, Step::Renew { .. }),
-                "no_lost_grant: {l:?} vanished"
-            );
+            let own = match step {
+                Step::Renew { id, .. } => l.2 == IDS[*id],
+                Step::RenewOne { resource, id, .. } | Step::UnlockOne { resource, id } => {
+                    l.0 == RESOURCES[*resource] && l.2 == IDS[*id]
+                }
+                _ => false,
+            };
+            assert!(post.contains(l) || own, "no_lost_grant: {l:?} vanished");
         }
     }
     match (step, got) {
@@ -369,6 +443,70 @@ fn check_properties(
                     l.5.is_none_or(|e| e > now.saturating_add(MARGIN)),
                     "renew_after_purge: renewed {l:?}, expired or within the margin"
                 );
+            }
+        }
+        (Step::RenewOne { resource, id, ttl }, got) => {
+            let own = |l: &&(String, Mode, String, u64, Timestamp, Option<Timestamp>)| {
+                l.0 == RESOURCES[*resource] && l.2 == IDS[*id]
+            };
+            let held = pre.iter().find(own);
+            match got {
+                Outcome::Locks(renewed) => {
+                    let was = held.unwrap_or_else(|| {
+                        panic!("renew_after_purge: renew_one renewed a lock not held: {got:?}")
+                    });
+                    assert!(
+                        was.5.is_none_or(|e| e > now.saturating_add(MARGIN)),
+                        "renew_one renewed {was:?}, expired or within the margin"
+                    );
+                    let expires = Some(now.saturating_add(Duration::from_millis(*ttl)));
+                    assert!(
+                        renewed.len() == 1
+                            && renewed[0].fence == was.3
+                            && renewed[0].expires_at == expires
+                            && renewed[0].renewed_at == Some(now),
+                        "renew_one of {was:?} returned {renewed:?}"
+                    );
+                    let mut want = was.clone();
+                    want.5 = expires;
+                    assert_eq!(post.iter().find(own), Some(&want), "renew_one stored");
+                    assert_eq!(pre.len(), post.len(), "renew_one neither adds nor removes");
+                }
+                Outcome::NotRenewable(locks) => {
+                    let was = held.expect("NotRenewable names a lock that is held");
+                    assert!(
+                        was.5.is_some_and(|e| e <= now.saturating_add(MARGIN)),
+                        "renew_one refused {was:?}, which is renewable"
+                    );
+                    assert_eq!(pairs_of(locks), vec![(was.0.clone(), was.2.clone())]);
+                    assert_eq!(pre, post, "a refused renew_one changes nothing");
+                }
+                Outcome::LockNotFound => {
+                    assert!(held.is_none(), "renew_one did not find {held:?}");
+                    assert_eq!(pre, post, "a refused renew_one changes nothing");
+                }
+                other => panic!("renew_one: unexpected {other:?}"),
+            }
+        }
+        (Step::UnlockOne { resource, id }, Outcome::Locks(released)) => {
+            let own = |l: &&(String, Mode, String, u64, Timestamp, Option<Timestamp>)| {
+                l.0 == RESOURCES[*resource] && l.2 == IDS[*id]
+            };
+            match pre.iter().find(own) {
+                Some(was) => {
+                    assert!(
+                        released.len() == 1
+                            && released[0].fence == was.3
+                            && released[0].expires_at == was.5,
+                        "unlock_one of {was:?} returned {released:?}"
+                    );
+                    assert!(post.iter().find(own).is_none(), "{was:?} survived");
+                    assert_eq!(pre.len(), post.len() + 1, "unlock_one removes one lock");
+                }
+                None => {
+                    assert!(released.is_empty(), "unlock_one released {released:?}");
+                    assert_eq!(pre, post, "unlock_one of no lock changes nothing");
+                }
             }
         }
         (Step::Status(f), Outcome::Locks(found)) => {
@@ -428,6 +566,17 @@ impl<B: Backend> StateMachineTest for Differential<B> {
                 Step::Unlock { id } => Some(outcome(store.unlock(&lock_id(*id)).await)),
                 Step::Renew { id, ttl: ms } => {
                     Some(outcome(store.renew(&lock_id(*id), ttl(*ms), MARGIN).await))
+                }
+                Step::RenewOne {
+                    resource: r,
+                    id,
+                    ttl: ms,
+                } => Some(one(store
+                    .renew_one(&resource(*r), &lock_id(*id), ttl(*ms), MARGIN)
+                    .await
+                    .map(Some))),
+                Step::UnlockOne { resource: r, id } => {
+                    Some(one(store.unlock_one(&resource(*r), &lock_id(*id)).await))
                 }
                 Step::Status(filter) => Some(outcome(store.status(filter).await)),
                 Step::Purge => Some(outcome(store.purge().await)),

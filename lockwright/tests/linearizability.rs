@@ -6,7 +6,8 @@
 //! expiring within the renew margin, locks without TTL), its clock is set to `NOW` and stays
 //! there, and its table becomes the initial state of the specification. Then [`CLIENTS`]
 //! client threads start together at a barrier and each issues a few random operations
-//! (xlock, slock with a limit, unlock, renew, status of a resource, purge) over two
+//! (xlock, slock with a limit, unlock, renew, renew_one and unlock_one of the lock a lock id
+//! holds on a resource, status of a resource, purge) over two
 //! resources, recording every invocation and return. The history must be explainable by
 //! running the operations one at a time, in an order that respects real time, on the
 //! engine's `LockTable` at `NOW`, with identical results. Granted fences are compared too:
@@ -89,6 +90,16 @@ enum Op {
     Renew {
         lock_id: &'static str,
     },
+    /// `renew_one` of the lock `lock_id` holds on `resource`.
+    RenewOne {
+        resource: &'static str,
+        lock_id: &'static str,
+    },
+    /// `unlock_one` of the lock `lock_id` holds on `resource`.
+    UnlockOne {
+        resource: &'static str,
+        lock_id: &'static str,
+    },
     Status {
         resource: &'static str,
     },
@@ -125,7 +136,8 @@ impl From<&LockStatus> for Lock {
 enum Ret {
     /// A grant, with its fence.
     Granted(u64),
-    /// The locks unlocked, renewed, reported or purged.
+    /// The locks unlocked, renewed, reported or purged (a one-lock operation: the lock
+    /// renewed or released, or none).
     Locks(Vec<Lock>),
     AlreadyLocked,
     LockNotFound,
@@ -159,6 +171,16 @@ fn grant(result: Result<LockStatus, Error>) -> Ret {
 /// The comparable form of a group operation's outcome.
 fn locks(result: Result<Vec<LockStatus>, Error>) -> Ret {
     result.map_or_else(refusal, |l| Ret::Locks(reduce(&l)))
+}
+
+/// The comparable form of a one-lock operation's outcome.
+fn one(result: Result<Option<LockStatus>, Error>) -> Ret {
+    result.map_or_else(refusal, |l| Ret::Locks(reduce(l.as_slice())))
+}
+
+/// A validated resource name.
+fn res(resource: &str) -> Resource {
+    Resource::new(resource).unwrap()
 }
 
 /// A lock request without details.
@@ -207,6 +229,12 @@ impl SequentialSpec for Spec {
             } => grant(table.slock(&request(resource, lock_id, ttl_ms), limit(m), NOW)),
             Op::Unlock { lock_id } => locks(Ok(table.unlock(&id(lock_id), NOW))),
             Op::Renew { lock_id } => locks(table.renew(&id(lock_id), renew_ttl(), MARGIN, NOW)),
+            Op::RenewOne { resource, lock_id } => one(table
+                .renew_one(&res(resource), &id(lock_id), renew_ttl(), MARGIN, NOW)
+                .map(Some)),
+            Op::UnlockOne { resource, lock_id } => {
+                one(Ok(table.unlock_one(&res(resource), &id(lock_id), NOW)))
+            }
             Op::Status { resource } => {
                 locks(Ok(table.status(&Filter::new().resource(resource), NOW)))
             }
@@ -235,6 +263,13 @@ async fn apply<S: LockStore>(store: &S, op: &Op) -> Ret {
         ),
         Op::Unlock { lock_id } => locks(store.unlock(&id(lock_id)).await),
         Op::Renew { lock_id } => locks(store.renew(&id(lock_id), renew_ttl(), MARGIN).await),
+        Op::RenewOne { resource, lock_id } => one(store
+            .renew_one(&res(resource), &id(lock_id), renew_ttl(), MARGIN)
+            .await
+            .map(Some)),
+        Op::UnlockOne { resource, lock_id } => {
+            one(store.unlock_one(&res(resource), &id(lock_id)).await)
+        }
         Op::Status { resource } => locks(store.status(&Filter::new().resource(resource)).await),
         Op::Purge => locks(store.purge().await),
     }
@@ -309,11 +344,19 @@ fn random_grant(
 fn random_op(rng: &mut StdRng, lock_id: &'static str) -> Op {
     // Within the renew margin, long, or none: nothing granted at NOW is expired at NOW.
     let ttl_ms = pick(rng, &[Some(500), Some(60_000), None]);
-    match rng.random_range(0..20) {
+    match rng.random_range(0..24) {
         0..10 => random_grant(rng, lock_id, ttl_ms, &[Some(1), Some(2), None]),
         10..13 => Op::Unlock { lock_id },
         13..15 => Op::Renew { lock_id },
-        15..18 => Op::Status {
+        15..17 => Op::RenewOne {
+            resource: pick(rng, &RESOURCES),
+            lock_id,
+        },
+        17..19 => Op::UnlockOne {
+            resource: pick(rng, &RESOURCES),
+            lock_id,
+        },
+        19..22 => Op::Status {
             resource: pick(rng, &RESOURCES),
         },
         _ => Op::Purge,
