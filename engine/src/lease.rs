@@ -31,6 +31,7 @@ pub struct LeaseConfig {
     drift_margin_ms: u64,
     max_attempts: u32,
     retry_backoff_ms: u64,
+    batch_permille: u64,
 }
 
 impl LeaseConfig {
@@ -65,7 +66,28 @@ impl LeaseConfig {
             drift_margin_ms: duration_millis(drift_margin),
             max_attempts,
             retry_backoff_ms: duration_millis(retry_backoff).max(1),
+            batch_permille: 0,
         })
+    }
+
+    /// Lets renewals join a batch: whenever some renewal is due, every other lease whose
+    /// renewal falls due within `batch_fraction` of its own TTL is renewed with it (early,
+    /// which is always safe: validity counts from when the renewal is sent). In [0,
+    /// `renew_fraction`]; 0 (the default) renews each lease on its own schedule.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming `renew_batch_fraction`.
+    pub fn with_batch_fraction(mut self, batch_fraction: f64) -> Result<Self, Error> {
+        let permille = (batch_fraction * 1000.0).round();
+        if !(0.0..=self.renew_permille as f64).contains(&permille) {
+            return Err(Error::invalid(
+                "renew_batch_fraction",
+                "must be between 0 and renew_fraction",
+            ));
+        }
+        // Checked above: between 0 and 999.
+        self.batch_permille = permille as u64;
+        Ok(self)
     }
 
     /// The drift margin.
@@ -125,6 +147,8 @@ pub struct LeaseSchedule {
     /// (instant, key) for each lease: its next renewal, or its validity end while a renewal
     /// is in flight.
     deadlines: BTreeSet<(u64, LeaseKey)>,
+    /// The longest a renewal may be brought forward to join a batch, over every lease.
+    max_early_ms: u64,
 }
 
 impl LeaseSchedule {
@@ -135,6 +159,7 @@ impl LeaseSchedule {
             config,
             leases: BTreeMap::new(),
             deadlines: BTreeSet::new(),
+            max_early_ms: 0,
         }
     }
 
@@ -173,6 +198,11 @@ impl LeaseSchedule {
         }
     }
 
+    /// How long before its due time a renewal may join a batch.
+    fn early_ms(&self, ttl: Ttl) -> u64 {
+        ttl.as_millis().saturating_mul(self.config.batch_permille) / 1000
+    }
+
     fn renew_at(&self, sent: u64, ttl: Ttl) -> u64 {
         if crate::mutants::active(crate::mutants::Mutant::LockerRenewAfterDeadline) {
             return sent.saturating_add(ttl.as_millis());
@@ -195,6 +225,7 @@ impl LeaseSchedule {
             .ok_or_else(|| Error::invalid("ttl", "must be longer than the drift margin"))?;
         let old = self.leases.get(&key).map(Self::deadline_of);
         let due = self.renew_at(sent, ttl);
+        self.max_early_ms = self.max_early_ms.max(self.early_ms(ttl));
         self.leases.insert(
             key,
             Lease {
@@ -262,7 +293,43 @@ impl LeaseSchedule {
             });
             self.reindex(key, None);
         }
+        if self.config.batch_permille > 0
+            && events.iter().any(|e| matches!(e, LeaseEvent::Renew { .. }))
+        {
+            self.join_batch(now, &mut events);
+        }
         events
+    }
+
+    /// Renewals due soon enough join the batch that is going out at `now`.
+    fn join_batch(&mut self, now: u64, events: &mut Vec<LeaseEvent>) {
+        let horizon = now.saturating_add(self.max_early_ms);
+        let candidates: Vec<(u64, LeaseKey)> = self
+            .deadlines
+            .range((now.saturating_add(1), 0)..=(horizon, LeaseKey::MAX))
+            .copied()
+            .collect();
+        for (at, key) in candidates {
+            let Some(lease) = self.leases.get(&key) else {
+                continue;
+            };
+            let early = self.early_ms(lease.ttl);
+            if lease.in_flight || lease.due.saturating_sub(early) > now || now >= lease.trust_until
+            {
+                continue;
+            }
+            self.deadlines.remove(&(at, key));
+            if let Some(lease) = self.leases.get_mut(&key) {
+                lease.in_flight = true;
+                lease.attempts += 1;
+                events.push(LeaseEvent::Renew {
+                    key,
+                    lock_id: lease.lock_id.clone(),
+                    ttl: lease.ttl,
+                });
+            }
+            self.reindex(key, None);
+        }
     }
 
     /// A renewal of `key`, sent at local time `sent`, succeeded.
@@ -421,6 +488,43 @@ mod tests {
         assert!(LeaseConfig::new(0.5, Duration::ZERO, 0, Duration::from_millis(1)).is_err());
         let mut s = schedule();
         assert!(s.insert(1, id(), ttl(100), 0).is_err());
+    }
+
+    #[test]
+    fn renewals_due_within_the_batch_fraction_join_a_due_one() {
+        let config = LeaseConfig::new(
+            0.5,
+            Duration::from_millis(100),
+            3,
+            Duration::from_millis(50),
+        )
+        .unwrap()
+        .with_batch_fraction(0.1)
+        .unwrap();
+        let mut s = LeaseSchedule::new(config);
+        s.insert(1, id(), ttl(1_000), 0).unwrap(); // due at 500
+        s.insert(2, id(), ttl(1_000), 60).unwrap(); // due at 560: within 100 of 500
+        s.insert(3, id(), ttl(1_000), 150).unwrap(); // due at 650: not
+        let keys = |events: Vec<LeaseEvent>| -> Vec<LeaseKey> {
+            events
+                .into_iter()
+                .map(|e| match e {
+                    LeaseEvent::Renew { key, .. } | LeaseEvent::Lost { key, .. } => key,
+                })
+                .collect()
+        };
+        assert!(
+            s.poll(499).is_empty(),
+            "nothing joins before something is due"
+        );
+        assert_eq!(keys(s.poll(500)), [1, 2]);
+        assert_eq!(s.next_wakeup(), Some(650));
+        assert!(
+            LeaseConfig::new(0.5, Duration::ZERO, 1, Duration::from_millis(1))
+                .unwrap()
+                .with_batch_fraction(0.6)
+                .is_err()
+        );
     }
 
     #[test]

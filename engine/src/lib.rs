@@ -43,7 +43,7 @@ pub mod time;
 
 pub use error::{BoxError, Error, MalformedDocument};
 pub use filter::Filter;
-pub use lock::{LockDetails, LockRequest, LockStatus, Mode, SharedLimit, StoredLock};
+pub use lock::{LockDetails, LockRequest, LockStatus, Mode, Renewal, SharedLimit, StoredLock};
 pub use names::{LockId, Resource};
 pub use port::LockStore;
 pub use table::{LockTable, ResourceState};

@@ -91,6 +91,17 @@ fn check_detail(field: &'static str, value: Option<&String>) -> Result<(), Error
     value.map_or(Ok(()), |v| check_text(field, v, MAX_DETAIL_LEN))
 }
 
+/// One lock to renew in a batch: the lock `lock_id` holds on `resource`, for `ttl`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Renewal {
+    /// Where the lock is.
+    pub resource: Resource,
+    /// Its lock id.
+    pub lock_id: LockId,
+    /// The new lease.
+    pub ttl: Ttl,
+}
+
 /// A validated request for one lock; the mode comes from the operation.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -25,6 +25,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rand_core::RngCore;
@@ -33,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::Error;
 use crate::holder::trust_until;
 use crate::lease::{LeaseConfig, LeaseEvent, LeaseKey, LeaseSchedule, LostCause};
-use crate::lock::LockStatus;
+use crate::lock::{LockStatus, Renewal};
 use crate::mutants::{self, Mutant};
 use crate::names::{LockId, Resource};
 use crate::time::{Ttl, duration_millis};
@@ -110,6 +111,10 @@ pub struct LockerConfig {
     /// How long a release keeps trying before it gives up (the lock then expires by its
     /// TTL). One attempt waits at most this long, or the lock's TTL if shorter.
     pub release_timeout: Duration,
+    /// Whenever a renewal is due, the other locks whose renewal falls due within this
+    /// fraction of their TTL are renewed with it, in one batch (in [0, `renew_fraction`];
+    /// 0 renews every lock on its own).
+    pub renew_batch_fraction: f64,
 }
 
 impl Default for LockerConfig {
@@ -122,6 +127,7 @@ impl Default for LockerConfig {
             initial_backoff: Duration::from_millis(20),
             max_backoff: Duration::from_secs(1),
             release_timeout: Duration::from_secs(5),
+            renew_batch_fraction: 0.1,
         }
     }
 }
@@ -139,7 +145,8 @@ impl LockerConfig {
             self.drift_margin,
             self.max_renew_attempts,
             self.renew_retry,
-        )?;
+        )?
+        .with_batch_fraction(self.renew_batch_fraction)?;
         if self.initial_backoff.is_zero() {
             return Err(Error::invalid(
                 "initial_backoff",
@@ -197,6 +204,12 @@ pub enum Request {
         /// The lease.
         ttl: Ttl,
     },
+    /// Renew each of these locks as `Renew` would, in one batch; the reply is
+    /// [`Reply::Each`], in the same order.
+    RenewMany {
+        /// The locks.
+        locks: Vec<Renewal>,
+    },
     /// Release the one lock `lock_id` holds (or may hold) on `resource`.
     Unlock {
         /// Where the lock is.
@@ -230,6 +243,8 @@ pub enum Reply {
     Refused(Error),
     /// The request failed; unless the error is a bad argument, it may have been applied.
     Failed(Error),
+    /// A `RenewMany` request's outcome for each lock, in order.
+    Each(Vec<Reply>),
 }
 
 impl Reply {
@@ -248,6 +263,15 @@ impl Reply {
         match result {
             Ok(_) => Reply::Done,
             Err(e) => Reply::from_error(e),
+        }
+    }
+
+    /// The reply to a `RenewMany` request, from the store's answer.
+    #[must_use]
+    pub fn from_batch(result: Result<Vec<Result<LockStatus, Error>>, Error>) -> Reply {
+        match result {
+            Ok(each) => Reply::Each(each.into_iter().map(Reply::from_done).collect()),
+            Err(e) => Reply::Failed(e),
         }
     }
 
@@ -334,6 +358,7 @@ struct Grant {
 enum Purpose {
     Lock { key: LeaseKey, grant: Grant },
     Renew { key: LeaseKey },
+    RenewMany { keys: Vec<LeaseKey> },
     Unlock { release: u64 },
 }
 
@@ -599,26 +624,52 @@ impl<R: RngCore> LockerCore<R> {
                 Timer::Release(rid) => self.send_unlock(rid, now),
             }
         }
+        let mut batch: Vec<(LeaseKey, Renewal)> = Vec::new();
         for event in self.schedule.poll(now) {
             match event {
                 LeaseEvent::Renew { key, lock_id, ttl } => {
-                    let Some(held) = self.held.get(&key) else {
-                        continue;
-                    };
-                    let resource = held.grant.resource.clone();
-                    let deadline = self.schedule.trust_until(key).unwrap_or(now);
-                    self.send(
-                        Request::Renew {
-                            resource,
-                            lock_id,
-                            ttl,
-                        },
-                        Purpose::Renew { key },
-                        deadline,
-                        now,
-                    );
+                    if let Some(held) = self.held.get(&key) {
+                        let resource = held.grant.resource.clone();
+                        batch.push((
+                            key,
+                            Renewal {
+                                resource,
+                                lock_id,
+                                ttl,
+                            },
+                        ));
+                    }
                 }
                 LeaseEvent::Lost { key, cause } => self.lose(key, cause),
+            }
+        }
+        self.send_renewals(batch, now);
+    }
+
+    /// One lock: one `Renew`. More: one `RenewMany`, answered by the earliest of their
+    /// trust deadlines.
+    fn send_renewals(&mut self, mut batch: Vec<(LeaseKey, Renewal)>, now: u64) {
+        let deadline = batch
+            .iter()
+            .filter_map(|(key, _)| self.schedule.trust_until(*key))
+            .min()
+            .unwrap_or(now);
+        match batch.len() {
+            0 => {}
+            1 => {
+                if let Some((key, r)) = batch.pop() {
+                    let request = Request::Renew {
+                        resource: r.resource,
+                        lock_id: r.lock_id,
+                        ttl: r.ttl,
+                    };
+                    self.send(request, Purpose::Renew { key }, deadline, now);
+                }
+            }
+            _ => {
+                let (keys, locks) = batch.into_iter().unzip();
+                let request = Request::RenewMany { locks };
+                self.send(request, Purpose::RenewMany { keys }, deadline, now);
             }
         }
     }
@@ -688,6 +739,7 @@ impl<R: RngCore> LockerCore<R> {
                 }
             }
             Purpose::Renew { key } => self.renew_settled(key, request.sent, reply, now),
+            Purpose::RenewMany { keys } => self.batch_settled(keys, request.sent, reply, now),
             Purpose::Unlock { release } => self.unlock_settled(release, reply, now),
         }
     }
@@ -758,9 +810,9 @@ impl<R: RngCore> LockerCore<R> {
                 );
             }
             Some(Reply::Refused(e)) => self.retry_or_fail(key, e, now),
-            Some(Reply::Done) => self.fail(
+            Some(Reply::Done | Reply::Each(_)) => self.fail(
                 key,
-                Error::backend("acquire", "the store answered a lock request as a renewal"),
+                Error::backend("acquire", "the store's answer does not fit a lock request"),
             ),
             Some(Reply::Failed(e)) => {
                 if may_have_applied(&e) {
@@ -813,6 +865,33 @@ impl<R: RngCore> LockerCore<R> {
             .insert((now.saturating_add(wait), Timer::Attempt(key)));
     }
 
+    /// Each lock of a batch is settled on its own outcome; a failure of the whole batch is
+    /// each lock's failure.
+    fn batch_settled(&mut self, keys: Vec<LeaseKey>, sent: u64, reply: Option<Reply>, now: u64) {
+        match reply {
+            Some(Reply::Each(each)) if each.len() == keys.len() => {
+                for (key, reply) in keys.into_iter().zip(each) {
+                    self.renew_settled(key, sent, Some(reply), now);
+                }
+            }
+            None => {
+                for key in keys {
+                    self.renew_settled(key, sent, None, now);
+                }
+            }
+            other => {
+                let cause = Arc::new(match other {
+                    Some(Reply::Failed(e)) => e,
+                    _ => Error::backend("renew", "the store's answer to a batch does not fit it"),
+                });
+                for key in keys {
+                    let e = Error::backend("renew", Arc::clone(&cause));
+                    self.renew_settled(key, sent, Some(Reply::Failed(e)), now);
+                }
+            }
+        }
+    }
+
     fn renew_settled(&mut self, key: LeaseKey, sent: u64, reply: Option<Reply>, now: u64) {
         if !self.held.get(&key).is_some_and(|h| h.live) {
             return;
@@ -831,9 +910,9 @@ impl<R: RngCore> LockerCore<R> {
             }
             Some(Reply::Refused(e)) => (true, e),
             Some(Reply::Failed(e)) => (false, e),
-            Some(Reply::Granted(_)) => (
+            Some(Reply::Granted(_) | Reply::Each(_)) => (
                 false,
-                Error::backend("renew", "the store answered a renewal as a grant"),
+                Error::backend("renew", "the store's answer does not fit a renewal"),
             ),
             None => (
                 false,
@@ -908,8 +987,8 @@ impl<R: RngCore> LockerCore<R> {
                 return;
             }
             Some(Reply::Failed(e)) => e,
-            Some(Reply::Granted(_)) => {
-                Error::backend("release", "the store answered a release as a grant")
+            Some(Reply::Granted(_) | Reply::Each(_)) => {
+                Error::backend("release", "the store's answer does not fit a release")
             }
             None => Error::backend("release", "no reply in time"),
         };
@@ -1137,6 +1216,49 @@ mod tests {
         );
         assert_eq!(c.stats().lost, 1);
         assert_eq!(c.stats().held, 0);
+    }
+
+    #[test]
+    fn renewals_falling_due_together_go_out_as_one_batch() {
+        let mut c = core();
+        for (key, at) in [(1, 0), (2, 10), (3, 20)] {
+            let t = acquire(&mut c, key, Wait::No, at);
+            c.handle_reply(t.id, grant(&t), at + 1);
+        }
+        events(&mut c);
+        c.handle_timeout(500);
+        let batch = c.poll_transmit().unwrap();
+        let Request::RenewMany { locks } = &batch.request else {
+            panic!("one batch: {batch:?}");
+        };
+        assert_eq!(locks.len(), 3);
+        assert_eq!(batch.deadline, 900, "the earliest trust deadline");
+        assert!(c.poll_transmit().is_none());
+        let done = || Reply::Done;
+        let gone = Reply::Refused(Error::LockNotFound);
+        c.handle_reply(batch.id, Reply::Each(vec![done(), gone, done()]), 520);
+        let ev = events(&mut c);
+        assert!(
+            matches!(
+                ev[..],
+                [
+                    Event::Renewed {
+                        key: 1,
+                        trust_until: 1_400
+                    },
+                    Event::RenewFailed { key: 2, .. },
+                    Event::Ended {
+                        key: 2,
+                        how: Ended::Refused
+                    },
+                    Event::Renewed {
+                        key: 3,
+                        trust_until: 1_400
+                    },
+                ]
+            ),
+            "{ev:?}"
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::error::Error;
 use crate::filter::Filter;
-use crate::lock::{LockRequest, LockStatus, SharedLimit};
+use crate::lock::{LockRequest, LockStatus, Renewal, SharedLimit};
 use crate::names::{LockId, Resource};
 use crate::time::Ttl;
 
@@ -50,6 +50,16 @@ pub trait LockStore: Send + Sync + 'static {
         ttl: Ttl,
         margin: Duration,
     ) -> impl Future<Output = Result<LockStatus, Error>> + Send;
+
+    /// Renews each of `locks` as [`LockStore::renew_one`] would, independently of the
+    /// others, and returns each one's outcome in the same order; a constant number of
+    /// round trips for the whole batch where the backend allows. `Err` when the batch as a
+    /// whole failed (then nothing is known to have been renewed).
+    fn renew_many(
+        &self,
+        locks: &[Renewal],
+        margin: Duration,
+    ) -> impl Future<Output = Result<Vec<Result<LockStatus, Error>>, Error>> + Send;
 
     /// Removes the one lock `lock_id` holds on `resource`
     /// ([`crate::LockTable::unlock_one`]). One round trip where the backend allows.

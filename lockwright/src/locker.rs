@@ -411,6 +411,10 @@ fn perform<S: LockStore>(client: Client<S>, t: Transmit, deadline: Instant) -> I
                     let renewed = client.store().renew_one(&resource, &lock_id, ttl, margin);
                     Reply::from_done(renewed.await)
                 }
+                Request::RenewMany { locks } => {
+                    let margin = client.renew_margin();
+                    Reply::from_batch(client.store().renew_many(&locks, margin).await)
+                }
                 Request::Unlock { resource, lock_id } => {
                     Reply::from_done(client.store().unlock_one(&resource, &lock_id).await)
                 }

@@ -40,7 +40,7 @@ use std::time::Duration;
 use lockwright::MemStore;
 use lockwright::engine::{
     Error, Filter, LockDetails, LockId, LockRequest, LockStatus, LockStore, LockTable, ManualClock,
-    Mode, Resource, ResourceState, SharedLimit, Timestamp, Ttl,
+    Mode, Renewal, Resource, ResourceState, SharedLimit, Timestamp, Ttl,
 };
 use lockwright_store_mongo::test_support;
 use rand::rngs::StdRng;
@@ -628,6 +628,19 @@ impl LockStore for NonAtomicStore {
     ) -> Result<Option<LockStatus>, Error> {
         let now = self.clock.now();
         Ok(self.table().unlock_one(resource, lock_id, now))
+    }
+
+    async fn renew_many(
+        &self,
+        locks: &[Renewal],
+        margin: Duration,
+    ) -> Result<Vec<Result<LockStatus, Error>>, Error> {
+        let now = self.clock.now();
+        let mut table = self.table();
+        Ok(locks
+            .iter()
+            .map(|r| table.renew_one(&r.resource, &r.lock_id, r.ttl, margin, now))
+            .collect())
     }
 
     async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>, Error> {

@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use lockwright::engine::{LockRequest, Resource, SharedLimit, Ttl};
+use lockwright::engine::{LockRequest, Renewal, Resource, SharedLimit, Ttl};
 use lockwright::store_mem::Clock;
 use lockwright::{
     Access, Client, Ended, Error, Filter, LockId, LockStatus, LockStore, Locker, LockerConfig,
@@ -38,6 +38,8 @@ struct Faulty<S> {
     grant_delay_once_ms: AtomicU64,
     /// This many unlocks fail with a transport error before the store is reached.
     unlock_failures: AtomicU64,
+    /// Renewal round trips: one per `renew_one` or `renew_many` call.
+    renew_calls: AtomicU64,
 }
 
 fn faulty<S>(inner: S) -> Faulty<S> {
@@ -48,6 +50,24 @@ fn faulty<S>(inner: S) -> Faulty<S> {
         slow_grant: AtomicBool::new(false),
         grant_delay_once_ms: AtomicU64::new(0),
         unlock_failures: AtomicU64::new(0),
+        renew_calls: AtomicU64::new(0),
+    }
+}
+
+impl<S> Faulty<S> {
+    /// A renewal hangs or fails, as set.
+    async fn renew_fault(&self) -> Result<(), Error> {
+        self.renew_calls.fetch_add(1, Ordering::SeqCst);
+        if self.renew_hangs.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        if self.renew_fails.load(Ordering::SeqCst) {
+            return Err(Error::backend(
+                "renew",
+                std::io::Error::other("connection refused"),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -90,16 +110,16 @@ impl<S: LockStore> LockStore for Faulty<S> {
         t: Ttl,
         m: Duration,
     ) -> Result<LockStatus, Error> {
-        if self.renew_hangs.load(Ordering::SeqCst) {
-            std::future::pending::<()>().await;
-        }
-        if self.renew_fails.load(Ordering::SeqCst) {
-            return Err(Error::backend(
-                "renew",
-                std::io::Error::other("connection refused"),
-            ));
-        }
+        self.renew_fault().await?;
         self.inner.renew_one(r, id, t, m).await
+    }
+    async fn renew_many(
+        &self,
+        locks: &[Renewal],
+        m: Duration,
+    ) -> Result<Vec<Result<LockStatus, Error>>, Error> {
+        self.renew_fault().await?;
+        self.inner.renew_many(locks, m).await
     }
     async fn status(&self, f: &Filter) -> Result<Vec<LockStatus>, Error> {
         self.inner.status(f).await
@@ -293,6 +313,13 @@ async fn many_locks_one_task<B: Backend>(n: usize) {
     let stats = locker.stats();
     assert_eq!(stats.held, n as u64);
     assert!(stats.renewals >= 2 * n as u64, "{stats:?}");
+    // Taken together, renewed together: one round trip per renewal cycle, not per lock.
+    let calls = locker.client().store().renew_calls.load(Ordering::SeqCst);
+    let cycles = stats.renewals / n as u64;
+    assert!(
+        calls <= cycles + 1,
+        "{calls} renewal round trips for {cycles} cycles of {n} locks"
+    );
     for g in &guards {
         g.release().await.unwrap();
     }

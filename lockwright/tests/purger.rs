@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use lockwright::engine::{LockRequest, Resource, SharedLimit, Ttl};
+use lockwright::engine::{LockRequest, Renewal, Resource, SharedLimit, Ttl};
 use lockwright::{
     Client, Error, Filter, LockDetails, LockId, LockStatus, LockStore, ManualClock, MemStore,
     Purger, Timestamp, generate_lock_id,
@@ -100,6 +100,13 @@ impl LockStore for HalfBrokenStore {
     }
     async fn unlock_one(&self, r: &Resource, id: &LockId) -> Result<Option<LockStatus>, Error> {
         self.inner.unlock_one(r, id).await
+    }
+    async fn renew_many(
+        &self,
+        locks: &[Renewal],
+        m: Duration,
+    ) -> Result<Vec<Result<LockStatus, Error>>, Error> {
+        self.inner.renew_many(locks, m).await
     }
     async fn status(&self, f: &Filter) -> Result<Vec<LockStatus>, Error> {
         self.inner.status(f).await

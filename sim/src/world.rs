@@ -338,6 +338,7 @@ impl World {
         match request {
             Request::Lock { resource, .. } => format!("xlock {resource}"),
             Request::Renew { .. } => "renew".into(),
+            Request::RenewMany { locks } => format!("renew of {} locks", locks.len()),
             Request::Unlock { .. } => "unlock".into(),
         }
     }
@@ -604,7 +605,7 @@ impl World {
         }
         let operation = match request {
             Request::Lock { .. } => "lock",
-            Request::Renew { .. } => "renew",
+            Request::Renew { .. } | Request::RenewMany { .. } => "renew",
             Request::Unlock { .. } => "unlock",
         };
         let at = self.now + self.latency();
@@ -715,6 +716,18 @@ impl World {
                     panic!("store-mem failed: {e}");
                 }
                 Reply::from_done(result)
+            }
+            Request::RenewMany { locks } => {
+                let margin = self.config.drift_margin;
+                let result = ready(self.store.renew_many(locks, margin));
+                if let Ok(each) = &result {
+                    for e in each.iter().filter_map(|r| r.as_ref().err()) {
+                        if !matches!(e, Error::NotRenewable { .. } | Error::LockNotFound) {
+                            panic!("store-mem failed: {e}");
+                        }
+                    }
+                }
+                Reply::from_batch(result)
             }
             Request::Unlock { resource, lock_id } => {
                 let result = ready(self.store.unlock_one(resource, lock_id));

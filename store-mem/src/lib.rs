@@ -30,8 +30,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lockwright_engine::{
-    Error, Filter, LockId, LockRequest, LockStatus, LockStore, LockTable, Resource, SharedLimit,
-    Ttl, table,
+    Error, Filter, LockId, LockRequest, LockStatus, LockStore, LockTable, Renewal, Resource,
+    SharedLimit, Ttl, table,
 };
 
 pub use clock::{Clock, SystemClock};
@@ -168,6 +168,27 @@ impl LockStore for MemStore {
                 .entered();
         let mut shard = lock(self.shard_of(resource.as_str()));
         shard.renew_one(resource, lock_id, ttl, margin, self.clock.now())
+    }
+
+    async fn renew_many(
+        &self,
+        locks: &[Renewal],
+        margin: Duration,
+    ) -> Result<Vec<Result<LockStatus, Error>>, Error> {
+        let _span = tracing::debug_span!("mem.renew_many", locks = locks.len()).entered();
+        let now = self.clock.now();
+        Ok(locks
+            .iter()
+            .map(|r| {
+                lock(self.shard_of(r.resource.as_str())).renew_one(
+                    &r.resource,
+                    &r.lock_id,
+                    r.ttl,
+                    margin,
+                    now,
+                )
+            })
+            .collect())
     }
 
     async fn unlock_one(

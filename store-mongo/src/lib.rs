@@ -64,7 +64,7 @@ use tokio::time::Instant;
 use lockwright_engine::table::{self, sort_purged};
 use lockwright_engine::{
     Error, Filter, LockId, LockRequest, LockStatus, LockStore, LockTable, MalformedDocument,
-    ManualClock, Mode, Resource, ResourceState, SharedLimit, Timestamp, Ttl,
+    ManualClock, Mode, Renewal, Resource, ResourceState, SharedLimit, Timestamp, Ttl,
 };
 
 /// Lock groups removed per purge transaction unless [`MongoStore::with_purge_batch`] says
@@ -1121,6 +1121,71 @@ impl LockStore for MongoStore {
         // iff the rules say so, and the engine says what that gave, or why not.
         LockTable::from_resources([(name.clone(), state)])
             .renew_one(&name, lock_id, ttl, margin, now)
+    }
+
+    #[tracing::instrument(name = "mongo.renew_many", skip_all, fields(locks = locks.len()))]
+    async fn renew_many(
+        &self,
+        locks: &[Renewal],
+        margin: Duration,
+    ) -> Result<Vec<Result<LockStatus, Error>>, Error> {
+        if locks.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.ready("renew").await?;
+        // One transaction for the batch: read the documents with the server's `now`, decide
+        // each lock with the engine, write the renewed ones with that same `now`.
+        let resources: BTreeSet<&str> = locks.iter().map(|r| r.resource.as_str()).collect();
+        let filter =
+            doc! { schema::RESOURCE: { "$in": resources.into_iter().collect::<Vec<_>>() } };
+        let read = pipeline::read_with_now(filter, &self.now_expr());
+        let context = (&self.coll, locks, margin, &read);
+        self.transaction("renew", context, |s, (coll, locks, margin, read)| {
+            async move {
+                let docs = read_all(coll, (*read).clone(), s).await?;
+                let mut read = Read::from_docs(&docs);
+                let Some(now) = read.now else {
+                    return Ok(Ok(locks.iter().map(|_| Err(Error::LockNotFound)).collect()));
+                };
+                let mut outcomes = Vec::with_capacity(locks.len());
+                let mut renewed = Vec::new();
+                let mut touched = BTreeSet::new();
+                for r in locks.iter() {
+                    if let Some(m) = read
+                        .skipped
+                        .iter()
+                        .find(|m| m.resource == r.resource.as_str())
+                    {
+                        outcomes.push(Err(m.clone().into()));
+                        continue;
+                    }
+                    let outcome =
+                        read.table
+                            .renew_one(&r.resource, &r.lock_id, r.ttl, *margin, now);
+                    if outcome.is_ok() {
+                        touched.insert(r.resource.clone());
+                        renewed.push(doc! {
+                            "r": r.resource.as_str(),
+                            "l": r.lock_id.as_str(),
+                            "e": pipeline::date(now.saturating_add(r.ttl.as_duration())),
+                        });
+                    }
+                    outcomes.push(outcome);
+                }
+                if !renewed.is_empty() {
+                    let ids: Vec<Bson> = touched
+                        .iter()
+                        .filter_map(|r| read.ids.get(r).cloned())
+                        .collect();
+                    coll.update_many(pipeline::ids_in(&ids), pipeline::renew_pairs(renewed, now))
+                        .session(&mut *s)
+                        .await?;
+                }
+                Ok(Ok(outcomes))
+            }
+            .boxed()
+        })
+        .await
     }
 
     #[tracing::instrument(name = "mongo.unlock_one", skip_all, fields(resource = %resource))]

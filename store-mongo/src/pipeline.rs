@@ -447,6 +447,46 @@ pub(crate) fn with_now(now: &Bson) -> Document {
     doc! { NOW_FIELD: now.clone(), RESOURCE: 1, EXCLUSIVE: 1, SHARED: 1, LAST_FENCE: 1 }
 }
 
+/// Renews, on the documents it runs over, exactly the locks named in `renewed` (documents
+/// `{r: resource, l: lock id, e: new expiry}`, each decided renewable by the engine at `now`
+/// on the documents read in the same transaction): their `expiresAt` becomes `e` and their
+/// `renewedAt` `now`. Every other lock, and every other field, is left as it is.
+pub(crate) fn renew_pairs(renewed: Vec<Document>, now: Timestamp) -> Vec<Document> {
+    let now = date(now);
+    let renew = |prefix: &str, also: Bson| {
+        let hit = doc! { "$filter": { "input": "$$pairs", "as": "p", "cond": { "$and": [
+            { "$eq": [ "$$p.r", "$resource" ] },
+            { "$eq": [ "$$p.l", format!("{prefix}.{LOCK_ID}") ] },
+        ] } } };
+        Bson::Document(doc! { "$let": {
+            "vars": { "m": hit },
+            "in": { "$cond": [
+                { "$and": [ also, { "$gt": [ { "$size": "$$m" }, 0 ] } ] },
+                { "$mergeObjects": [ prefix, {
+                    EXPIRES_AT: { "$arrayElemAt": [ "$$m.e", 0 ] },
+                    RENEWED_AT: now.clone(),
+                } ] },
+                prefix,
+            ] },
+        } })
+    };
+    let shared = doc! { "$cond": [
+        { "$eq": [ { "$type": "$shared" }, "object" ] },
+        { "$mergeObjects": [ "$shared", {
+            "locks": { "$map": { "input": shared_locks(), "in": renew("$$this", Bson::Boolean(true)) } },
+        } ] },
+        "$shared",
+    ] };
+    let exclusive = renew(
+        "$exclusive",
+        Bson::Document(doc! { "$eq": [ "$exclusive.acquired", true ] }),
+    );
+    vec![doc! { "$replaceWith": { "$let": {
+        "vars": { "pairs": { "$literal": renewed } },
+        "in": { "$mergeObjects": [ "$$ROOT", { EXCLUSIVE: exclusive, SHARED: shared } ] },
+    } } }]
+}
+
 /// Purge, phase one: for each document holding a lock expired at `t`, the lock ids of its
 /// expired locks (`ids`), or, for a document the rules cannot decide on, the whole document
 /// (`bad`) so that the caller can say what is wrong with it.

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lockwright_engine::{
-    Error, Filter, LockDetails, LockRequest, LockStore, ManualClock, Mode, SharedLimit, Timestamp,
+    Error, Filter, LockDetails, LockRequest, LockStore, ManualClock, Mode, Renewal, SharedLimit,
+    Timestamp,
 };
 use lockwright_store_mongo::MongoStore;
 use lockwright_store_mongo::test_support::{
@@ -126,6 +127,71 @@ async fn round_trips_per_operation() {
         ["hello", "find"],
         "a TTL bound reads the server's time first, to use the expiry indexes"
     );
+
+    // A batch of renewals: one transaction of three commands for 100 locks, each lock
+    // decided on its own.
+    let mut batch = Vec::new();
+    for i in 0..100 {
+        let lock = store
+            .xlock(&request(
+                &format!("batch/{i}"),
+                &format!("b{i}"),
+                Some(Duration::from_secs(60)),
+            ))
+            .await
+            .unwrap();
+        batch.push(Renewal {
+            resource: lock.resource,
+            lock_id: lock.lock_id,
+            ttl: ttl(120),
+        });
+    }
+    store.unlock(&id("b7")).await.unwrap();
+    batch[9].ttl = ttl(1);
+    commands.take();
+    let outcomes = store
+        .renew_many(&batch, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(
+        commands.take(),
+        ["aggregate", "update", "commitTransaction"],
+        "renew_many of 100 locks"
+    );
+    assert_eq!(outcomes.len(), 100);
+    for (i, outcome) in outcomes.iter().enumerate() {
+        match (i, outcome) {
+            (7, Err(Error::LockNotFound)) => {}
+            (7, other) => panic!("a released lock: {other:?}"),
+            (9, Ok(l)) => assert_eq!(l.ttl, Some(Duration::from_secs(1)), "its own TTL"),
+            (_, Ok(l)) => assert_eq!(l.ttl, Some(Duration::from_secs(120)), "lock {i}"),
+            (i, other) => panic!("lock {i}: {other:?}"),
+        }
+    }
+    // As stored: each renewed lock with its own new expiry, the others as they were.
+    let stored = |lock_id: &str| {
+        let store = &store;
+        let lock_id = lock_id.to_string();
+        async move {
+            let found = store.status(&Filter::new().lock_id(lock_id)).await.unwrap();
+            found[0].ttl.unwrap()
+        }
+    };
+    assert!(stored("b0").await > Duration::from_secs(100));
+    assert!(stored("b9").await <= Duration::from_secs(1));
+    assert!(stored("b99").await > Duration::from_secs(100));
+    // Within a margin longer than what is left: refused, each on its own.
+    let refused = store
+        .renew_many(&batch[..3], Duration::from_secs(600))
+        .await
+        .unwrap();
+    assert!(
+        refused
+            .iter()
+            .all(|r| matches!(r, Err(Error::NotRenewable { .. }))),
+        "{refused:?}"
+    );
+    commands.take();
 
     // One known lock: one command each, granted, refused or already gone.
     let lock = store
