@@ -51,6 +51,9 @@ pub enum Mutant {
     PipelinePurgeDeletesHeld,
     /// MongoDB's one-lock renewal ignores the renew margin.
     PipelineRenewOneWithoutMargin,
+    /// MongoDB's batch renewal renews every lock of a batch's documents, not only the
+    /// locks the batch names and the engine found renewable.
+    PipelineRenewManyWholeDocuments,
     /// The Locker hands out a grant whose reply arrived after its trust deadline.
     LockerHandsOutStaleGrant,
     /// The Locker does not signal a lost lock: its holder keeps working.
@@ -65,7 +68,7 @@ pub enum Mutant {
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 21] = [
+    pub const ALL: [Mutant; 22] = [
         Mutant::PurgeIgnoresGroups,
         Mutant::PurgeIgnoresCreatedBefore,
         Mutant::RenewWithoutMargin,
@@ -82,6 +85,7 @@ impl Mutant {
         Mutant::PipelineFenceNotIncremented,
         Mutant::PipelinePurgeDeletesHeld,
         Mutant::PipelineRenewOneWithoutMargin,
+        Mutant::PipelineRenewManyWholeDocuments,
         Mutant::LockerHandsOutStaleGrant,
         Mutant::LockerLossNotSignalled,
         Mutant::LockerRenewAfterDeadline,
@@ -109,6 +113,7 @@ impl Mutant {
             Mutant::PipelineFenceNotIncremented => "pipeline_fence_not_incremented",
             Mutant::PipelinePurgeDeletesHeld => "pipeline_purge_deletes_held",
             Mutant::PipelineRenewOneWithoutMargin => "pipeline_renew_one_without_margin",
+            Mutant::PipelineRenewManyWholeDocuments => "pipeline_renew_many_whole_documents",
             Mutant::LockerHandsOutStaleGrant => "locker_hands_out_stale_grant",
             Mutant::LockerLossNotSignalled => "locker_loss_not_signalled",
             Mutant::LockerRenewAfterDeadline => "locker_renew_after_deadline",
@@ -136,6 +141,7 @@ impl Mutant {
                 | Mutant::PipelineFenceNotIncremented
                 | Mutant::PipelinePurgeDeletesHeld
                 | Mutant::PipelineRenewOneWithoutMargin
+                | Mutant::PipelineRenewManyWholeDocuments
         )
     }
 
@@ -165,7 +171,7 @@ impl Mutant {
 
     #[cfg_attr(not(feature = "mutants"), allow(dead_code))]
     fn code(self) -> u8 {
-        // The position in ALL, plus one (zero means "none"); ALL has 21 entries.
+        // The position in ALL, plus one (zero means "none"); ALL has 22 entries.
         Mutant::ALL
             .iter()
             .position(|m| *m == self)

@@ -454,9 +454,14 @@ pub(crate) fn with_now(now: &Bson) -> Document {
 pub(crate) fn renew_pairs(renewed: Vec<Document>, now: Timestamp) -> Vec<Document> {
     let now = date(now);
     let renew = |prefix: &str, also: Bson| {
+        let same_lock = if mutants::active(Mutant::PipelineRenewManyWholeDocuments) {
+            Bson::Boolean(true)
+        } else {
+            Bson::Document(doc! { "$eq": [ "$$p.l", format!("{prefix}.{LOCK_ID}") ] })
+        };
         let hit = doc! { "$filter": { "input": "$$pairs", "as": "p", "cond": { "$and": [
             { "$eq": [ "$$p.r", "$resource" ] },
-            { "$eq": [ "$$p.l", format!("{prefix}.{LOCK_ID}") ] },
+            same_lock,
         ] } } };
         Bson::Document(doc! { "$let": {
             "vars": { "m": hit },
