@@ -560,7 +560,7 @@ impl<R: RngCore> LockerCore<R> {
         }
         // Renewals in flight no longer matter.
         self.requests
-            .retain(|_, r| !matches!(r.purpose, Purpose::Renew { .. }));
+            .retain(|_, r| !matches!(r.purpose, Purpose::Renew { .. } | Purpose::RenewMany { .. }));
     }
 
     /// The next request to send.

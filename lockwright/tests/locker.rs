@@ -481,6 +481,15 @@ async fn bad_configuration_is_rejected() {
         })
     ));
     let mut c = LockerConfig::default();
+    c.renew_batch_fraction = 0.6;
+    assert!(matches!(
+        Locker::new(client(), c),
+        Err(Error::InvalidArgument {
+            field: "renew_batch_fraction",
+            ..
+        })
+    ));
+    let mut c = LockerConfig::default();
     c.max_backoff = Duration::ZERO;
     assert!(matches!(
         Locker::new(client(), c),
