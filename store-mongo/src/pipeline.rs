@@ -450,7 +450,8 @@ pub(crate) fn with_now(now: &Bson) -> Document {
 /// Renews, on the documents it runs over, exactly the locks named in `renewed` (documents
 /// `{r: resource, l: lock id, e: new expiry}`, each decided renewable by the engine at `now`
 /// on the documents read in the same transaction): their `expiresAt` becomes `e` and their
-/// `renewedAt` `now`. Every other lock, and every other field, is left as it is.
+/// `renewedAt` `now`. Every other lock, and every other field, is left as it is. A lock
+/// named more than once takes its last renewal, as renewing one after another would.
 pub(crate) fn renew_pairs(renewed: Vec<Document>, now: Timestamp) -> Vec<Document> {
     let now = date(now);
     let renew = |prefix: &str, also: Bson| {
@@ -468,7 +469,7 @@ pub(crate) fn renew_pairs(renewed: Vec<Document>, now: Timestamp) -> Vec<Documen
             "in": { "$cond": [
                 { "$and": [ also, { "$gt": [ { "$size": "$$m" }, 0 ] } ] },
                 { "$mergeObjects": [ prefix, {
-                    EXPIRES_AT: { "$arrayElemAt": [ "$$m.e", 0 ] },
+                    EXPIRES_AT: { "$arrayElemAt": [ "$$m.e", -1 ] },
                     RENEWED_AT: now.clone(),
                 } ] },
                 prefix,
