@@ -2122,6 +2122,51 @@ pub async fn renew_many_of_nothing_is_empty<B: Backend>(cx: &Ctx<B>) {
     assert_eq!(all(cx).await, before, "nothing changed");
 }
 
+pub async fn renew_many_names_one_lock_twice<B: Backend>(cx: &Ctx<B>) {
+    // Each renewal of the batch is renew_one in turn at the batch's instant: the second
+    // renewal of a lock sees the first one's result.
+    let (a, b) = (generate_lock_id(), generate_lock_id());
+    let la = cx
+        .client
+        .xlock("a", &a, &ttl(secs(5)))
+        .await
+        .expect("grant");
+    let lb = cx
+        .client
+        .slock("b", &b, &ttl(secs(5)), None)
+        .await
+        .expect("grant");
+    cx.clock.advance(secs(1));
+    let now = at(secs(1));
+    let before = all(cx).await;
+    let each = renew_many(
+        cx,
+        &[
+            renewal(&la, secs(10)),
+            renewal(&lb, secs(1)),
+            renewal(&la, secs(20)),
+            renewal(&lb, secs(10)),
+        ],
+    )
+    .await;
+    let a1 = each[0].as_ref().expect("a: 4 s left, renewable").clone();
+    assert_eq!(a1.expires_at, Some(at(secs(11))));
+    let b1 = each[1].as_ref().expect("b: 4 s left, renewable").clone();
+    assert_eq!(b1, renewed(&before[1], now, secs(1)));
+    let a2 = each[2]
+        .as_ref()
+        .expect("a again: 10 s left after the first renewal, renewable")
+        .clone();
+    assert_eq!(a2, renewed(&before[0], now, secs(20)));
+    // b has 1 s left after its first renewal: within the 1 s margin.
+    assert_not_renewable(&each[3], &b1);
+    assert_eq!(
+        all(cx).await,
+        vec![a2, b1],
+        "the store holds each lock as the last renewal of it left it"
+    );
+}
+
 // ---------------------------------------------------------------- fences
 
 pub async fn fences_increase_per_resource<B: Backend>(cx: &Ctx<B>) {

@@ -147,6 +147,7 @@ macro_rules! conformance_suite {
             renew_many_decides_each_lock_on_its_own,
             renew_many_leaves_unnamed_lock_of_shared_resource,
             renew_many_of_nothing_is_empty,
+            renew_many_names_one_lock_twice,
             fences_increase_per_resource,
             fences_increase_across_unlock,
             fences_increase_across_purge,
