@@ -7,9 +7,14 @@
 //! release retries. The simulator has no acquire, renew or release logic of its own: it
 //! only carries the core's requests over a faulty network to the in-memory store and the
 //! replies back, wakes each core when it asks to be woken (on the client's own drifting
-//! clock), and runs the client *application*: idle, acquire a random resource, hold it for
-//! a while writing to a fenced downstream store while the guard is held, release, and
-//! release too when the lock is lost (as a dropped guard would).
+//! clock), and runs the client *application*: idle, then a job: acquire a random resource,
+//! or half the time two to four distinct ones one after another (in increasing order, so
+//! jobs never wait for each other in a cycle), each under its own guard, hold them together
+//! for a while writing to a fenced downstream store to each resource whose guard is held,
+//! release them all, and release a guard too when its lock is lost (as a dropped guard
+//! would; the job goes on with the others). A client holding several locks has their
+//! renewals fall due together, so its core sends them in batches (`RenewMany`), which the
+//! store renews lock by lock and whose per-lock outcomes go back to the core.
 //!
 //! Faults: network latency, requests lost before they reach the store, replies lost after
 //! the store applied the request (in both cases the driver sees either silence or a
@@ -20,15 +25,17 @@
 //!
 //! Checked continuously:
 //! - `holder_safety`: no two clients believe they hold one resource at the same real
-//!   instant (a client believes it holds a lease it was handed and that did not end, while
-//!   its local clock is before the lease's trust deadline, as `LockGuard::is_held` does);
+//!   instant (a client believes it holds each lease it was handed and that did not end,
+//!   while its local clock is before that lease's trust deadline, as `LockGuard::is_held`
+//!   does);
 //! - `fence_monotonic`: grants carry increasing fences, and `stale_write`: the downstream
 //!   never accepts a lower fence than one it accepted;
 //! - `past_trust_deadline`: no guard outlives its trust deadline. A grant is never handed
 //!   out at or after its trust deadline, and after every event, for every client neither
 //!   paused nor crashed (its core first woken if its timeout is due at this instant), no
-//!   lease the application still holds (acquired or renewed, no `Ended`) has reached its
-//!   trust deadline on the client's clock: the core must have said `Ended` by then;
+//!   lease the application still holds (acquired or renewed, no `Ended`; every guard of a
+//!   job, also while the job acquires its next resource) has reached its trust deadline on
+//!   the client's clock: the core must have said `Ended` by then;
 //! - `needless_loss`: in a seed without faults that can cost a lease (fast network, no
 //!   lost requests or replies, no pauses, no crashes; drift is allowed), no lease ends
 //!   refused or expired.
@@ -42,13 +49,15 @@
 //! The fault mix is derived from the seed (swarm testing): each seed enables its own subset
 //! of faults at its own intensities, and the same seed always replays the same run.
 
+mod prng;
 mod svg;
 mod world;
 
 use std::fmt;
 
 use rand::Rng;
-use rand::rngs::StdRng;
+
+use prng::SimRng;
 
 pub use svg::timeline_svg;
 
@@ -57,7 +66,7 @@ pub use svg::timeline_svg;
 pub struct Options {
     /// Clients contending.
     pub clients: usize,
-    /// Resources they lock (exclusively).
+    /// Resources they lock (exclusively; a job locks one to four of them).
     pub resources: usize,
     /// The TTL of every lock, in ms.
     pub ttl_ms: u64,
@@ -72,13 +81,13 @@ pub struct Options {
 }
 
 impl Default for Options {
-    /// Three clients, two resources, 1 s TTL, 5% drift at most and a 100 ms margin (more
-    /// than the `ttl * drift / (1 - drift)` = 53 ms the holding rule needs), fencing on,
-    /// 30 s of faults.
+    /// Three clients, four resources (a job holds up to four, half of them just one), 1 s
+    /// TTL, 5% drift at most and a 100 ms margin (more than the `ttl * drift / (1 - drift)`
+    /// = 53 ms the holding rule needs), fencing on, 30 s of faults.
     fn default() -> Self {
         Options {
             clients: 3,
-            resources: 2,
+            resources: 4,
             ttl_ms: 1_000,
             drift_margin_ms: 100,
             max_drift_ppm: 50_000,
@@ -146,8 +155,8 @@ pub struct FaultMix {
 }
 
 impl FaultMix {
-    fn from_rng(rng: &mut StdRng, opts: &Options) -> Self {
-        let on = |rng: &mut StdRng| rng.random_bool(0.5);
+    fn from_rng(rng: &mut SimRng, opts: &Options) -> Self {
+        let on = |rng: &mut SimRng| rng.random_bool(0.5);
         let slow = on(rng);
         FaultMix {
             latency_ms: if slow {
@@ -276,6 +285,16 @@ pub struct SeedReport {
     /// Grant replies handed to a client's core at or after their trust deadline (stale
     /// grants, which must be released rather than handed out).
     pub late_grants: u64,
+    /// Batches of renewals the cores sent (`RenewMany` requests, each of two locks or
+    /// more), retries included.
+    pub renew_batches: u64,
+    /// Renewals sent in those batches.
+    pub batched_renewals: u64,
+    /// The most renewals in one batch.
+    pub largest_batch: u64,
+    /// Renewals of a batch that reached the store and that it refused (the lock within
+    /// the margin, expired, or gone) while it decided the others on their own.
+    pub batched_refusals: u64,
     /// Broken invariants.
     pub violations: Vec<Violation>,
     /// Everything that happened (only when recorded).
@@ -308,6 +327,14 @@ pub struct SweepSummary {
     pub releases_retried: u64,
     /// Grant replies that reached a core at or after their trust deadline.
     pub late_grants: u64,
+    /// `RenewMany` requests sent (each of two renewals or more), retries included.
+    pub renew_batches: u64,
+    /// Renewals sent in batches.
+    pub batched_renewals: u64,
+    /// The most renewals in one batch.
+    pub largest_batch: u64,
+    /// Renewals in batches that the store refused.
+    pub batched_refusals: u64,
     /// Seeds without faults that can cost a lease (checked for needless losses).
     pub seeds_without_lease_faults: u64,
     /// Downstream writes accepted and rejected.
@@ -343,6 +370,10 @@ impl SweepSummary {
         self.unknown_grants_released += r.unknown_grants_released;
         self.releases_retried += r.releases_retried;
         self.late_grants += r.late_grants;
+        self.renew_batches += r.renew_batches;
+        self.batched_renewals += r.batched_renewals;
+        self.largest_batch = self.largest_batch.max(r.largest_batch);
+        self.batched_refusals += r.batched_refusals;
         self.seeds_without_lease_faults += u64::from(!r.mix.can_cost_a_lease());
         self.writes.0 += r.writes_accepted;
         self.writes.1 += r.writes_rejected;

@@ -120,6 +120,10 @@ fn main() -> ExitCode {
             report.writes_accepted,
             report.writes_rejected
         );
+        println!(
+            "{} renewal batches sent ({} renewals, at most {} in one)",
+            report.renew_batches, report.batched_renewals, report.largest_batch
+        );
         if let Some(path) = &args.svg {
             if let Err(e) = std::fs::write(path, timeline_svg(&args.opts, &report)) {
                 eprintln!("error: cannot write {path}: {e}");
@@ -188,6 +192,14 @@ fn main() -> ExitCode {
     println!(
         "{} grants with a lost reply released, {} releases retried after a lost unlock, {} grants arrived after their trust deadline",
         summary.unknown_grants_released, summary.releases_retried, summary.late_grants
+    );
+    println!(
+        "{} renewal batches sent ({} renewals, {:.2} a batch, at most {}; {} renewals of a batch refused by the store)",
+        summary.renew_batches,
+        summary.batched_renewals,
+        summary.batched_renewals as f64 / summary.renew_batches.max(1) as f64,
+        summary.largest_batch,
+        summary.batched_refusals
     );
     if summary.violation_count() == 0 {
         println!("no violation in {} seeds ({:.1} s)", summary.seeds, secs);

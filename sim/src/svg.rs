@@ -1,5 +1,6 @@
 //! A run's timeline as a picture: one lane per client, lock intervals, faults, writes.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::{Options, SeedReport};
@@ -45,27 +46,48 @@ pub fn timeline_svg(opts: &Options, report: &SeedReport) -> String {
             y + 30.0
         );
     }
-    // Holding intervals: from "holds" to "releases"/"stops trusting"/"crashes".
-    let mut open: Vec<Option<(u64, String)>> = vec![None; opts.clients];
+    // Holding intervals, per client and resource (a client may hold several at once, each
+    // drawn in its own band): from "holds rN" to "releases rN"/"stops trusting rN"/"crashes".
+    let mut open: Vec<BTreeMap<String, (u64, String)>> = vec![BTreeMap::new(); opts.clients];
+    let band = |resource: &str| {
+        let n: usize = resource.trim_start_matches('r').parse().unwrap_or(0);
+        4.0 * (n % 4) as f64
+    };
     for e in &report.timeline {
         let Some(c) = e.client else { continue };
         let y = 30.0 + lane * c as f64;
-        if let Some(rest) = e.what.strip_prefix("holds ") {
-            open[c] = Some((e.at, rest.to_string()));
-        } else if (e.what.starts_with("releases")
-            || e.what.starts_with("stops trusting")
-            || e.what == "crashes")
-            && let Some((from, label)) = open[c].take()
+        let word = |prefix: &str| {
+            e.what
+                .strip_prefix(prefix)
+                .and_then(|rest| rest.split([',', ':', ' ']).next())
+                .map(str::to_string)
+        };
+        let closed: Vec<(String, (u64, String))> = if let Some(rest) = e.what.strip_prefix("holds ")
         {
+            let resource = rest.split(',').next().unwrap_or("").to_string();
+            open[c].insert(resource, (e.at, rest.to_string()));
+            Vec::new()
+        } else if e.what == "crashes" {
+            std::mem::take(&mut open[c]).into_iter().collect()
+        } else if let Some(resource) = word("releases ").or_else(|| word("stops trusting ")) {
+            open[c]
+                .remove(&resource)
+                .map(|o| (resource, o))
+                .into_iter()
+                .collect()
+        } else {
+            Vec::new()
+        };
+        for (resource, (from, label)) in closed {
             let color = colors[label
                 .as_bytes()
                 .get(1)
                 .map_or(0, |b| usize::from(*b) % colors.len())];
             let _ = writeln!(
                 out,
-                r#"<rect x="{}" y="{}" width="{}" height="16" fill="{color}" opacity="0.7"><title>{label}</title></rect>"#,
+                r#"<rect x="{}" y="{}" width="{}" height="8" fill="{color}" opacity="0.7"><title>{label}</title></rect>"#,
                 x(from),
-                y + 10.0,
+                y + 10.0 + band(&resource),
                 (x(e.at) - x(from)).max(1.0)
             );
             let _ = writeln!(
@@ -73,7 +95,7 @@ pub fn timeline_svg(opts: &Options, report: &SeedReport) -> String {
                 r#"<text x="{}" y="{}" font-size="9">{}</text>"#,
                 x(from) + 2.0,
                 y + 8.0,
-                label.split(',').next().unwrap_or("")
+                resource
             );
         }
         if let Some(rest) = e.what.strip_prefix("pauses for ") {
@@ -111,13 +133,13 @@ pub fn timeline_svg(opts: &Options, report: &SeedReport) -> String {
     }
     // Locks still held when the run ended.
     for (c, held) in open.iter().enumerate() {
-        if let Some((from, label)) = held {
+        for (resource, (from, label)) in held {
             let y = 30.0 + lane * c as f64;
             let _ = writeln!(
                 out,
-                r##"<rect x="{}" y="{}" width="{}" height="16" fill="#4e79a7" opacity="0.7"><title>{label}</title></rect>"##,
+                r##"<rect x="{}" y="{}" width="{}" height="8" fill="#4e79a7" opacity="0.7"><title>{label}</title></rect>"##,
                 x(*from),
-                y + 10.0,
+                y + 10.0 + band(resource),
                 (x(end) - x(*from)).max(1.0)
             );
         }

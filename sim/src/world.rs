@@ -23,9 +23,9 @@ use lockwright_engine::{
     Timestamp, Ttl,
 };
 use lockwright_store_mem::MemStore;
-use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::prng::SimRng;
 use crate::{FaultMix, Options, SeedReport, TimelineEntry, Violation, ViolationKind};
 
 /// Real time zero of every run, as the store's clock shows it.
@@ -35,6 +35,9 @@ const EPOCH: Timestamp = Timestamp::from_millis(1_800_000_000_000);
 /// and cancelled acquires need a few round trips; pauses and restarts under way end within
 /// three TTLs.
 const SETTLE_TTLS: u64 = 20;
+
+/// The most resources one job holds together.
+const MAX_JOB: usize = 4;
 
 /// Runs a store-mem future that never waits (store-mem does no IO).
 fn ready<F: Future>(f: F) -> F::Output {
@@ -82,24 +85,32 @@ enum Event {
     },
 }
 
-/// What the client's application is doing. Times are on the client's clock.
+/// What the client's application is doing. Times are on the client's clock. The guards it
+/// holds are the client's [`Hold`]s.
 #[derive(Clone, Copy, Debug)]
 enum App {
-    /// Waits until `until`, then acquires.
+    /// Waits until `until`, then starts a job: acquires one resource, or sometimes several
+    /// in a row (in increasing order, so that jobs never wait on each other in a cycle) to
+    /// hold together.
     Idle { until: u64 },
-    /// Waits for the core to acquire `resource` under `key`.
+    /// Waits for the core to acquire `resource` under `key` (the job's next resource; the
+    /// ones before it are held, the ones after it wait their turn).
     Acquiring { key: LeaseKey, resource: usize },
-    /// Holds a guard: works until `work_until`, writing every so often while it is held.
-    Holding {
-        key: LeaseKey,
-        resource: usize,
-        fence: u64,
-        trust_until: u64,
-        work_until: u64,
-        next_write: u64,
-    },
+    /// Holds the job's guards: works until `work_until`, writing to each resource every so
+    /// often while its guard is held.
+    Holding { work_until: u64, next_write: u64 },
     /// Stopped for good (the world is healing).
     Done,
+}
+
+/// A guard the application was handed and still holds (no `Ended` for it yet).
+#[derive(Clone, Copy, Debug)]
+struct Hold {
+    key: LeaseKey,
+    resource: usize,
+    fence: u64,
+    /// Local time.
+    trust_until: u64,
 }
 
 /// A reply that reached a paused client, handled when it resumes.
@@ -108,21 +119,25 @@ type Buffered = (RequestId, Reply, Option<u64>);
 struct Client {
     drift_ppm: i64,
     offset: u64,
-    core: LockerCore<StdRng>,
+    core: LockerCore<SimRng>,
     app: App,
+    /// The guards the application holds, in the order it got them.
+    holds: Vec<Hold>,
+    /// The resources the job under way still has to acquire after the one it is acquiring.
+    to_acquire: Vec<usize>,
     paused_until: Option<u64>,
     /// Replies that arrived during a pause.
     inbox: Vec<Buffered>,
-    /// A write decided before a pause, sent when the client resumes.
-    queued_write: Option<(usize, u64)>,
+    /// Writes (resource, fence) decided before a pause, sent when the client resumes.
+    queued_writes: Vec<(usize, u64)>,
     crashed: bool,
     incarnation: u32,
     next_key: LeaseKey,
     /// The one wake that counts: its real instant and token (older wakes are stale).
     wake_at: Option<u64>,
     wake_token: u64,
-    /// The lease already reported past its trust deadline (reported once).
-    reported_past: Option<LeaseKey>,
+    /// The leases already reported past their trust deadline (each reported once).
+    reported_past: BTreeSet<LeaseKey>,
 }
 
 impl Client {
@@ -144,18 +159,20 @@ impl Client {
         r
     }
 
-    /// The resource this client believes it holds at real time `real`: a guard it was
-    /// handed that did not end, while its clock is before the trust deadline (what
-    /// `LockGuard::is_held` says).
-    fn believes(&self, real: u64) -> Option<usize> {
-        match self.app {
-            App::Holding {
-                resource,
-                trust_until,
-                ..
-            } if !self.crashed => (self.local(real) < trust_until).then_some(resource),
-            _ => None,
-        }
+    /// The resources this client believes it holds at real time `real`: each a guard it
+    /// was handed that did not end, while its clock is before that guard's trust deadline
+    /// (what `LockGuard::is_held` says).
+    fn believes(&self, real: u64) -> impl Iterator<Item = usize> + '_ {
+        let local = self.local(real);
+        self.holds
+            .iter()
+            .filter(move |h| !self.crashed && local < h.trust_until)
+            .map(|h| h.resource)
+    }
+
+    /// The index in `holds` of the guard of lease `key`.
+    fn hold_of(&self, key: LeaseKey) -> Option<usize> {
+        self.holds.iter().position(|h| h.key == key)
     }
 
     fn is_active(&self) -> bool {
@@ -167,7 +184,7 @@ impl Client {
 pub(crate) struct World {
     opts: Options,
     mix: FaultMix,
-    rng: StdRng,
+    rng: SimRng,
     now: u64,
     seq: u64,
     queue: BinaryHeap<Reverse<(u64, u64, usize)>>,
@@ -199,7 +216,7 @@ pub(crate) struct World {
 
 impl World {
     pub(crate) fn new(opts: &Options, seed: u64, record: bool) -> Self {
-        let mut rng = StdRng::seed_from_u64(seed);
+        let mut rng = SimRng::seed_from_u64(seed);
         let mix = FaultMix::from_rng(&mut rng, opts);
         let clock = Arc::new(ManualClock::new(EPOCH));
         let store = MemStore::with_clock_and_shards(Arc::clone(&clock), 1);
@@ -263,15 +280,17 @@ impl World {
                 offset,
                 core,
                 app: App::Idle { until: 0 },
+                holds: Vec::new(),
+                to_acquire: Vec::new(),
                 paused_until: None,
                 inbox: Vec::new(),
-                queued_write: None,
+                queued_writes: Vec::new(),
                 crashed: false,
                 incarnation: 0,
                 next_key: 0,
                 wake_at: None,
                 wake_token: 0,
-                reported_past: None,
+                reported_past: BTreeSet::new(),
             };
             let start = world.rng.random_range(0..opts.ttl_ms);
             client.app = App::Idle {
@@ -286,8 +305,8 @@ impl World {
     }
 
     /// A fresh core, its generator seeded from the world's.
-    fn new_core(&mut self) -> LockerCore<StdRng> {
-        let rng = StdRng::seed_from_u64(self.rng.random());
+    fn new_core(&mut self) -> LockerCore<SimRng> {
+        let rng = SimRng::seed_from_u64(self.rng.random());
         LockerCore::new(self.config.clone(), rng)
             .unwrap_or_else(|e| panic!("invalid simulation options: {e}"))
     }
@@ -468,7 +487,7 @@ impl World {
     fn resume(&mut self, client: usize) {
         self.clients[client].paused_until = None;
         self.note(Some(client), "resumes");
-        if let Some((resource, fence)) = self.clients[client].queued_write.take() {
+        for (resource, fence) in std::mem::take(&mut self.clients[client].queued_writes) {
             self.send_write(client, resource, fence);
         }
         let inbox = std::mem::take(&mut self.clients[client].inbox);
@@ -533,7 +552,6 @@ impl World {
             App::Holding {
                 work_until,
                 next_write,
-                ..
             } => {
                 consider(work_until);
                 consider(next_write);
@@ -566,6 +584,15 @@ impl World {
     /// silence or a connection error), or reach the store after latency.
     fn transmit(&mut self, client: usize, t: Transmit) {
         let incarnation = self.clients[client].incarnation;
+        if let Request::RenewMany { locks } = &t.request {
+            self.report.renew_batches += 1;
+            self.report.batched_renewals += locks.len() as u64;
+            self.report.largest_batch = self.report.largest_batch.max(locks.len() as u64);
+            self.note(
+                Some(client),
+                format!("renews {} locks in one batch", locks.len()),
+            );
+        }
         let lock_deadline = matches!(t.request, Request::Lock { .. }).then_some(t.deadline);
         if !self.healing && self.rng.random_range(0..100) < self.mix.lost_request_pct {
             self.report.faults.lost_requests += 1;
@@ -725,6 +752,7 @@ impl World {
                         if !matches!(e, Error::NotRenewable { .. } | Error::LockNotFound) {
                             panic!("store-mem failed: {e}");
                         }
+                        self.report.batched_refusals += 1;
                     }
                 }
                 Reply::from_batch(result)
@@ -769,21 +797,28 @@ impl World {
                         ),
                     );
                 }
-                let work = self
-                    .rng
-                    .random_range(self.opts.ttl_ms / 2..self.opts.ttl_ms * 4);
-                self.clients[client].app = App::Holding {
+                self.clients[client].holds.push(Hold {
                     key,
                     resource,
                     fence: status.fence,
                     trust_until,
-                    work_until: local + work,
-                    next_write: local,
-                };
+                });
                 self.note(
                     Some(client),
                     format!("holds r{resource}, fence {}", status.fence),
                 );
+                if self.clients[client].to_acquire.is_empty() {
+                    let work = self
+                        .rng
+                        .random_range(self.opts.ttl_ms / 2..self.opts.ttl_ms * 4);
+                    self.clients[client].app = App::Holding {
+                        work_until: local + work,
+                        next_write: local,
+                    };
+                } else {
+                    let next = self.clients[client].to_acquire.remove(0);
+                    self.start_acquire(client, next, local);
+                }
             }
             CoreEvent::AcquireFailed { key, error } => {
                 if let App::Acquiring { key: k, resource } = self.clients[client].app
@@ -793,6 +828,8 @@ impl World {
                         Some(client),
                         format!("acquire of r{resource} failed: {error}"),
                     );
+                    // The job is abandoned: its guards are dropped.
+                    self.release_all(client, local);
                     let pause = self.rng.random_range(0..self.opts.ttl_ms / 2);
                     self.clients[client].app = App::Idle {
                         until: local + pause,
@@ -800,29 +837,19 @@ impl World {
                 }
             }
             CoreEvent::Renewed { key, trust_until } => {
-                if let App::Holding {
-                    key: k,
-                    trust_until: until,
-                    ..
-                } = &mut self.clients[client].app
-                    && *k == key
-                {
-                    *until = trust_until;
+                let c = &mut self.clients[client];
+                if let Some(i) = c.hold_of(key) {
+                    c.holds[i].trust_until = trust_until;
                 }
             }
             CoreEvent::RenewFailed { error, .. } => {
                 self.note(Some(client), format!("renewal failed: {error}"));
             }
             CoreEvent::Ended { key, how } => {
-                let App::Holding {
-                    key: k, resource, ..
-                } = self.clients[client].app
-                else {
+                let Some(i) = self.clients[client].hold_of(key) else {
                     return;
                 };
-                if k != key {
-                    return;
-                }
+                let Hold { resource, .. } = self.clients[client].holds.remove(i);
                 if matches!(how, Ended::Refused | Ended::Expired) {
                     self.report.losses += 1;
                     if !self.mix.can_cost_a_lease() {
@@ -833,16 +860,19 @@ impl World {
                     }
                 }
                 self.note(Some(client), format!("stops trusting r{resource}: {how}"));
-                // The application drops its guard.
+                // The application drops that guard and goes on with the others of its job.
                 self.clients[client].core.release(key, local);
-                self.clients[client].app = if self.healing {
-                    App::Done
-                } else {
-                    let pause = self.rng.random_range(0..self.opts.ttl_ms);
-                    App::Idle {
-                        until: local + pause,
-                    }
-                };
+                let c = &mut self.clients[client];
+                if matches!(c.app, App::Holding { .. }) && c.holds.is_empty() {
+                    c.app = if self.healing {
+                        App::Done
+                    } else {
+                        let pause = self.rng.random_range(0..self.opts.ttl_ms);
+                        App::Idle {
+                            until: local + pause,
+                        }
+                    };
+                }
             }
             CoreEvent::Released { result, .. } => {
                 if let Err(e) = result {
@@ -852,8 +882,52 @@ impl World {
         }
     }
 
-    /// The application acts on its own clock: acquires when idle, writes while it holds,
-    /// releases when its work is done; once healing, it stops. Returns whether it acted.
+    /// Starts acquiring `resource` for the job under way.
+    fn start_acquire(&mut self, client: usize, resource: usize, local: u64) {
+        let c = &mut self.clients[client];
+        c.next_key += 1;
+        let key = c.next_key;
+        c.core.acquire(
+            key,
+            self.resources[resource].clone(),
+            Access::Exclusive,
+            self.ttl,
+            Wait::Forever,
+            local,
+        );
+        c.app = App::Acquiring { key, resource };
+        self.note(Some(client), format!("acquires r{resource}"));
+    }
+
+    /// Drops every guard the application holds (each released by the core) and forgets
+    /// what the job still had to acquire.
+    fn release_all(&mut self, client: usize, local: u64) {
+        self.clients[client].to_acquire.clear();
+        for h in std::mem::take(&mut self.clients[client].holds) {
+            self.clients[client].core.release(h.key, local);
+            self.note(Some(client), format!("releases r{}", h.resource));
+        }
+    }
+
+    /// The resources of a new job: one, or half the time (given enough resources) two to
+    /// four distinct ones, in increasing order.
+    fn job(&mut self) -> Vec<usize> {
+        let n = self.opts.resources;
+        let size = if n >= 2 && self.rng.random_bool(0.5) {
+            self.rng.random_range(2..=n.min(MAX_JOB))
+        } else {
+            1
+        };
+        let mut picked = BTreeSet::new();
+        while picked.len() < size {
+            picked.insert(self.rng.random_range(0..n));
+        }
+        picked.into_iter().collect()
+    }
+
+    /// The application acts on its own clock: starts a job when idle, writes while it
+    /// holds, releases when its work is done; once healing, it stops. Returns whether it
+    /// acted.
     fn app_step(&mut self, client: usize) -> bool {
         let local = self.local(client);
         match self.clients[client].app {
@@ -866,20 +940,10 @@ impl World {
                 if local < until {
                     return false;
                 }
-                let resource = self.rng.random_range(0..self.opts.resources);
-                let c = &mut self.clients[client];
-                c.next_key += 1;
-                let key = c.next_key;
-                c.core.acquire(
-                    key,
-                    self.resources[resource].clone(),
-                    Access::Exclusive,
-                    self.ttl,
-                    Wait::Forever,
-                    local,
-                );
-                c.app = App::Acquiring { key, resource };
-                self.note(Some(client), format!("acquires r{resource}"));
+                let mut job = self.job();
+                let first = job.remove(0);
+                self.clients[client].to_acquire = job;
+                self.start_acquire(client, first, local);
                 true
             }
             App::Acquiring { key, resource } => {
@@ -887,21 +951,17 @@ impl World {
                     return false;
                 }
                 self.clients[client].core.cancel(key);
-                self.clients[client].app = App::Done;
                 self.note(Some(client), format!("gives up acquiring r{resource}"));
+                self.release_all(client, local);
+                self.clients[client].app = App::Done;
                 true
             }
             App::Holding {
-                key,
-                resource,
-                fence,
                 work_until,
                 next_write,
-                ..
             } => {
                 if self.healing || local >= work_until {
-                    self.clients[client].core.release(key, local);
-                    self.note(Some(client), format!("releases r{resource}"));
+                    self.release_all(client, local);
                     self.clients[client].app = if self.healing {
                         App::Done
                     } else {
@@ -919,14 +979,24 @@ impl World {
                 if let App::Holding { next_write, .. } = &mut self.clients[client].app {
                     *next_write = local + gap;
                 }
-                if self.clients[client].believes(self.now) == Some(resource) {
-                    if self.rng.random_range(0..1000) < u32::from(self.mix.pause_permille) * 5 {
-                        // Checked the lock, then paused before the write left: it goes out on
-                        // resume with a fence that may be stale by then (Kleppmann's case).
-                        self.clients[client].queued_write = Some((resource, fence));
-                        self.pause(client, " in the middle of a write");
-                        return true;
-                    }
+                let c = &self.clients[client];
+                let writes: Vec<(usize, u64)> = c
+                    .holds
+                    .iter()
+                    .filter(|h| !c.crashed && local < h.trust_until)
+                    .map(|h| (h.resource, h.fence))
+                    .collect();
+                if writes.is_empty() {
+                    return true;
+                }
+                if self.rng.random_range(0..1000) < u32::from(self.mix.pause_permille) * 5 {
+                    // Checked the locks, then paused before the writes left: they go out on
+                    // resume with fences that may be stale by then (Kleppmann's case).
+                    self.clients[client].queued_writes = writes;
+                    self.pause(client, " in the middle of a write");
+                    return true;
+                }
+                for (resource, fence) in writes {
                     self.send_write(client, resource, fence);
                 }
                 true
@@ -994,10 +1064,12 @@ impl World {
             c.crashed = true;
             c.incarnation += 1;
             c.app = App::Idle { until: 0 };
+            c.holds.clear();
+            c.to_acquire.clear();
             c.inbox.clear();
-            c.queued_write = None;
+            c.queued_writes.clear();
             c.wake_at = None;
-            c.reported_past = None;
+            c.reported_past.clear();
             self.report.faults.crashes += 1;
             self.note(Some(client), "crashes");
             let back = self.now + self.rng.random_range(1..self.opts.ttl_ms * 2);
@@ -1024,16 +1096,20 @@ impl World {
                 self.schedule_wake(client);
             }
             let c = &self.clients[client];
-            if let App::Holding {
+            let past: Vec<Hold> = c
+                .holds
+                .iter()
+                .filter(|h| local >= h.trust_until && !c.reported_past.contains(&h.key))
+                .copied()
+                .collect();
+            for Hold {
                 key,
                 resource,
                 trust_until,
                 ..
-            } = c.app
-                && local >= trust_until
-                && c.reported_past != Some(key)
+            } in past
             {
-                self.clients[client].reported_past = Some(key);
+                self.clients[client].reported_past.insert(key);
                 self.violation(
                     ViolationKind::PastTrustDeadline,
                     format!(
@@ -1050,7 +1126,7 @@ impl World {
     fn check_holders(&mut self) {
         let mut holders: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         for (i, c) in self.clients.iter().enumerate() {
-            if let Some(r) = c.believes(self.now) {
+            for r in c.believes(self.now) {
                 holders.entry(r).or_default().push(i);
             }
         }

@@ -51,6 +51,24 @@ fn sweep_of_2000_seeds_finds_no_violation() {
         "no stale write was ever rejected: the fencing check is vacuous"
     );
     assert!(summary.losses > 0, "no lease was ever lost");
+    // Clients held several locks at once, so their cores renewed them in batches.
+    assert!(
+        summary.renew_batches > 0 && summary.batched_renewals >= 2 * summary.renew_batches,
+        "no batch of two renewals or more was ever sent: {} batches, {} renewals",
+        summary.renew_batches,
+        summary.batched_renewals
+    );
+    assert!(
+        summary.largest_batch >= 3,
+        "no batch of three renewals or more: the largest had {}",
+        summary.largest_batch
+    );
+    // ... and the store refused some renewals of a batch, whose outcomes the cores had to
+    // take lock by lock.
+    assert!(
+        summary.batched_refusals > 0,
+        "the store never refused a renewal of a batch"
+    );
 }
 
 #[test]

@@ -6,11 +6,13 @@
 //! with and without a TTL and a fence, with a fence counter below, at or above the floor, in
 //! our shape and in the Go library's), writes them as documents, and runs one request on the
 //! real server at a fixed instant: `xlock`, `slock` with and without a limit, `purge`, or
-//! `renew_one` (with margins around the locks' expiry) and `unlock_one` of one lock id. The
+//! `renew_one` (with margins around the locks' expiry) and `unlock_one` of one lock id, or
+//! `renew_many` of several lock ids' locks on the resource (and perhaps the second
+//! resource's lock), each with its own TTL. The
 //! engine runs the same request on the same state (as the store's decoder reads it) at the
 //! same instant, and the two must agree on everything: grant or refusal, the new lock and its
 //! fence, which expired locks were taken over, what purge removed and which documents it
-//! deleted, which lock was renewed or released, or why not. At least 500 cases per run; a failure is shrunk to a smallest state.
+//! deleted, which lock was renewed or released (for a batch: each lock's outcome), or why not. At least 500 cases per run; a failure is shrunk to a smallest state.
 //!
 //! The pipeline mutants of the kill matrix (`LOCKWRIGHT_MUTANT=pipeline_…`) must fail it.
 
@@ -23,7 +25,7 @@ use std::time::Duration;
 use lockwright_engine::table::{FENCES_PER_MS, sort_purged};
 use lockwright_engine::{
     Error, LockDetails, LockId, LockRequest, LockStatus, LockStore, LockTable, ManualClock,
-    Resource, SharedLimit, Timestamp, Ttl,
+    Renewal, Resource, SharedLimit, Timestamp, Ttl,
 };
 use lockwright_store_mongo::MongoStore;
 use lockwright_store_mongo::test_support::{fresh_store, snapshot, teardown};
@@ -74,6 +76,14 @@ enum Op {
     /// `unlock_one` of `id`'s lock on the resource.
     UnlockOne {
         id: usize,
+    },
+    /// `renew_many` of the locks of `locks` (distinct lock ids) on the resource, each for
+    /// its own TTL in seconds, then (when `elsewhere`) of the lock the second resource's
+    /// lock id holds there, with a renew margin.
+    RenewMany {
+        locks: Vec<(usize, u64)>,
+        elsewhere: bool,
+        margin_ms: u64,
     },
 }
 
@@ -131,6 +141,20 @@ fn case() -> impl Strategy<Value = Case> {
         )
             .prop_map(|(id, margin_ms)| Op::RenewOne { id, margin_ms }),
         (0..IDS.len()).prop_map(|id| Op::UnlockOne { id }),
+        (
+            prop::collection::vec((0..IDS.len(), 1_u64..30), 0..5),
+            any::<bool>(),
+            prop::sample::select(vec![0_u64, 1, 4_999, 5_000, 5_001])
+        )
+            .prop_map(|(mut locks, elsewhere, margin_ms)| {
+                let mut seen = std::collections::HashSet::new();
+                locks.retain(|(id, _)| seen.insert(*id));
+                Op::RenewMany {
+                    locks,
+                    elsewhere,
+                    margin_ms,
+                }
+            }),
     ];
     (
         held,
@@ -222,6 +246,8 @@ enum Outcome {
     Refused,
     NotFound,
     NotRenewable(Vec<LockStatus>),
+    /// A batch's outcome for each lock, in order.
+    Each(Vec<Outcome>),
 }
 
 fn outcome(result: Result<Vec<LockStatus>, Error>) -> Result<Outcome, TestCaseError> {
@@ -234,6 +260,15 @@ fn outcome(result: Result<Vec<LockStatus>, Error>) -> Result<Outcome, TestCaseEr
     }
 }
 
+/// A batch's outcomes, each as [`outcome`] gives it.
+fn each(result: Result<Vec<Result<LockStatus, Error>>, Error>) -> Result<Outcome, TestCaseError> {
+    let each = result.map_err(|e| TestCaseError::fail(format!("the batch failed: {e:?}")))?;
+    each.into_iter()
+        .map(|r| outcome(r.map(|l| vec![l])))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Outcome::Each)
+}
+
 async fn check(store: &MongoStore, c: &Case) -> Result<(), TestCaseError> {
     let coll = store.collection();
     coll.delete_many(doc! {}).await.unwrap();
@@ -244,6 +279,38 @@ async fn check(store: &MongoStore, c: &Case) -> Result<(), TestCaseError> {
     coll.insert_many(docs).await.unwrap();
     let mut table: LockTable = snapshot(store).await;
 
+    if let Op::RenewMany {
+        locks,
+        elsewhere,
+        margin_ms,
+    } = &c.op
+    {
+        let mut batch: Vec<Renewal> = locks
+            .iter()
+            .map(|&(id, secs)| Renewal {
+                resource: resource(),
+                lock_id: LockId::new(IDS[id]).unwrap(),
+                ttl: Ttl::new(Duration::from_secs(secs)).unwrap(),
+            })
+            .collect();
+        if *elsewhere {
+            let id = c.elsewhere.as_ref().map_or(0, |l| l.id);
+            batch.push(Renewal {
+                resource: Resource::new("q").unwrap(),
+                lock_id: LockId::new(IDS[id]).unwrap(),
+                ttl: ten_seconds(),
+            });
+        }
+        let margin = Duration::from_millis(*margin_ms);
+        let server = each(store.renew_many(&batch, margin).await)?;
+        let engine = each(Ok(batch
+            .iter()
+            .map(|r| table.renew_one(&r.resource, &r.lock_id, r.ttl, margin, NOW))
+            .collect()))?;
+        prop_assert_eq!(server, engine, "each lock's decision");
+        prop_assert_eq!(snapshot(store).await, table, "the documents afterwards");
+        return Ok(());
+    }
     let (server, engine) = match &c.op {
         Op::Xlock { id, ttl } => {
             let r = request(*id, *ttl);
@@ -288,6 +355,7 @@ async fn check(store: &MongoStore, c: &Case) -> Result<(), TestCaseError> {
                 Ok(table.unlock_one(&r, &lock_id, NOW).into_iter().collect()),
             )
         }
+        Op::RenewMany { .. } => unreachable!("handled above"),
     };
     prop_assert_eq!(outcome(server)?, outcome(engine)?, "the decision");
     prop_assert_eq!(snapshot(store).await, table, "the documents afterwards");
