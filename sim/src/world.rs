@@ -25,7 +25,7 @@ use lockwright_engine::{
 use lockwright_store_mem::MemStore;
 use rand::{Rng, SeedableRng};
 
-use crate::prng::SimRng;
+use crate::SimRng;
 use crate::{FaultMix, Options, SeedReport, TimelineEntry, Violation, ViolationKind};
 
 /// Real time zero of every run, as the store's clock shows it.
