@@ -149,27 +149,6 @@ fn renewals(locks: &[(usize, usize, u64)]) -> Vec<Renewal> {
         .collect()
 }
 
-/// `locks` without the repeats of a (resource, id) already named, in order, unless
-/// `DIFFERENTIAL_RENEW_MANY_REPEATS=1`.
-///
-/// A batch naming one lock twice is the rule too (each renewal sees the one before, and the
-/// checks here judge it so), but store-mongo gets it wrong (it stores the first TTL named
-/// for the lock while reporting the last: see the conformance case
-/// `renew_many_names_one_lock_twice`), so nearly every MongoDB run would fail on it. By
-/// default the sequences name each lock once per batch; the variable lets them repeat.
-fn distinct(locks: Vec<(usize, usize, u64)>) -> Vec<(usize, usize, u64)> {
-    if std::env::var("DIFFERENTIAL_RENEW_MANY_REPEATS").is_ok_and(|v| v == "1") {
-        return locks;
-    }
-    let mut out: Vec<(usize, usize, u64)> = Vec::with_capacity(locks.len());
-    for l in locks {
-        if !out.iter().any(|o| (o.0, o.1) == (l.0, l.1)) {
-            out.push(l);
-        }
-    }
-    out
-}
-
 fn ttl(ms: u64) -> Ttl {
     Ttl::new(Duration::from_millis(ms)).unwrap()
 }
@@ -267,7 +246,7 @@ impl ReferenceStateMachine for Engine {
                 .prop_map(|((resource, id), ttl)| Step::RenewOne { resource, id, ttl }),
             3 => proptest::collection::vec((one.clone(), 1_u64..6), 1..=4).prop_map(|v| {
                 let locks = v.into_iter().map(|((r, id), ttl)| (r, id, ttl)).collect();
-                Step::RenewMany { locks: distinct(locks) }
+                Step::RenewMany { locks }
             }),
             2 => one.prop_map(|(resource, id)| Step::UnlockOne { resource, id }),
             2 => filters().prop_map(Step::Status),
