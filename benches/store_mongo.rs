@@ -1187,7 +1187,8 @@ fn store_mongo(c: &mut Criterion) {
     );
     let guard_counts: &[usize] = mode.pick(&[1, 10], &[1, 100, 1_000], &[1, 100, 1_000]);
     for &n in guard_counts {
-        let record = Record::new(GROUP, "locker_renewals", Some(n.to_string()), n as u64);
+        let mut record = Record::new(GROUP, "locker_renewals", Some(n.to_string()), n as u64);
+        record.size = Some(n as u64);
         if !selected.selects(&record.id()) {
             continue;
         }
@@ -1767,7 +1768,7 @@ async fn hold_guards(
     record.extra = extra.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     record.custom = true;
     record.note = Some(format!(
-        "a Locker holding {n} exclusive guards, TTL {:?}, renew_fraction {RENEW_FRACTION}, \
+        "a Locker holding {n} exclusive guard(s), TTL {:?}, renew_fraction {RENEW_FRACTION}, \
          renew_batch_fraction {BATCH_FRACTION}; commands per renewal cycle",
         hold.ttl
     ));

@@ -476,8 +476,8 @@ impl Run<'_> {
                     String::new()
                 };
                 format!(
-                    "N={size}: {} per cycle ({}) over {:.1} cycles, bound {}; lag median {:.1} \
-                     ms, max {:.1} ms{lost}",
+                    "N={size}: {} per cycle ({}) over {:.1} cycles (2 + N/100 = {}); lag \
+                     median {:.1} ms, max {:.1} ms{lost}",
                     fmt_num(r.commands.unwrap_or_default()),
                     fold_repeats(&r.command_names),
                     x(r, "cycles"),
