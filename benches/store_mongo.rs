@@ -13,6 +13,10 @@
 //!   of the collection `xlock` and `slock` use; the yardstick for both.
 //! - `xlock`: an exclusive grant on an existing, free resource; the lock is released
 //!   outside the timing. `xlock_unlock` times both.
+//! - `acquire_release` / `acquire_renew_release`: the one-lock cycle, a grant (60 s TTL)
+//!   then `unlock_one` of the lock it returned (with a `renew_one` between); `renew_one`: a
+//!   held lock renewed; `unlock_one`: a lock granted (untimed) before each iteration,
+//!   released.
 //! - `slock_at_limit`: a shared grant with limit 4 on a resource holding 3 shared locks (the
 //!   grant fills it), released outside the timing; `slock_refused_full`: the same request
 //!   on a resource already holding 4.
@@ -22,22 +26,29 @@
 //!   before every iteration; the store runs on a manual clock so they are expired at once.
 //! - `status/<filter>`: 100,000 locks (20,000 with `--quick`) inserted once with
 //!   `insert_many`, read by a store on a manual clock; each filter kind matches a few
-//!   locks (the note says how many). `status_server_clock` is the same query on the
-//!   server's clock, which costs a `hello` for the time.
+//!   locks (the note says how many). `status_server_clock/<filter>` is the same query on
+//!   the server's clock (resource, lock id, owner: one `aggregate` with the server's `now`;
+//!   a TTL bound: `hello` for the time, then a `find`).
+//! - `locker_renewals/N`: not a criterion benchmark. A `Locker` holds N guards (N = 1, 100,
+//!   1,000; 1 and 10 in test mode) with a short TTL for a few renewal cycles; the commands
+//!   the client starts meanwhile per renewal cycle (the Locker's renewals / N), and how late
+//!   each renewal round reaches the store, are recorded for the report. Skipped when
+//!   criterion's filter does not select its id.
 //!
 //! Diagnostics (rows whose note starts with "diagnostic"), to explain a missed target:
 //! `baseline_noop` / `xlock_refused` (the same commands writing nothing, so no journal
 //! wait), `baseline_w1` / `xlock_w1` (write concern w:1), `baseline_after_unlock` (the
-//! baseline right after an unlock transaction, as `xlock` runs after its cleanup), and for
-//! renew of 100 locks the store's `update` alone outside a transaction
+//! baseline right after an unlock transaction, as `xlock` runs after its cleanup),
+//! `baseline_twice` (two upserts back to back, as the acquire+release cycle's two writes),
+//! and for renew of 100 locks the store's `update` alone outside a transaction
 //! (`renew_update_alone`), the same change as one plain `$set` (`renew_update_set`) and a
 //! `$set` of a field no index covers (`renew_update_unindexed`); slock's change (a fourth
 //! shared lock appended) as a plain `$push` (`slock_push_modifier`) and as a one-stage update
 //! pipeline (`slock_push_pipeline`); purge's expired documents deleted alone, with one
 //! `delete_many` (`purge_delete_many`) and in one transaction per batch
-//! (`purge_delete_batches`); `status_unmonitored`
-//! measures a status on a client without command monitoring (what monitoring costs). `xlock` and
-//! `slock_at_limit` (and the slock diagnostics) are also measured interleaved with the
+//! (`purge_delete_batches`); `status_unmonitored` measures a status on a client without
+//! command monitoring (what monitoring costs). `xlock`, `slock_at_limit`, the two one-lock
+//! cycles (and the slock and two-write diagnostics) are also measured interleaved with the
 //! baseline (the report's "interleaved" figures), which cancels drifts of the machine's load
 //! between the two; those rounds run on a client without command monitoring.
 //!
@@ -615,6 +626,34 @@ fn store_mongo(c: &mut Criterion) {
             |r| assert!(matches!(r, Ok(Some(_))), "{r:?}"),
         );
     }
+    // What two writes back to back cost on this server, next to the cycle's two: the bare
+    // upsert twice (each majority write waits for its own journal commit).
+    let mut record = Record::new(GROUP, "baseline_twice", None, 1);
+    record.note = Some(
+        "diagnostic: the baseline twice back to back (two majority writes, as the \
+         acquire+release cycle sends)"
+            .into(),
+    );
+    let twice = async |on: &Collection<Document>| {
+        bump_baseline(on).await;
+        bump_baseline(on).await
+    };
+    record.extra = bench.paired(
+        paired_rounds,
+        plain_baseline,
+        async |_| (),
+        async |_: &()| twice(&plain_coll).await,
+        async |_, _| (),
+    );
+    bench.run(
+        &mut group,
+        record,
+        BenchmarkId::from_parameter("baseline_twice"),
+        async |_| (),
+        async |_| twice(&coll).await,
+        async |_, _| (),
+        |d| assert!(d.is_some()),
+    );
     // The one-lock operations alone: renew_one of a held lock, unlock_one of a lock granted
     // (untimed) just before.
     let renewed = rt.block_on(async {

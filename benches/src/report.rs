@@ -283,6 +283,14 @@ impl Run<'_> {
             paired(r),
             self.criterion_ratio(r, b),
         );
+        evidence += &self.diagnostics(
+            "two writes alone",
+            &[("the baseline twice back to back", "baseline_twice")],
+            |d| {
+                let interleaved = d.extra.get("paired_ratio")?;
+                Some(format!("{interleaved:.2}x interleaved"))
+            },
+        );
         if let Some(renewing) = self.one("store_mongo", "acquire_renew_release") {
             let interleaved = renewing
                 .extra
