@@ -13,6 +13,10 @@
 //!   of the collection `xlock` and `slock` use; the yardstick for both.
 //! - `xlock`: an exclusive grant on an existing, free resource; the lock is released
 //!   outside the timing. `xlock_unlock` times both.
+//! - `acquire_release` / `acquire_renew_release`: the one-lock cycle, a grant (60 s TTL)
+//!   then `unlock_one` of the lock it returned (with a `renew_one` between); `renew_one`: a
+//!   held lock renewed; `unlock_one`: a lock granted (untimed) before each iteration,
+//!   released.
 //! - `slock_at_limit`: a shared grant with limit 4 on a resource holding 3 shared locks (the
 //!   grant fills it), released outside the timing; `slock_refused_full`: the same request
 //!   on a resource already holding 4.
@@ -22,22 +26,29 @@
 //!   before every iteration; the store runs on a manual clock so they are expired at once.
 //! - `status/<filter>`: 100,000 locks (20,000 with `--quick`) inserted once with
 //!   `insert_many`, read by a store on a manual clock; each filter kind matches a few
-//!   locks (the note says how many). `status_server_clock` is the same query on the
-//!   server's clock, which costs a `hello` for the time.
+//!   locks (the note says how many). `status_server_clock/<filter>` is the same query on
+//!   the server's clock (resource, lock id, owner: one `aggregate` with the server's `now`;
+//!   a TTL bound: `hello` for the time, then a `find`).
+//! - `locker_renewals/N`: not a criterion benchmark. A `Locker` holds N guards (N = 1, 100,
+//!   1,000; 1 and 10 in test mode) with a short TTL for a few renewal cycles; the commands
+//!   the client starts meanwhile per renewal cycle (the Locker's renewals / N), and how late
+//!   each renewal round reaches the store, are recorded for the report. Skipped when
+//!   criterion's filter does not select its id.
 //!
 //! Diagnostics (rows whose note starts with "diagnostic"), to explain a missed target:
 //! `baseline_noop` / `xlock_refused` (the same commands writing nothing, so no journal
 //! wait), `baseline_w1` / `xlock_w1` (write concern w:1), `baseline_after_unlock` (the
-//! baseline right after an unlock transaction, as `xlock` runs after its cleanup), and for
-//! renew of 100 locks the store's `update` alone outside a transaction
+//! baseline right after an unlock transaction, as `xlock` runs after its cleanup),
+//! `baseline_twice` (two upserts back to back, as the acquire+release cycle's two writes),
+//! and for renew of 100 locks the store's `update` alone outside a transaction
 //! (`renew_update_alone`), the same change as one plain `$set` (`renew_update_set`) and a
 //! `$set` of a field no index covers (`renew_update_unindexed`); slock's change (a fourth
 //! shared lock appended) as a plain `$push` (`slock_push_modifier`) and as a one-stage update
 //! pipeline (`slock_push_pipeline`); purge's expired documents deleted alone, with one
 //! `delete_many` (`purge_delete_many`) and in one transaction per batch
-//! (`purge_delete_batches`); `status_unmonitored`
-//! measures a status on a client without command monitoring (what monitoring costs). `xlock` and
-//! `slock_at_limit` (and the slock diagnostics) are also measured interleaved with the
+//! (`purge_delete_batches`); `status_unmonitored` measures a status on a client without
+//! command monitoring (what monitoring costs). `xlock`, `slock_at_limit`, the two one-lock
+//! cycles (and the slock and two-write diagnostics) are also measured interleaved with the
 //! baseline (the report's "interleaved" figures), which cancels drifts of the machine's load
 //! between the two; those rounds run on a client without command monitoring.
 //!
@@ -48,7 +59,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -56,11 +67,12 @@ use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput};
+use lockwright::{Access, Client as LockClient, DEFAULT_RENEW_MARGIN, Locker, LockerConfig};
 use lockwright_benches::results::load_average;
 use lockwright_benches::{Meta, Record, RunMode};
 use lockwright_engine::{
-    Error, Filter, LockDetails, LockId, LockRequest, LockStore, ManualClock, Mode, SharedLimit,
-    Timestamp, Ttl,
+    Error, Filter, LockDetails, LockId, LockRequest, LockStatus, LockStore, ManualClock, Mode,
+    Renewal, Resource, SharedLimit, Timestamp, Ttl,
 };
 use lockwright_store_mongo::test_support::{
     TEST_DATABASE, fresh_store_on, options, winning_stages,
@@ -74,7 +86,9 @@ use mongodb::options::{
     Acknowledgment, CollectionOptions, ReturnDocument, UpdateModifications, WriteConcern,
 };
 use mongodb::{Client, Collection, Database};
+use regex::Regex;
 use tokio::runtime::Runtime;
+use tokio::task::JoinSet;
 
 const GROUP: &str = "store_mongo";
 /// The manual clock's instant for the purge and status data sets.
@@ -389,6 +403,22 @@ async fn upsert(coll: &Collection<Document>, resource: &str, update: Document) -
         .unwrap()
 }
 
+/// A grant, then (with `renew`) a renewal for that TTL, then the one-lock release of the
+/// lock the grant returned: what a holder of one lock sends.
+async fn one_lock_cycle(
+    store: &MongoStore,
+    req: &LockRequest,
+    renew: Option<Ttl>,
+) -> Result<Option<LockStatus>, Error> {
+    let lock = store.xlock(req).await?;
+    if let Some(ttl) = renew {
+        store
+            .renew_one(&lock.resource, &lock.lock_id, ttl, DEFAULT_RENEW_MARGIN)
+            .await?;
+    }
+    store.unlock_one(&lock.resource, &lock.lock_id).await
+}
+
 /// An update appending a lock document to `shared.locks` (a slock diagnostic).
 type Append = fn(Document) -> UpdateModifications;
 
@@ -558,6 +588,117 @@ fn store_mongo(c: &mut Criterion) {
         },
         async |_, _| (),
         |r| assert_eq!(r.as_ref().map(Vec::len).ok(), Some(1)),
+    );
+    // The one-lock cycle as a holder runs it: a grant, then the one-lock release of the
+    // lock it returned (and a renewal between), each also interleaved with the baseline.
+    let cycle_ttl = Ttl::new(Duration::from_secs(60)).unwrap();
+    for (name, renew, note) in [
+        (
+            "acquire_release",
+            false,
+            "xlock, then unlock_one of the returned lock",
+        ),
+        (
+            "acquire_renew_release",
+            true,
+            "xlock, renew_one (same TTL, 1 s margin), then unlock_one",
+        ),
+    ] {
+        let prepare = async |seq| request("c", &fresh_id(seq), Some(cycle_ttl.as_duration()));
+        let mut record = Record::new(GROUP, name, None, 1);
+        record.note = Some(format!(
+            "one lock (60 s TTL) on an existing free resource: {note}"
+        ));
+        record.extra = bench.paired(
+            paired_rounds,
+            plain_baseline,
+            prepare,
+            async |req: &LockRequest| one_lock_cycle(&plain, req, renew.then_some(cycle_ttl)).await,
+            async |_, _| (),
+        );
+        bench.run(
+            &mut group,
+            record,
+            BenchmarkId::from_parameter(name),
+            prepare,
+            async |req| one_lock_cycle(&latency, req, renew.then_some(cycle_ttl)).await,
+            async |_, _| (),
+            |r| assert!(matches!(r, Ok(Some(_))), "{r:?}"),
+        );
+    }
+    // What two writes back to back cost on this server, next to the cycle's two: the bare
+    // upsert twice (each majority write waits for its own journal commit).
+    let mut record = Record::new(GROUP, "baseline_twice", None, 1);
+    record.note = Some(
+        "diagnostic: the baseline twice back to back (two majority writes, as the \
+         acquire+release cycle sends)"
+            .into(),
+    );
+    let twice = async |on: &Collection<Document>| {
+        bump_baseline(on).await;
+        bump_baseline(on).await
+    };
+    record.extra = bench.paired(
+        paired_rounds,
+        plain_baseline,
+        async |_| (),
+        async |_: &()| twice(&plain_coll).await,
+        async |_, _| (),
+    );
+    bench.run(
+        &mut group,
+        record,
+        BenchmarkId::from_parameter("baseline_twice"),
+        async |_| (),
+        async |_| twice(&coll).await,
+        async |_, _| (),
+        |d| assert!(d.is_some()),
+    );
+    // The one-lock operations alone: renew_one of a held lock, unlock_one of a lock granted
+    // (untimed) just before.
+    let renewed = rt.block_on(async {
+        latency
+            .xlock(&request(
+                "r-one",
+                "renew-one",
+                Some(cycle_ttl.as_duration()),
+            ))
+            .await
+            .unwrap()
+    });
+    let mut record = Record::new(GROUP, "renew_one", None, 1);
+    record.note = Some("a held lock, renewed for 60 s with a 1 s margin".into());
+    bench.run(
+        &mut group,
+        record,
+        BenchmarkId::from_parameter("renew_one"),
+        async |_| (),
+        async |_| {
+            latency
+                .renew_one(
+                    &renewed.resource,
+                    &renewed.lock_id,
+                    cycle_ttl,
+                    DEFAULT_RENEW_MARGIN,
+                )
+                .await
+        },
+        async |_, _| (),
+        |r| assert!(r.is_ok(), "{r:?}"),
+    );
+    let mut record = Record::new(GROUP, "unlock_one", None, 1);
+    record.note = Some("a lock granted (untimed) just before, released".into());
+    bench.run(
+        &mut group,
+        record,
+        BenchmarkId::from_parameter("unlock_one"),
+        async |seq| {
+            let req = request("u-one", &fresh_id(seq), Some(cycle_ttl.as_duration()));
+            latency.xlock(&req).await.unwrap()
+        },
+        async |lock| latency.unlock_one(&lock.resource, &lock.lock_id).await,
+        async |_, _| (),
+        |r| assert!(matches!(r, Ok(Some(_))), "{r:?}"),
     );
     let limit = Some(SharedLimit::new(4).unwrap());
     rt.block_on(async {
@@ -985,7 +1126,9 @@ fn store_mongo(c: &mut Criterion) {
             },
         );
     }
-    // The same collection on the server's clock: status then asks the server for the time.
+    // The same collection on the server's clock, as a deployment reads it: one aggregation
+    // returning the documents with the server's `now`; a TTL bound asks the server's time
+    // first (`hello`) so that the query (a `find`) can use the expiry indexes.
     let on_server_clock = MongoStore::from_collection(reading.collection().clone());
     rt.block_on(async {
         on_server_clock
@@ -993,18 +1136,40 @@ fn store_mongo(c: &mut Criterion) {
             .await
             .unwrap();
     });
-    let (_, by_group, matches) = &filters[1];
-    let mut record = Record::new(GROUP, "status_server_clock", Some("lock_id".into()), 1);
-    record.note = Some(format!("{matches} of {n} locks match; the server's clock"));
-    bench.run(
-        &mut group,
-        record,
-        BenchmarkId::new("status_server_clock", "lock_id"),
-        async |_| (),
-        async |_| on_server_clock.status(by_group).await,
-        async |_, _| (),
-        |r| assert_eq!(r.as_ref().map(Vec::len).ok(), Some(*matches)),
-    );
+    for (kind, filter, matches) in filters
+        .iter()
+        .filter(|(kind, _, _)| ["resource", "lock_id", "owner", "ttl_lt"].contains(kind))
+    {
+        let ttl_bound = kind.starts_with("ttl");
+        let mut record = Record::new(GROUP, "status_server_clock", Some((*kind).to_string()), 1);
+        record.note = Some(if ttl_bound {
+            // The data set's expiry times are set for the manual clock's instant `T0`.
+            "the server's clock; a TTL bound, so the server's time is asked first; what \
+             matches depends on the server's time (not checked)"
+                .into()
+        } else {
+            format!("{matches} of {n} locks match; the server's clock")
+        });
+        bench.run(
+            &mut group,
+            record,
+            BenchmarkId::new("status_server_clock", kind),
+            async |_| (),
+            async |_| on_server_clock.status(filter).await,
+            async |_, _| (),
+            |r| {
+                if ttl_bound {
+                    assert!(r.is_ok(), "{r:?}");
+                } else {
+                    assert_eq!(
+                        r.as_ref().map(Vec::len).ok(),
+                        Some(*matches),
+                        "status by {kind} on the server's clock"
+                    );
+                }
+            },
+        );
+    }
     // The same status on a client without command monitoring: what the event handler
     // itself costs (the driver builds a document of every command and reply for it).
     let space = reading.collection().namespace();
@@ -1037,6 +1202,58 @@ fn store_mongo(c: &mut Criterion) {
     }
     stores.push(reading);
     group.finish();
+
+    // A Locker holding N guards on MongoDB: store commands per renewal cycle, and how late
+    // each renewal round reaches the store. Not a criterion benchmark: one measurement per
+    // N over a few renewal cycles, recorded for the report.
+    let selected = Selected::from_args();
+    let holding = mode.pick(
+        Hold {
+            ttl: Duration::from_secs(1),
+            cycles: 1,
+            settle: false,
+        },
+        Hold {
+            ttl: Duration::from_secs(2),
+            cycles: 3,
+            settle: true,
+        },
+        Hold {
+            ttl: Duration::from_secs(2),
+            cycles: 5,
+            settle: true,
+        },
+    );
+    let guard_counts: &[usize] = mode.pick(&[1, 10], &[1, 100, 1_000], &[1, 100, 1_000]);
+    for &n in guard_counts {
+        let mut record = Record::new(GROUP, "locker_renewals", Some(n.to_string()), n as u64);
+        record.size = Some(n as u64);
+        if !selected.selects(&record.id()) {
+            continue;
+        }
+        let id = record.id();
+        if mode == RunMode::Test {
+            println!("Testing {id}");
+        }
+        let store = rt.block_on(ready_store(&client, None));
+        let record = rt.block_on(hold_guards(&bench, store, record, n, &holding));
+        let x = |k: &str| record.extra.get(k).copied().unwrap_or(f64::NAN);
+        println!(
+            "{id}: {:.2} commands per renewal cycle over {:.1} cycles ({} rounds of {:.0} locks); \
+             renewal lag median {:.1} ms, max {:.1} ms; {} of {n} guards held",
+            record.commands.unwrap_or(f64::NAN),
+            x("cycles"),
+            x("rounds"),
+            x("locks_per_round"),
+            x("lag_median_ms"),
+            x("lag_max_ms"),
+            x("held_at_end"),
+        );
+        if mode == RunMode::Test {
+            println!("Success");
+        }
+        record.save(mode).unwrap();
+    }
 
     rt.block_on(async {
         for store in &stores {
@@ -1193,6 +1410,419 @@ async fn populate_status(store: &MongoStore, n: usize) {
         n,
         "every inserted lock reads back through the store"
     );
+}
+
+/// Criterion's benchmark filter, read from the arguments as criterion reads them (the first
+/// positional argument; a regex unless `--exact`), for the measurements criterion does not
+/// run itself.
+enum Selected {
+    All,
+    Nothing,
+    Exact(String),
+    Matching(Regex),
+}
+
+impl Selected {
+    fn from_args() -> Self {
+        // Criterion's options that take a value.
+        const WITH_VALUE: [&str; 19] = [
+            "-c",
+            "--color",
+            "-s",
+            "--save-baseline",
+            "-b",
+            "--baseline",
+            "--baseline-lenient",
+            "--format",
+            "--profile-time",
+            "--load-baseline",
+            "--sample-size",
+            "--warm-up-time",
+            "--measurement-time",
+            "--nresamples",
+            "--noise-threshold",
+            "--confidence-level",
+            "--significance-level",
+            "--plotting-backend",
+            "--output-format",
+        ];
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let has = |flag: &str| args.iter().any(|a| a == flag);
+        if has("--list") || has("--ignored") {
+            return Selected::Nothing;
+        }
+        let mut filter = None;
+        let mut rest = args.iter();
+        while let Some(arg) = rest.next() {
+            if WITH_VALUE.contains(&arg.as_str()) {
+                rest.next();
+            } else if !arg.starts_with('-') {
+                filter = Some(arg.clone());
+                break;
+            }
+        }
+        match filter {
+            None => Selected::All,
+            Some(f) if has("--exact") => Selected::Exact(f),
+            Some(f) => Selected::Matching(
+                Regex::new(&f).unwrap_or_else(|e| panic!("filter {f:?} is not a regex: {e}")),
+            ),
+        }
+    }
+
+    fn selects(&self, id: &str) -> bool {
+        match self {
+            Selected::All => true,
+            Selected::Nothing => false,
+            Selected::Exact(exact) => id == exact,
+            Selected::Matching(re) => re.is_match(id),
+        }
+    }
+}
+
+/// The Locker's renewal schedule in the measurement: renew at half the TTL, and let every
+/// renewal due within 0.3 of its TTL join one that is due, so that guards taken within that
+/// window are renewed as one batch.
+const RENEW_FRACTION: f64 = 0.5;
+/// See [`RENEW_FRACTION`].
+const BATCH_FRACTION: f64 = 0.3;
+/// Acquires in flight at once while the guards are taken.
+const ACQUIRES_IN_FLIGHT: usize = 100;
+
+/// How long the guards are held: their TTL, the renewal cycles measured, and whether the
+/// measurement waits first for a round that renews every guard together.
+struct Hold {
+    ttl: Duration,
+    cycles: u64,
+    settle: bool,
+}
+
+/// One renewal round as it reached the store.
+#[derive(Clone, Copy, Debug)]
+struct Round {
+    /// Locks in the request (1: `renew_one`; more: `renew_many`).
+    locks: usize,
+    /// Locks it renewed.
+    renewed: usize,
+    /// How long after the earliest of its locks was due it reached the store, in ms
+    /// (negative: early).
+    lag_ms: f64,
+    /// The store call's duration.
+    took: Duration,
+}
+
+#[derive(Default)]
+struct RenewLog {
+    /// When each lock's grant or last successful renewal reached the store.
+    sent: HashMap<Resource, Instant>,
+    rounds: Vec<Round>,
+}
+
+/// The store under the measured Locker, noting when each grant and renewal reaches it. A
+/// lock is due for renewal at `sent + TTL x renew_fraction`, `sent` being when its grant or
+/// last successful renewal reached the store (the Locker counts from when it sent the
+/// request, a few µs earlier); a round's lag is how long after the earliest due lock in it
+/// the round reached the store.
+struct Watched {
+    inner: MongoStore,
+    log: Mutex<RenewLog>,
+}
+
+impl Watched {
+    /// The instant a round reaches the store, and its lag.
+    fn begin<'a>(&self, locks: impl Iterator<Item = (&'a Resource, Ttl)>) -> (Instant, f64) {
+        let at = Instant::now();
+        let log = self.log.lock().unwrap();
+        let due = locks
+            .filter_map(|(r, ttl)| {
+                Some(*log.sent.get(r)? + ttl.as_duration().mul_f64(RENEW_FRACTION))
+            })
+            .min();
+        let lag_ms = due.map_or(0.0, |due| {
+            if at >= due {
+                (at - due).as_secs_f64() * 1e3
+            } else {
+                -(due - at).as_secs_f64() * 1e3
+            }
+        });
+        (at, lag_ms)
+    }
+
+    fn end<'a>(
+        &self,
+        at: Instant,
+        lag_ms: f64,
+        locks: usize,
+        renewed: impl Iterator<Item = &'a Resource>,
+    ) {
+        let took = at.elapsed();
+        let mut log = self.log.lock().unwrap();
+        let mut count = 0;
+        for r in renewed {
+            log.sent.insert(r.clone(), at);
+            count += 1;
+        }
+        log.rounds.push(Round {
+            locks,
+            renewed: count,
+            lag_ms,
+            took,
+        });
+    }
+
+    fn rounds(&self) -> Vec<Round> {
+        self.log.lock().unwrap().rounds.clone()
+    }
+}
+
+impl LockStore for Watched {
+    async fn xlock(&self, request: &LockRequest) -> Result<LockStatus, Error> {
+        let at = Instant::now();
+        let granted = self.inner.xlock(request).await;
+        if granted.is_ok() {
+            let mut log = self.log.lock().unwrap();
+            log.sent.insert(request.resource.clone(), at);
+        }
+        granted
+    }
+
+    async fn slock(
+        &self,
+        request: &LockRequest,
+        limit: Option<SharedLimit>,
+    ) -> Result<LockStatus, Error> {
+        self.inner.slock(request, limit).await
+    }
+
+    async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>, Error> {
+        self.inner.unlock(lock_id).await
+    }
+
+    async fn renew(
+        &self,
+        lock_id: &LockId,
+        ttl: Ttl,
+        margin: Duration,
+    ) -> Result<Vec<LockStatus>, Error> {
+        self.inner.renew(lock_id, ttl, margin).await
+    }
+
+    async fn renew_one(
+        &self,
+        resource: &Resource,
+        lock_id: &LockId,
+        ttl: Ttl,
+        margin: Duration,
+    ) -> Result<LockStatus, Error> {
+        let (at, lag_ms) = self.begin(std::iter::once((resource, ttl)));
+        let renewed = self.inner.renew_one(resource, lock_id, ttl, margin).await;
+        self.end(
+            at,
+            lag_ms,
+            1,
+            renewed.is_ok().then_some(resource).into_iter(),
+        );
+        renewed
+    }
+
+    async fn renew_many(
+        &self,
+        locks: &[Renewal],
+        margin: Duration,
+    ) -> Result<Vec<Result<LockStatus, Error>>, Error> {
+        let (at, lag_ms) = self.begin(locks.iter().map(|r| (&r.resource, r.ttl)));
+        let outcomes = self.inner.renew_many(locks, margin).await;
+        let renewed: Vec<&Resource> = match &outcomes {
+            Ok(each) => locks
+                .iter()
+                .zip(each)
+                .filter(|(_, outcome)| outcome.is_ok())
+                .map(|(r, _)| &r.resource)
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        self.end(at, lag_ms, locks.len(), renewed.into_iter());
+        outcomes
+    }
+
+    async fn unlock_one(
+        &self,
+        resource: &Resource,
+        lock_id: &LockId,
+    ) -> Result<Option<LockStatus>, Error> {
+        self.inner.unlock_one(resource, lock_id).await
+    }
+
+    async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>, Error> {
+        self.inner.status(filter).await
+    }
+
+    async fn purge(&self) -> Result<Vec<LockStatus>, Error> {
+        self.inner.purge().await
+    }
+
+    async fn create_indexes(&self) -> Result<(), Error> {
+        self.inner.create_indexes().await
+    }
+}
+
+/// Polls `done` every 2 ms until it holds or `limit` has passed; whether it held.
+async fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while !done() {
+        if start.elapsed() > limit {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    true
+}
+
+fn median_of(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// A Locker on `store` (server clock, monitored client) takes `n` exclusive guards (up to
+/// [`ACQUIRES_IN_FLIGHT`] acquires at once) with `hold.ttl`, then holds them for
+/// `hold.cycles` renewal cycles: the commands the client starts meanwhile (only the
+/// Locker's renewals run) over the cycles the Locker's `stats().renewals` went up by / n,
+/// and each round's lag. With `hold.settle` the count starts once a round has renewed all
+/// n together (guards taken over longer than the batch window join up in a later round).
+async fn hold_guards(
+    bench: &Bench<'_>,
+    store: MongoStore,
+    mut record: Record,
+    n: usize,
+    hold: &Hold,
+) -> Record {
+    let monitor = bench.monitor;
+    let coll = store.collection().clone();
+    let mut config = LockerConfig::default();
+    config.renew_fraction = RENEW_FRACTION;
+    config.renew_batch_fraction = BATCH_FRACTION;
+    let watched = Watched {
+        inner: store,
+        log: Mutex::default(),
+    };
+    let client = LockClient::with_renew_margin(watched, hold.ttl / 10).unwrap();
+    let locker = Locker::new(client, config).unwrap();
+    let watched = locker.client().store();
+
+    let start = Instant::now();
+    let mut guards = Vec::with_capacity(n);
+    let mut acquiring = JoinSet::new();
+    for i in 0..n {
+        if acquiring.len() >= ACQUIRES_IN_FLIGHT
+            && let Some(done) = acquiring.join_next().await
+        {
+            guards.push(done.unwrap());
+        }
+        let (locker, ttl) = (locker.clone(), hold.ttl);
+        acquiring.spawn(async move {
+            locker
+                .try_acquire(&format!("held/{i:04}"), Access::Exclusive, ttl)
+                .await
+                .unwrap()
+        });
+    }
+    while let Some(done) = acquiring.join_next().await {
+        guards.push(done.unwrap());
+    }
+    let acquired_in = start.elapsed();
+
+    let cycle = hold.ttl.mul_f64(RENEW_FRACTION);
+    let settled = !hold.settle
+        || wait_until(cycle * 6, || {
+            watched.rounds().iter().any(|r| r.renewed == n)
+        })
+        .await;
+    // The window: from here until the Locker has renewed every guard `cycles` times more.
+    monitor.take_times();
+    monitor.captured.lock().unwrap().clear();
+    monitor.capturing.store(true, Ordering::SeqCst);
+    monitor.timing.store(true, Ordering::SeqCst);
+    let (commands_0, renewals_0, rounds_0) = (
+        monitor.count(),
+        locker.stats().renewals,
+        watched.rounds().len(),
+    );
+    let wanted = renewals_0 + hold.cycles * n as u64;
+    let limit = cycle * (u32::try_from(hold.cycles).unwrap() + 4);
+    let complete = wait_until(limit, || locker.stats().renewals >= wanted).await;
+    let (commands_1, stats) = (monitor.count(), locker.stats());
+    monitor.capturing.store(false, Ordering::SeqCst);
+    monitor.timing.store(false, Ordering::SeqCst);
+    let captured = std::mem::take(&mut *monitor.captured.lock().unwrap());
+    let times = monitor.take_times();
+    let renewals = stats.renewals - renewals_0;
+    assert!(
+        renewals > 0,
+        "no renewal of {n} guards within {limit:?} ({stats:?})"
+    );
+    let cycles = renewals as f64 / n as f64;
+    let held = guards.iter().filter(|g| g.is_held()).count();
+    let rounds: Vec<Round> = watched.rounds().split_off(rounds_0);
+
+    record.commands = Some((commands_1 - commands_0) as f64 / cycles);
+    record.command_names = captured.iter().map(|(name, _)| name.clone()).collect();
+    record.command_time_us = times
+        .into_iter()
+        .map(|(name, total)| (name, total.as_secs_f64() * 1e6 / cycles))
+        .collect();
+    let mut explained = Vec::new();
+    for (name, command) in &captured {
+        if !explained.contains(name) {
+            explained.push(name.clone());
+            if let Some(plan) = explain(&bench.db, name, command).await {
+                record.plans.push(plan);
+            }
+        }
+    }
+    let lags: Vec<f64> = rounds.iter().map(|r| r.lag_ms).collect();
+    let extra = [
+        ("ttl_ms", hold.ttl.as_secs_f64() * 1e3),
+        ("renew_fraction", RENEW_FRACTION),
+        ("batch_fraction", BATCH_FRACTION),
+        ("acquire_ms", acquired_in.as_secs_f64() * 1e3),
+        ("settled", f64::from(u8::from(settled))),
+        ("complete", f64::from(u8::from(complete))),
+        ("renewals", renewals as f64),
+        ("cycles", cycles),
+        ("rounds", rounds.len() as f64),
+        (
+            "locks_per_round",
+            rounds.iter().map(|r| r.locks).sum::<usize>() as f64 / rounds.len().max(1) as f64,
+        ),
+        ("lag_median_ms", median_of(lags.clone())),
+        ("lag_max_ms", lags.iter().copied().fold(f64::MIN, f64::max)),
+        (
+            "round_median_ms",
+            median_of(rounds.iter().map(|r| r.took.as_secs_f64() * 1e3).collect()),
+        ),
+        ("renew_failures", stats.renew_failures as f64),
+        ("lost", stats.lost as f64),
+        ("held_at_end", held as f64),
+    ];
+    record.extra = extra.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    record.custom = true;
+    record.note = Some(format!(
+        "a Locker holding {n} exclusive guard(s), TTL {:?}, renew_fraction {RENEW_FRACTION}, \
+         renew_batch_fraction {BATCH_FRACTION}; commands per renewal cycle",
+        hold.ttl
+    ));
+
+    let mut releasing = JoinSet::new();
+    for guard in guards {
+        releasing.spawn(async move { guard.release().await });
+    }
+    while let Some(released) = releasing.join_next().await {
+        released.unwrap().unwrap();
+    }
+    locker.shutdown();
+    // Best effort: a leftover collection in the test database harms nothing.
+    let _ = coll.drop().await;
+    record
 }
 
 fn main() {

@@ -16,6 +16,22 @@ pub const WELL_UNDER: f64 = 0.5;
 pub const GRANT_RATIO: f64 = 1.3;
 /// renew of K = 100 over renew of K = 1, at most.
 pub const RENEW_RATIO: f64 = 3.0;
+/// The one-lock cycle (xlock, then unlock_one of the returned lock) over the bare upsert,
+/// interleaved, at most.
+pub const CYCLE_RATIO: f64 = 2.3;
+/// Commands of a group unlock or renew that turns out to be one lock (a `find`, then the
+/// one-lock `findAndModify`), at most.
+pub const GROUP_OF_ONE_COMMANDS: f64 = 2.0;
+/// The status filter kinds (no TTL bound) judged at one command on the server's clock.
+pub const ONE_COMMAND_FILTERS: [&str; 3] = ["resource", "lock_id", "owner"];
+/// The number of guards at which the Locker's commands per renewal cycle are judged.
+pub const LOCKER_JUDGED_N: u64 = 1_000;
+
+/// The most store commands per renewal cycle for a Locker holding `n` guards: 2 + n / 100.
+#[must_use]
+pub fn locker_bound(n: u64) -> f64 {
+    2.0 + n as f64 / 100.0
+}
 /// An engine transition's bound (well under it is the target), in ns.
 pub const ENGINE_BOUND_NS: f64 = 1_000.0;
 /// The purge size whose time is bounded, and the bound (well under it is the target), in ns.
@@ -138,9 +154,12 @@ impl Run<'_> {
         vec![
             self.grant_check("xlock", "xlock of one resource (MongoDB)"),
             self.grant_check("slock_at_limit", "slock of one resource (MongoDB)"),
+            self.cycle_check(),
+            self.one_command_check(),
             self.group_commands_check("unlock", "unlock of a group of K locks"),
             self.group_commands_check("renew", "renew of a group of K locks"),
             self.renew_ratio_check(),
+            self.locker_check(),
             self.purge_commands_check(),
             self.purge_time_check(),
             self.status_index_check(),
@@ -231,42 +250,261 @@ impl Run<'_> {
         format!("; {label}: {}", found.join(", "))
     }
 
+    fn cycle_check(&self) -> Check {
+        let target = "acquire+release of one lock (MongoDB): xlock, then unlock_one of the \
+                      lock it returned";
+        let threshold = format!(
+            "2 commands; median <= {CYCLE_RATIO}x the baseline's (bare find_one_and_update \
+             upsert), measured interleaved with it so both see the same machine; criterion's \
+             two medians are shown too"
+        );
+        let (Some(r), Some(b)) = (
+            self.one("store_mongo", "acquire_release"),
+            self.one("store_mongo", "baseline"),
+        ) else {
+            return not_measured(target, threshold);
+        };
+        let Some(cmds) = r.commands else {
+            return not_measured(target, threshold);
+        };
+        let Some(ratio) = r
+            .extra
+            .get("paired_ratio")
+            .copied()
+            .or_else(|| self.ratio(r, b))
+        else {
+            return not_measured(target, threshold);
+        };
+        let ok = (cmds - 2.0).abs() < 1e-9 && ratio <= CYCLE_RATIO;
+        let mut evidence = format!(
+            "{} commands/op ({}){}{}",
+            fmt_num(cmds),
+            r.command_names.join(", "),
+            paired(r),
+            self.criterion_ratio(r, b),
+        );
+        evidence += &self.diagnostics(
+            "two writes alone",
+            &[("the baseline twice back to back", "baseline_twice")],
+            |d| {
+                let interleaved = d.extra.get("paired_ratio")?;
+                Some(format!("{interleaved:.2}x interleaved"))
+            },
+        );
+        if let Some(renewing) = self.one("store_mongo", "acquire_renew_release") {
+            let interleaved = renewing
+                .extra
+                .get("paired_ratio")
+                .map_or_else(String::new, |x| {
+                    format!(", {x:.2}x the baseline interleaved")
+                });
+            let _ = write!(
+                evidence,
+                "; acquire+renew+release (not judged): {} commands ({}){interleaved}",
+                renewing.commands.map_or_else(|| "-".into(), fmt_num),
+                renewing.command_names.join(", "),
+            );
+        }
+        Check {
+            target: target.to_string(),
+            threshold,
+            evidence,
+            verdict: verdict(ok),
+        }
+    }
+
+    /// `; criterion medians A vs B = R x` when both ran.
+    fn criterion_ratio(&self, r: &Record, b: &Record) -> String {
+        self.ratio(r, b).map_or_else(String::new, |c| {
+            format!(
+                "; criterion medians {} vs {} = {c:.2}x",
+                fmt_opt_ns(self.median(r)),
+                fmt_opt_ns(self.median(b)),
+            )
+        })
+    }
+
+    fn one_command_check(&self) -> Check {
+        let target = "renew_one, unlock_one and status (MongoDB): 1 round trip each";
+        let threshold = "1 command each: renew_one, unlock_one, and status on the server's \
+                         clock by resource, by lock id and by owner (filters without a TTL \
+                         bound); a TTL bound asks the server's time first (hello, then find): \
+                         shown, not judged"
+            .to_string();
+        let status = |kind: &str| {
+            self.find("store_mongo", "status_server_clock")
+                .into_iter()
+                .find(|r| r.parameter.as_deref() == Some(kind))
+        };
+        let mut judged: Vec<(String, Option<&Record>)> = vec![
+            ("renew_one".into(), self.one("store_mongo", "renew_one")),
+            ("unlock_one".into(), self.one("store_mongo", "unlock_one")),
+        ];
+        for kind in ONE_COMMAND_FILTERS {
+            judged.push((format!("status by {kind}"), status(kind)));
+        }
+        let described = |what: &str, r: &Record| {
+            format!(
+                "{what}: {} ({})",
+                r.commands.map_or_else(|| "-".into(), fmt_num),
+                fold_repeats(&r.command_names)
+            )
+        };
+        let mut parts: Vec<String> = judged
+            .iter()
+            .filter_map(|(what, r)| Some(described(what, (*r)?)))
+            .collect();
+        for kind in ["ttl_lt", "ttl_gte"] {
+            if let Some(r) = status(kind) {
+                parts.push(described(
+                    &format!("status with a TTL bound ({kind}, not judged)"),
+                    r,
+                ));
+            }
+        }
+        if parts.is_empty() {
+            return not_measured(target, threshold);
+        }
+        let counts: Vec<Option<f64>> = judged
+            .iter()
+            .map(|(_, r)| r.and_then(|r| r.commands))
+            .collect();
+        let verdict = if counts
+            .iter()
+            .any(|c| c.is_some_and(|c| (c - 1.0).abs() > 1e-9))
+        {
+            Verdict::Missed
+        } else if counts.iter().all(Option::is_some) {
+            Verdict::Met
+        } else {
+            Verdict::NotMeasured
+        };
+        Check {
+            target: target.to_string(),
+            threshold,
+            evidence: format!("commands/op {}", parts.join("; ")),
+            verdict,
+        }
+    }
+
     fn group_commands_check(&self, function: &str, target: &str) -> Check {
-        let threshold = "the same number of commands for every K (K = 1, 10, 100, 1000)".into();
+        let threshold = format!(
+            "K=1 (a group that turns out to be one lock): at most {} commands (find, then the \
+             one-lock findAndModify); K >= 2: the same number of commands for every K (10, \
+             100, 1000)",
+            fmt_num(GROUP_OF_ONE_COMMANDS)
+        );
         let rows = self.find("store_mongo", function);
         if rows.len() < 2 || rows.iter().any(|r| r.commands.is_none()) {
             return not_measured(target, threshold);
         }
-        let first = rows[0].commands.unwrap_or_default();
-        let same = rows
+        let (ones, many): (Vec<&Record>, Vec<&Record>) =
+            rows.iter().partition(|r| r.size == Some(1));
+        let one_ok = ones.iter().all(|r| {
+            r.commands
+                .is_some_and(|c| c <= GROUP_OF_ONE_COMMANDS + 1e-9)
+        });
+        let first_many = many.first().and_then(|r| r.commands).unwrap_or_default();
+        let same = many
             .iter()
-            .all(|r| r.commands.is_some_and(|c| (c - first).abs() < 1e-9));
+            .all(|r| r.commands.is_some_and(|c| (c - first_many).abs() < 1e-9));
         let all_k = [1, 10, 100, 1000]
             .iter()
             .all(|k| rows.iter().any(|r| r.size == Some(*k)));
-        let evidence = rows
-            .iter()
-            .map(|r| {
-                format!(
-                    "K={}: {}",
-                    r.size.unwrap_or_default(),
-                    fmt_num(r.commands.unwrap_or_default())
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
-        let names = fold_repeats(&rows[0].command_names);
+        let counts = |rows: &[&Record]| {
+            rows.iter()
+                .map(|r| {
+                    format!(
+                        "K={}: {}",
+                        r.size.unwrap_or_default(),
+                        fmt_num(r.commands.unwrap_or_default())
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut evidence = Vec::new();
+        if let Some(one) = ones.first() {
+            evidence.push(format!(
+                "{} ({})",
+                counts(&ones),
+                fold_repeats(&one.command_names)
+            ));
+        }
+        if let Some(first) = many.first() {
+            evidence.push(format!(
+                "{} ({})",
+                counts(&many),
+                fold_repeats(&first.command_names)
+            ));
+        }
         Check {
             target: target.to_string(),
             threshold,
-            evidence: format!("commands/op {evidence} ({names})"),
-            verdict: if !same {
+            evidence: format!("commands/op {}", evidence.join("; ")),
+            verdict: if !one_ok || !same {
                 Verdict::Missed
             } else if all_k {
                 Verdict::Met
             } else {
                 Verdict::NotMeasured
             },
+        }
+    }
+
+    fn locker_check(&self) -> Check {
+        let n = LOCKER_JUDGED_N;
+        let bound = locker_bound(n);
+        let target = "a Locker holding N = 1,000 guards (MongoDB): at most 2 + N/100 store \
+                      commands per renewal cycle";
+        let threshold = format!(
+            "commands per renewal cycle at N = {n} <= {}: the commands command monitoring \
+             counted while the guards were held, over cycles = the Locker's renewals / N; the \
+             renewal lag (how late each round reached the store after its earliest lock was \
+             due) is shown, not judged",
+            fmt_num(bound)
+        );
+        let rows: Vec<&Record> = self
+            .find("store_mongo", "locker_renewals")
+            .into_iter()
+            .filter(|r| r.commands.is_some())
+            .collect();
+        if rows.is_empty() {
+            return not_measured(target, threshold);
+        }
+        let x = |r: &Record, k: &str| r.extra.get(k).copied().unwrap_or(f64::NAN);
+        let evidence = rows
+            .iter()
+            .map(|r| {
+                let size = r.size.unwrap_or_default();
+                let lost = x(r, "lost");
+                let lost = if lost > 0.0 {
+                    format!(", {} lost", fmt_num(lost))
+                } else {
+                    String::new()
+                };
+                format!(
+                    "N={size}: {} per cycle ({}) over {:.1} cycles (2 + N/100 = {}); lag \
+                     median {:.1} ms, max {:.1} ms{lost}",
+                    fmt_num(r.commands.unwrap_or_default()),
+                    fold_repeats(&r.command_names),
+                    x(r, "cycles"),
+                    fmt_num(locker_bound(size)),
+                    x(r, "lag_median_ms"),
+                    x(r, "lag_max_ms"),
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("<br>");
+        let verdict = match rows.iter().find(|r| r.size == Some(n)) {
+            Some(r) => verdict(r.commands.is_some_and(|c| c <= bound + 1e-9)),
+            None => Verdict::NotMeasured,
+        };
+        Check {
+            target: target.to_string(),
+            threshold,
+            evidence,
+            verdict,
         }
     }
 
@@ -282,13 +520,16 @@ impl Run<'_> {
         let Some(ratio) = self.ratio(k100, k1) else {
             return not_measured(target, threshold);
         };
+        let commands = |r: &Record| r.commands.map_or_else(|| "-".into(), fmt_num);
         Check {
             target: target.to_string(),
             threshold,
             evidence: format!(
-                "K=1 {}, K=100 {} = {ratio:.2}x{}",
+                "K=1 {} ({} commands), K=100 {} ({} commands) = {ratio:.2}x{}",
                 fmt_opt_ns(self.median(k1)),
+                commands(k1),
                 fmt_opt_ns(self.median(k100)),
+                commands(k100),
                 self.diagnostics(
                     "renew's change to the 100 locks alone",
                     &[
@@ -566,12 +807,94 @@ impl Run<'_> {
         }
         for g in groups {
             self.group_table(&mut out, g);
+            self.locker_table(&mut out, g);
         }
         out
     }
 
+    /// The Locker measurements of `group` (records the bench measured itself), if any.
+    fn locker_table(&self, out: &mut String, group: &str) {
+        let mut rows: Vec<&Record> = self
+            .records
+            .iter()
+            .filter(|r| r.group == group && r.custom && r.function == "locker_renewals")
+            .collect();
+        if rows.is_empty() {
+            return;
+        }
+        rows.sort_by_key(|r| r.size);
+        let _ = writeln!(
+            out,
+            "### {group}: a Locker holding N guards\n\n\
+             Measured by the bench, not criterion: the guards are taken (up to 100 acquires at \
+             once), then held while the Locker renews them; every command the client started \
+             meanwhile is counted, over cycles = the Locker's renewals / N. A round's lag is \
+             how long after the earliest of its locks was due (its grant or last renewal + TTL \
+             x renew_fraction) the round reached the store.\n"
+        );
+        let _ = writeln!(
+            out,
+            "| benchmark | TTL | acquired in | cycles | rounds | locks per round | commands per cycle | commands | round trip per cycle, by command | round (median) | lag median | lag max | held at end | plans | note |"
+        );
+        let _ = writeln!(
+            out,
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        );
+        for r in rows {
+            let x = |k: &str| r.extra.get(k).copied();
+            let ms = |k: &str| x(k).map_or_else(|| "-".into(), |v| fmt_ns(v * 1e6));
+            // A lag may be slightly negative (the Locker's timers count whole ms).
+            let lag = |k: &str| x(k).map_or_else(|| "-".into(), |v| format!("{v:.1} ms"));
+            let num = |k: &str| x(k).map_or_else(|| "-".into(), fmt_num);
+            let times = r
+                .command_time_us
+                .iter()
+                .map(|(c, us)| format!("{c} {}", fmt_us(*us)))
+                .collect::<Vec<_>>()
+                .join("<br>");
+            let mut note = r.note.clone().unwrap_or_default();
+            if x("settled") == Some(0.0) {
+                note += "; no round renewed every guard together before the count began";
+            }
+            if x("complete") == Some(0.0) {
+                note += "; the cycles asked for did not complete in time";
+            }
+            for (k, what) in [
+                ("renew_failures", "failed renewal attempts"),
+                ("lost", "lost"),
+            ] {
+                if let Some(v) = x(k).filter(|v| *v > 0.0) {
+                    let _ = write!(note, "; {} {what}", fmt_num(v));
+                }
+            }
+            let name = r.id().trim_start_matches(&format!("{group}/")).to_string();
+            let _ = writeln!(
+                out,
+                "| {name} | {} | {} | {} | {} | {} | {} | {} | {times} | {} | {} | {} | {} of {} | {} | {note} |",
+                ms("ttl_ms"),
+                ms("acquire_ms"),
+                x("cycles").map_or_else(|| "-".into(), |c| format!("{c:.1}")),
+                num("rounds"),
+                x("locks_per_round").map_or_else(|| "-".into(), |c| format!("{c:.1}")),
+                r.commands.map(fmt_num).unwrap_or_default(),
+                fold_repeats(&r.command_names),
+                ms("round_median_ms"),
+                lag("lag_median_ms"),
+                lag("lag_max_ms"),
+                num("held_at_end"),
+                r.size.unwrap_or_default(),
+                fold_duplicates(&r.plans).join("<br>"),
+            );
+        }
+        out.push('\n');
+    }
+
     fn group_table(&self, out: &mut String, group: &str) {
-        let rows: Vec<&Record> = self.records.iter().filter(|r| r.group == group).collect();
+        let rows: Vec<&Record> = self
+            .records
+            .iter()
+            .filter(|r| r.group == group && !r.custom)
+            .collect();
         let mongo = rows.iter().any(|r| r.commands.is_some());
         let _ = writeln!(out, "## {group}\n");
         if mongo {
@@ -889,17 +1212,133 @@ mod tests {
     }
 
     #[test]
-    fn group_commands_must_not_depend_on_k() {
-        let same: Vec<Record> = [1, 10, 100, 1000]
+    fn group_commands_one_lock_path_then_constant_for_k_of_two_and_more() {
+        let shaped: Vec<Record> = [(1, 2.0), (10, 4.0), (100, 4.0), (1000, 4.0)]
             .iter()
-            .map(|k| rec("store_mongo", "unlock", Some(*k), Some(3.0)))
+            .map(|(k, c)| rec("store_mongo", "unlock", Some(*k), Some(*c)))
             .collect();
-        assert_eq!(find(&checks_of(&same, &[]), "unlock").verdict, Verdict::Met);
-        let mut growing = same.clone();
-        growing[3].commands = Some(4.0);
+        let checks = checks_of(&shaped, &[]);
+        assert_eq!(find(&checks, "unlock").verdict, Verdict::Met);
+        assert!(
+            find(&checks, "unlock")
+                .evidence
+                .starts_with("commands/op K=1: 2 ("),
+            "{}",
+            find(&checks, "unlock").evidence
+        );
+        let mut growing = shaped.clone();
+        growing[3].commands = Some(5.0);
         assert_eq!(
             find(&checks_of(&growing, &[]), "unlock").verdict,
             Verdict::Missed
+        );
+        let mut one_too_many = shaped.clone();
+        one_too_many[0].commands = Some(3.0);
+        assert_eq!(
+            find(&checks_of(&one_too_many, &[]), "unlock").verdict,
+            Verdict::Missed,
+            "a group of one lock takes the one-lock path"
+        );
+        // Test mode sizes only (K = 1 and 10): nothing wrong, but not every K.
+        assert_eq!(
+            find(&checks_of(&shaped[..2], &[]), "unlock").verdict,
+            Verdict::NotMeasured
+        );
+    }
+
+    #[test]
+    fn the_one_lock_cycle_is_judged_interleaved_with_the_baseline() {
+        let mut cycle = rec("store_mongo", "acquire_release", None, Some(2.0));
+        cycle.extra.insert("paired_ratio".into(), 2.1);
+        let records = [rec("store_mongo", "baseline", None, Some(1.0)), cycle];
+        let medians = [
+            ("store_mongo/baseline", 1000.0),
+            ("store_mongo/acquire_release", 2500.0),
+        ];
+        let checks = checks_of(&records, &medians);
+        assert_eq!(find(&checks, "acquire+release").verdict, Verdict::Met);
+        let mut slow = records.clone();
+        slow[1].extra.insert("paired_ratio".into(), 2.4);
+        assert_eq!(
+            find(&checks_of(&slow, &medians), "acquire+release").verdict,
+            Verdict::Missed
+        );
+        let mut three = records.clone();
+        three[1].commands = Some(3.0);
+        assert_eq!(
+            find(&checks_of(&three, &medians), "acquire+release").verdict,
+            Verdict::Missed
+        );
+    }
+
+    #[test]
+    fn one_lock_operations_and_status_without_a_ttl_bound_take_one_command() {
+        let status = |kind: &str, commands: f64| {
+            let mut r = rec("store_mongo", "status_server_clock", None, Some(commands));
+            r.parameter = Some(kind.into());
+            r
+        };
+        let records = vec![
+            rec("store_mongo", "renew_one", None, Some(1.0)),
+            rec("store_mongo", "unlock_one", None, Some(1.0)),
+            status("resource", 1.0),
+            status("lock_id", 1.0),
+            status("owner", 1.0),
+            status("ttl_lt", 2.0),
+        ];
+        let check = find(&checks_of(&records, &[]), "renew_one").clone();
+        assert_eq!(check.verdict, Verdict::Met, "a TTL bound is not judged");
+        assert!(
+            check.evidence.contains("ttl_lt, not judged): 2"),
+            "{check:?}"
+        );
+        let mut two = records.clone();
+        two[4].commands = Some(2.0);
+        assert_eq!(
+            find(&checks_of(&two, &[]), "renew_one").verdict,
+            Verdict::Missed
+        );
+        assert_eq!(
+            find(&checks_of(&records[..4], &[]), "renew_one").verdict,
+            Verdict::NotMeasured,
+            "status by owner is missing"
+        );
+    }
+
+    #[test]
+    fn the_locker_is_judged_at_a_thousand_guards() {
+        let held = |n: u64, commands: f64| {
+            let mut r = rec("store_mongo", "locker_renewals", Some(n), Some(commands));
+            r.custom = true;
+            r.extra.insert("cycles".into(), 3.0);
+            r
+        };
+        assert_eq!(locker_bound(1_000), 12.0);
+        let records = [held(1, 1.0), held(100, 3.0), held(1_000, 12.0)];
+        let checks = checks_of(&records, &[]);
+        assert_eq!(find(&checks, "a Locker").verdict, Verdict::Met);
+        let over = [held(1, 1.0), held(1_000, 12.5)];
+        assert_eq!(
+            find(&checks_of(&over, &[]), "a Locker").verdict,
+            Verdict::Missed
+        );
+        assert_eq!(
+            find(&checks_of(&records[..2], &[]), "a Locker").verdict,
+            Verdict::NotMeasured
+        );
+        // Its own table, not a row of criterion medians.
+        let medians = BTreeMap::new();
+        let markdown = Run {
+            records: &records,
+            medians: &medians,
+            meta: &[],
+        }
+        .markdown();
+        assert!(markdown.contains("### store_mongo: a Locker holding N guards"));
+        assert_eq!(
+            markdown.matches("| locker_renewals/1000 | ").count(),
+            1,
+            "{markdown}"
         );
     }
 

@@ -102,6 +102,11 @@ pub struct Record {
     pub extra: BTreeMap<String, f64>,
     /// A remark for the report.
     pub note: Option<String>,
+    /// Measured by the bench itself rather than by criterion (e.g. a Locker holding its
+    /// guards for a few renewal cycles): there is no criterion estimate, and the numbers are
+    /// in `commands` and `extra`.
+    #[serde(default)]
+    pub custom: bool,
     /// When the benchmark began (ms since the Unix epoch): create the record before running
     /// it. The report ignores criterion estimates older than this (left by earlier runs).
     pub started_at_ms: u64,
