@@ -284,14 +284,7 @@ impl LeaseSchedule {
                 });
                 continue;
             }
-            lease.in_flight = true;
-            lease.attempts += 1;
-            events.push(LeaseEvent::Renew {
-                key,
-                lock_id: lease.lock_id.clone(),
-                ttl: lease.ttl,
-            });
-            self.reindex(key, None);
+            self.start_renewal(key, &mut events);
         }
         if self.config.batch_permille > 0
             && events.iter().any(|e| matches!(e, LeaseEvent::Renew { .. }))
@@ -319,17 +312,23 @@ impl LeaseSchedule {
                 continue;
             }
             self.deadlines.remove(&(at, key));
-            if let Some(lease) = self.leases.get_mut(&key) {
-                lease.in_flight = true;
-                lease.attempts += 1;
-                events.push(LeaseEvent::Renew {
-                    key,
-                    lock_id: lease.lock_id.clone(),
-                    ttl: lease.ttl,
-                });
-            }
-            self.reindex(key, None);
+            self.start_renewal(key, events);
         }
+    }
+
+    /// Sends a renewal of `key` (already out of the deadline index): in flight until its
+    /// outcome is reported, indexed by its validity end meanwhile.
+    fn start_renewal(&mut self, key: LeaseKey, events: &mut Vec<LeaseEvent>) {
+        if let Some(lease) = self.leases.get_mut(&key) {
+            lease.in_flight = true;
+            lease.attempts += 1;
+            events.push(LeaseEvent::Renew {
+                key,
+                lock_id: lease.lock_id.clone(),
+                ttl: lease.ttl,
+            });
+        }
+        self.reindex(key, None);
     }
 
     /// A renewal of `key`, sent at local time `sent`, succeeded.
