@@ -40,7 +40,8 @@ impl LeaseConfig {
     /// times (at least 1), `retry_backoff` apart.
     ///
     /// # Errors
-    /// `InvalidArgument` naming `renew_fraction`, `max_attempts` or `retry_backoff`.
+    /// `InvalidArgument` naming `renew_fraction`, `max_renew_attempts` or `renew_retry` (the
+    /// Locker configuration's names for them).
     pub fn new(
         renew_fraction: f64,
         drift_margin: Duration,
@@ -54,10 +55,10 @@ impl LeaseConfig {
             ));
         }
         if max_attempts == 0 {
-            return Err(Error::invalid("max_attempts", "must be at least 1"));
+            return Err(Error::invalid("max_renew_attempts", "must be at least 1"));
         }
         if retry_backoff.is_zero() {
-            return Err(Error::invalid("retry_backoff", "must be greater than zero"));
+            return Err(Error::invalid("renew_retry", "must be greater than zero"));
         }
         // In (0, 1) times 1000, rounded: fits easily.
         let renew_permille = ((renew_fraction * 1000.0).round() as u64).clamp(1, 999);

@@ -282,6 +282,8 @@ impl<S: LockStore> Drop for CancelOnDrop<'_, S> {
 ///
 /// Hand [`LockGuard::fence`] to downstream systems with every write; await
 /// [`LockGuard::lost`] (or `select!` on it) to stop working when the lock is lost.
+/// Dropping the guard releases the lock.
+#[must_use = "dropping the guard releases the lock at once"]
 pub struct LockGuard<S: LockStore> {
     locker: Locker<S>,
     key: LeaseKey,

@@ -96,7 +96,9 @@ impl<S: LockStore> Purger<S> {
         report
     }
 
-    /// Runs on the current tokio runtime until [`PurgerHandle::stop`].
+    /// Runs on the current tokio runtime until [`PurgerHandle::stop`], or until the handle
+    /// is dropped.
+    #[must_use = "dropping the handle stops the purger"]
     pub fn spawn(self) -> PurgerHandle {
         let stop = CancellationToken::new();
         let task = tokio::spawn(self.run(stop.clone()));
@@ -104,8 +106,9 @@ impl<S: LockStore> Purger<S> {
     }
 }
 
-/// A running purger.
+/// A running purger. Dropping it stops the purger (after the purge in flight, if any).
 #[derive(Debug)]
+#[must_use = "dropping the handle stops the purger"]
 pub struct PurgerHandle {
     stop: CancellationToken,
     task: JoinHandle<PurgerReport>,
@@ -113,14 +116,20 @@ pub struct PurgerHandle {
 
 impl PurgerHandle {
     /// Stops the purger (after the purge in flight, if any) and returns its report.
-    pub async fn stop(self) -> PurgerReport {
+    pub async fn stop(mut self) -> PurgerReport {
         self.stop.cancel();
-        match self.task.await {
+        match (&mut self.task).await {
             Ok(report) => report,
             // The loop does not panic on its own; a panic in the backend is re-raised here.
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             Err(_) => PurgerReport::default(),
         }
+    }
+}
+
+impl Drop for PurgerHandle {
+    fn drop(&mut self) {
+        self.stop.cancel();
     }
 }
 

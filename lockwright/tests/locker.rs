@@ -480,6 +480,25 @@ async fn bad_configuration_is_rejected() {
             ..
         })
     ));
+    // Each error names the configuration's own field.
+    let mut c = LockerConfig::default();
+    c.max_renew_attempts = 0;
+    assert!(matches!(
+        Locker::new(client(), c),
+        Err(Error::InvalidArgument {
+            field: "max_renew_attempts",
+            ..
+        })
+    ));
+    let mut c = LockerConfig::default();
+    c.renew_retry = Duration::ZERO;
+    assert!(matches!(
+        Locker::new(client(), c),
+        Err(Error::InvalidArgument {
+            field: "renew_retry",
+            ..
+        })
+    ));
     let mut c = LockerConfig::default();
     c.renew_batch_fraction = 0.6;
     assert!(matches!(

@@ -166,3 +166,22 @@ fn generated_lock_ids_are_valid_and_distinct() {
     );
     assert!(LockId::new(ids.iter().next().unwrap().as_str()).is_ok());
 }
+
+/// Dropping the handle stops the purger: it used to run on for good.
+#[tokio::test(start_paused = true)]
+async fn dropping_the_handle_stops_the_purger() {
+    let store = HalfBrokenStore {
+        inner: MemStore::new(),
+        purges: AtomicU32::new(0),
+    };
+    let client = Client::new(store);
+    let handle = Purger::new(client.clone(), Duration::from_secs(1))
+        .unwrap()
+        .spawn();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let purges = || client.store().purges.load(Ordering::SeqCst);
+    assert_eq!(purges(), 2);
+    drop(handle);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(purges(), 2, "no purge after the handle was dropped");
+}
