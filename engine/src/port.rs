@@ -52,8 +52,9 @@ pub trait LockStore: Send + Sync + 'static {
     ) -> impl Future<Output = Result<LockStatus, Error>> + Send;
 
     /// Renews each of `locks` as [`LockStore::renew_one`] would, independently of the
-    /// others, and returns each one's outcome in the same order; a constant number of
-    /// round trips for the whole batch where the backend allows. `Err` when the batch as a
+    /// others (one refusal does not stop the rest), all at one instant and atomically, and
+    /// returns each one's outcome in the same order; a constant number of round trips for
+    /// the whole batch where the backend allows. `Err` when the batch as a
     /// whole failed (then nothing is known to have been renewed).
     fn renew_many(
         &self,

@@ -85,11 +85,14 @@ impl MemStore {
     }
 
     fn shard_of(&self, resource: &str) -> &Mutex<LockTable> {
+        &self.shards[self.shard_index(resource)]
+    }
+
+    fn shard_index(&self, resource: &str) -> usize {
         let mut h = DefaultHasher::new();
         resource.hash(&mut h);
         // The modulus is below the shard count, which fits in usize.
-        let i = (h.finish() % self.shards.len() as u64) as usize;
-        &self.shards[i]
+        (h.finish() % self.shards.len() as u64) as usize
     }
 
     fn lock_all(&self) -> Vec<MutexGuard<'_, LockTable>> {
@@ -176,11 +179,13 @@ impl LockStore for MemStore {
         margin: Duration,
     ) -> Result<Vec<Result<LockStatus, Error>>, Error> {
         let _span = tracing::debug_span!("mem.renew_many", locks = locks.len()).entered();
+        // One batch at one instant, all shards held: as atomic as MongoDB's transaction.
+        let mut shards = self.lock_all();
         let now = self.clock.now();
         Ok(locks
             .iter()
             .map(|r| {
-                lock(self.shard_of(r.resource.as_str())).renew_one(
+                shards[self.shard_index(r.resource.as_str())].renew_one(
                     &r.resource,
                     &r.lock_id,
                     r.ttl,
