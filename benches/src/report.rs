@@ -144,6 +144,21 @@ impl Run<'_> {
         Some((smallest, label))
     }
 
+    /// A MongoDB benchmark judged against the baseline: its record, the baseline's, its
+    /// commands per operation, and its ratio to the baseline (the interleaved one when the
+    /// bench took it, else criterion's).
+    fn against_baseline(&self, function: &str) -> Option<(&Record, &Record, f64, f64)> {
+        let r = self.one("store_mongo", function)?;
+        let b = self.one("store_mongo", "baseline")?;
+        let cmds = r.commands?;
+        let ratio = r
+            .extra
+            .get("paired_ratio")
+            .copied()
+            .or_else(|| self.ratio(r, b))?;
+        Some((r, b, cmds, ratio))
+    }
+
     fn ratio(&self, r: &Record, to: &Record) -> Option<f64> {
         Some(self.median(r)? / self.median(to)?)
     }
@@ -176,22 +191,7 @@ impl Run<'_> {
              upsert), measured interleaved with it so both see the same machine; criterion's \
              two medians, taken seconds apart, are shown too"
         );
-        let (Some(r), Some(b)) = (
-            self.one("store_mongo", function),
-            self.one("store_mongo", "baseline"),
-        ) else {
-            return not_measured(target, threshold);
-        };
-        let Some(cmds) = r.commands else {
-            return not_measured(target, threshold);
-        };
-        // The interleaved ratio when the bench took one, else criterion's.
-        let Some(ratio) = r
-            .extra
-            .get("paired_ratio")
-            .copied()
-            .or_else(|| self.ratio(r, b))
-        else {
+        let Some((r, b, cmds, ratio)) = self.against_baseline(function) else {
             return not_measured(target, threshold);
         };
         let ok = (cmds - 1.0).abs() < 1e-9 && ratio <= GRANT_RATIO;
@@ -258,21 +258,7 @@ impl Run<'_> {
              upsert), measured interleaved with it so both see the same machine; criterion's \
              two medians are shown too"
         );
-        let (Some(r), Some(b)) = (
-            self.one("store_mongo", "acquire_release"),
-            self.one("store_mongo", "baseline"),
-        ) else {
-            return not_measured(target, threshold);
-        };
-        let Some(cmds) = r.commands else {
-            return not_measured(target, threshold);
-        };
-        let Some(ratio) = r
-            .extra
-            .get("paired_ratio")
-            .copied()
-            .or_else(|| self.ratio(r, b))
-        else {
+        let Some((r, b, cmds, ratio)) = self.against_baseline("acquire_release") else {
             return not_measured(target, threshold);
         };
         let ok = (cmds - 2.0).abs() < 1e-9 && ratio <= CYCLE_RATIO;
