@@ -67,7 +67,7 @@ use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput};
-use lockwright::{Access, Client as LockClient, DEFAULT_RENEW_MARGIN, Locker, LockerConfig};
+use lockwright::{Client as LockClient, DEFAULT_RENEW_MARGIN, LockOptions, Locker, LockerConfig};
 use lockwright_benches::results::load_average;
 use lockwright_benches::{Meta, Record, RunMode};
 use lockwright_engine::{
@@ -1721,7 +1721,7 @@ async fn hold_guards(
         let (locker, ttl) = (locker.clone(), hold.ttl);
         acquiring.spawn(async move {
             locker
-                .try_acquire(&format!("held/{i:04}"), Access::Exclusive, ttl)
+                .try_acquire(&format!("held/{i:04}"), &LockOptions::exclusive(ttl))
                 .await
                 .unwrap()
         });

@@ -13,13 +13,20 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// Why a lock operation did not succeed.
 ///
 /// Refusals that follow from the lock rules (`AlreadyLocked`, `LockNotFound`,
-/// `NotRenewable`) are distinct from bad input (`InvalidArgument`) and from failures of the
-/// backend (`Backend`, `Malformed`, `Misconfigured`); a transport failure is never reported
-/// as "not found". Messages never contain lock ids: they are secrets.
+/// `NotRenewable`) are distinct from bad input (`InvalidArgument`), from the `Locker`'s own
+/// ends (`Shutdown`, `Timeout`) and from failures of the backend (`Backend`, `Malformed`,
+/// `Skipped`, `PurgeIncomplete`, `Misconfigured`); a transport failure is never reported as
+/// "not found". Each variant says when it happens and whether retrying can help.
+///
+/// Neither `Display` nor `Debug` shows a lock id (they are secrets: [`LockId`](crate::LockId)
+/// prints a short tag), and names read from the store are shown with control characters
+/// escaped, so a resource name cannot forge a log line.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// An argument broke a documented bound; `field` names it.
+    /// An argument broke a documented bound (an empty or too long name, a zero or huge TTL,
+    /// a zero limit, a bad configuration value); `field` names it. Nothing was sent to the
+    /// store. Retrying the same call cannot help: fix the argument.
     #[error("invalid argument `{field}`: {reason}")]
     InvalidArgument {
         /// The offending argument or field.
@@ -27,24 +34,46 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
-    /// The resource holds a live lock that conflicts with the request.
+    /// The resource holds a live lock that conflicts with the request (an exclusive lock, or
+    /// shared locks up to the limit). Nothing was written. Retrying helps once the holders
+    /// release or their locks expire (the `Locker`'s `acquire` waits for that).
     #[error("resource `{resource}` is already locked")]
     AlreadyLocked {
         /// The resource that was asked for.
         resource: Resource,
     },
-    /// The lock id holds no lock.
+    /// The lock id holds no lock: it was released, purged, taken over after it expired, or
+    /// never granted. Retrying cannot help: the locks are gone.
     #[error("no lock is held under this lock id")]
     LockNotFound,
     /// At least one lock of the group is expired or within the renew margin; nothing was
-    /// renewed where the backend is atomic.
+    /// renewed where the backend is atomic. Retrying cannot help: take the locks again.
     #[error("{} lock(s) of the group are expired or within the renew margin", locks.len())]
     NotRenewable {
         /// The locks that could not be renewed, as they were.
         locks: Vec<LockStatus>,
     },
-    /// A stored document does not follow the schema.
-    #[error("stored document for resource `{resource}` is malformed at `{field}`: {reason}")]
+    /// A `Locker` was shut down before or while this call ran: it takes no new work and
+    /// renews nothing. Retrying on that locker cannot help; make a new one.
+    #[error("the locker has been shut down")]
+    Shutdown,
+    /// A `Locker`'s `acquire_until` reached its deadline without a grant: the lock stayed
+    /// held by others, or the store did not grant it in time. No lock is left behind.
+    /// Retrying later may succeed.
+    #[error("gave up waiting for resource `{resource}` at the deadline")]
+    Timeout {
+        /// The resource that was asked for.
+        resource: Resource,
+    },
+    /// A stored document does not follow the schema (another client wrote it, or it was
+    /// edited by hand); the operation left it untouched. Retrying cannot help until the
+    /// document is repaired or removed.
+    #[error(
+        "stored document for resource `{}` is malformed at `{}`: {}",
+        Escaped(resource),
+        Escaped(field),
+        Escaped(reason)
+    )]
     Malformed {
         /// The resource named by the document (or a placeholder when even that is unreadable).
         resource: String,
@@ -53,13 +82,18 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
-    /// The backend is set up in a way that would make locking unsafe.
+    /// The backend is set up in a way that would make locking unsafe or impossible (no
+    /// unique index, a standalone server, a write concern below majority, an illegal
+    /// collection name); `reason` says how to fix it. Retrying cannot help until it is fixed.
     #[error("backend misconfigured: {reason}")]
     Misconfigured {
         /// What is wrong and how to fix it.
         reason: String,
     },
-    /// The backend failed (transport, timeout, server error).
+    /// The backend failed (unreachable server, timeout, server error). The source says why,
+    /// as the server's error code, code name and a short message, never its raw reply. A
+    /// write may or may not have been applied when the source says its outcome is unknown.
+    /// Retrying may help (the `Locker` retries renewals and releases itself).
     #[error("{operation} failed in the backend")]
     Backend {
         /// The lock operation that was running.
@@ -84,7 +118,8 @@ pub enum Error {
         /// The documents it left alone, and why.
         skipped: Vec<MalformedDocument>,
     },
-    /// Purge removed some locks and then failed; `removed` lists what is gone.
+    /// Purge removed some locks and then failed; `removed` lists what is gone and `source`
+    /// says why it stopped. Retrying (the next purge) removes the rest.
     #[error("purge failed after removing {} lock(s)", removed.len())]
     PurgeIncomplete {
         /// Everything this purge removed before the failure.
@@ -112,7 +147,9 @@ impl fmt::Display for MalformedDocument {
         write!(
             f,
             "resource `{}` at `{}`: {}",
-            self.resource, self.field, self.reason
+            Escaped(&self.resource),
+            Escaped(&self.field),
+            Escaped(&self.reason)
         )
     }
 }
@@ -124,6 +161,26 @@ impl From<MalformedDocument> for Error {
             field: m.field,
             reason: m.reason,
         }
+    }
+}
+
+/// Shows a name with its control characters escaped (a newline as `\n`), so a name read
+/// from the store or given by a caller cannot forge a line of a log or a report.
+pub struct Escaped<'a>(pub &'a str);
+
+impl fmt::Display for Escaped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use fmt::Write as _;
+        for c in self.0.chars() {
+            if c.is_control() {
+                for e in c.escape_default() {
+                    f.write_char(e)?;
+                }
+            } else {
+                f.write_char(c)?;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -85,6 +85,19 @@ impl LockDetails {
         self.ttl = Some(ttl);
         self
     }
+
+    /// Checks every field, as a lock request does.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming the first bad field: `owner`, `host`, `comment` (empty or
+    /// over [`MAX_DETAIL_LEN`] bytes) or `ttl` (zero, under 1 ms, or over 100 years).
+    pub fn check(&self) -> Result<(), Error> {
+        check_detail("owner", self.owner.as_ref())?;
+        check_detail("host", self.host.as_ref())?;
+        check_detail("comment", self.comment.as_ref())?;
+        self.ttl.map(Ttl::new).transpose()?;
+        Ok(())
+    }
 }
 
 fn check_detail(field: &'static str, value: Option<&String>) -> Result<(), Error> {
@@ -129,9 +142,7 @@ impl LockRequest {
     pub fn new(resource: &str, lock_id: &str, details: &LockDetails) -> Result<Self, Error> {
         let resource = Resource::new(resource)?;
         let lock_id = LockId::new(lock_id)?;
-        check_detail("owner", details.owner.as_ref())?;
-        check_detail("host", details.host.as_ref())?;
-        check_detail("comment", details.comment.as_ref())?;
+        details.check()?;
         let ttl = details.ttl.map(Ttl::new).transpose()?;
         Ok(LockRequest {
             resource,

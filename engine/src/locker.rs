@@ -34,13 +34,31 @@ use serde::{Deserialize, Serialize};
 use crate::error::Error;
 use crate::holder::trust_until;
 use crate::lease::{LeaseConfig, LeaseEvent, LeaseKey, LeaseSchedule, LostCause};
-use crate::lock::{LockStatus, Renewal};
+use crate::lock::{LockDetails, LockStatus, Renewal};
 use crate::mutants::{self, Mutant};
 use crate::names::{LockId, Resource};
 use crate::time::{Ttl, duration_millis};
 
 /// The number of one request the core asked for, to match its reply.
 pub type RequestId = u64;
+
+/// Who takes a lock (owner, host, comment; the TTL is the acquire's), shared by every
+/// attempt of one acquire. The core does not read it: it travels to the store with each
+/// lock request.
+pub type Who = Arc<LockDetails>;
+
+/// What one acquire asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ask {
+    /// What to lock.
+    pub resource: Resource,
+    /// How.
+    pub access: Access,
+    /// The lease of each grant.
+    pub ttl: Ttl,
+    /// Who is asking.
+    pub who: Who,
+}
 
 /// What to lock: one holder, or one of at most `limit` holders (`None`: no limit).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -176,7 +194,7 @@ pub enum Wait {
     No,
     /// Ask again after every refusal, stale grant or unanswered attempt, without end.
     Forever,
-    /// As `Forever`, giving up with `AlreadyLocked` at this local instant (ms).
+    /// As `Forever`, giving up with `Timeout` at this local instant (ms).
     Until(u64),
 }
 
@@ -193,6 +211,8 @@ pub enum Request {
         lock_id: LockId,
         /// The lease.
         ttl: Ttl,
+        /// Who is asking (owner, host, comment), recorded with the lock.
+        details: Who,
     },
     /// Renew the one lock `lock_id` holds on `resource` for `ttl` (each attempt's lock id
     /// is fresh, so the group is that one lock).
@@ -338,9 +358,7 @@ pub enum Event {
 
 #[derive(Debug)]
 struct Acquire {
-    resource: Resource,
-    access: Access,
-    ttl: Ttl,
+    ask: Ask,
     wait: Wait,
     backoff_ms: u64,
     attempt: Option<RequestId>,
@@ -461,18 +479,10 @@ impl<R: RngCore> LockerCore<R> {
 
     /// Starts acquiring `resource` under the caller's unique `key`; the first request is
     /// ready at once. Ends with [`Event::Acquired`] or [`Event::AcquireFailed`].
-    pub fn acquire(
-        &mut self,
-        key: LeaseKey,
-        resource: Resource,
-        access: Access,
-        ttl: Ttl,
-        wait: Wait,
-        now: u64,
-    ) {
+    pub fn acquire(&mut self, key: LeaseKey, ask: Ask, wait: Wait, now: u64) {
         let error = if self.shut_down {
-            Some(Error::invalid("locker", "has been shut down"))
-        } else if trust_until(0, ttl, self.config.drift_margin).is_none() {
+            Some(Error::Shutdown)
+        } else if trust_until(0, ask.ttl, self.config.drift_margin).is_none() {
             Some(Error::invalid(
                 "ttl",
                 "must be longer than the locker's drift margin",
@@ -492,9 +502,7 @@ impl<R: RngCore> LockerCore<R> {
         self.acquires.insert(
             key,
             Acquire {
-                resource,
-                access,
-                ttl,
+                ask,
                 wait,
                 backoff_ms: duration_millis(self.config.initial_backoff).max(1),
                 attempt: None,
@@ -544,7 +552,7 @@ impl<R: RngCore> LockerCore<R> {
         for key in std::mem::take(&mut self.acquires).into_keys() {
             self.events.push_back(Event::AcquireFailed {
                 key,
-                error: Error::invalid("locker", "has been shut down"),
+                error: Error::Shutdown,
             });
         }
         for (&key, held) in &mut self.held {
@@ -615,8 +623,8 @@ impl<R: RngCore> LockerCore<R> {
                     if let Some(a) = self.acquires.remove(&key) {
                         self.events.push_back(Event::AcquireFailed {
                             key,
-                            error: Error::AlreadyLocked {
-                                resource: a.resource,
+                            error: Error::Timeout {
+                                resource: a.ask.resource,
                             },
                         });
                     }
@@ -698,7 +706,12 @@ impl<R: RngCore> LockerCore<R> {
         let Some(a) = self.acquires.get(&key) else {
             return;
         };
-        let (resource, access, ttl) = (a.resource.clone(), a.access, a.ttl);
+        let Ask {
+            resource,
+            access,
+            ttl,
+            who: details,
+        } = a.ask.clone();
         let bits = (u128::from(self.rng.next_u64()) << 64) | u128::from(self.rng.next_u64());
         let lock_id = LockId::from_random(bits);
         // Checked in `acquire`: the TTL is longer than the margin.
@@ -714,6 +727,7 @@ impl<R: RngCore> LockerCore<R> {
                 access,
                 lock_id,
                 ttl,
+                details,
             },
             Purpose::Lock { key, grant },
             deadline,
@@ -1038,9 +1052,18 @@ mod tests {
         Ttl::new(Duration::from_millis(1_000)).unwrap()
     }
 
+    fn ask(resource: Resource) -> Ask {
+        Ask {
+            resource,
+            access: Access::Exclusive,
+            ttl: ttl(),
+            who: Who::default(),
+        }
+    }
+
     fn acquire(core: &mut LockerCore<StdRng>, key: LeaseKey, wait: Wait, now: u64) -> Transmit {
         let resource = Resource::new("job").unwrap();
-        core.acquire(key, resource, Access::Exclusive, ttl(), wait, now);
+        core.acquire(key, ask(resource), wait, now);
         core.poll_transmit().expect("a lock request")
     }
 
@@ -1323,7 +1346,7 @@ mod tests {
                 ev[..],
                 [Event::AcquireFailed {
                     key: 1,
-                    error: Error::AlreadyLocked { .. }
+                    error: Error::Timeout { .. }
                 }]
             ),
             "{ev:?}"
@@ -1342,14 +1365,7 @@ mod tests {
         c.handle_reply(t.id, grant(&t), 10);
         events(&mut c);
         c.shutdown();
-        c.acquire(
-            2,
-            Resource::new("job").unwrap(),
-            Access::Exclusive,
-            ttl(),
-            Wait::Forever,
-            20,
-        );
+        c.acquire(2, ask(Resource::new("job").unwrap()), Wait::Forever, 20);
         let ev = events(&mut c);
         assert!(
             matches!(
@@ -1359,7 +1375,10 @@ mod tests {
                         key: 1,
                         how: Ended::Cancelled
                     },
-                    Event::AcquireFailed { key: 2, .. }
+                    Event::AcquireFailed {
+                        key: 2,
+                        error: Error::Shutdown
+                    }
                 ]
             ),
             "{ev:?}"

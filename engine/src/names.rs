@@ -5,7 +5,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use smol_str::SmolStr;
 
-use crate::error::Error;
+use crate::error::{Error, Escaped};
 
 /// The longest resource name accepted, in UTF-8 bytes.
 pub const MAX_RESOURCE_LEN: usize = 512;
@@ -87,12 +87,6 @@ macro_rules! validated_name {
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-
     };
 }
 
@@ -115,6 +109,14 @@ validated_name!(
     MAX_LOCK_ID_LEN
 );
 
+/// The name with its control characters escaped (a newline shows as `\n`), so a name
+/// cannot forge a line of a log or a report; [`Resource::as_str`] is the exact value.
+impl fmt::Display for Resource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&Escaped(&self.0), f)
+    }
+}
+
 impl fmt::Debug for Resource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Resource({:?})", self.0)
@@ -122,20 +124,31 @@ impl fmt::Debug for Resource {
 }
 
 /// Redacted: a lock id is a secret, and `Debug` output ends up in logs and in the report of
-/// a `main` that returns an error. Shows a short tag instead (16 bits of a hash: enough to
-/// tell lock ids apart in one report, far too little to recover or guess one); the value
+/// a `main` that returns an error. Shows the short [`LockId::tag`] instead; the value
 /// itself is [`LockId::as_str`].
 impl fmt::Debug for LockId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "LockId(#{:04x}, redacted)", self.tag())
+        write!(f, "LockId({}, redacted)", self.tag())
+    }
+}
+
+/// Redacted as `Debug` is: shows the short [`LockId::tag`], never the value.
+impl fmt::Display for LockId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.tag())
     }
 }
 
 impl LockId {
-    /// The short tag `Debug` shows in place of the value.
-    fn tag(&self) -> u64 {
+    /// A short tag that stands for the lock id in logs and reports, such as `#3f9a`: 16
+    /// bits of a fixed hash, enough to tell the lock ids of one report apart and far too
+    /// few to recover or guess the value.
+    #[must_use]
+    pub fn tag(&self) -> String {
         use std::hash::BuildHasher;
-        foldhash::fast::FixedState::with_seed(0x6c6f_636b_7772_6967).hash_one(self.0.as_str()) >> 48
+        let hash =
+            foldhash::fast::FixedState::with_seed(0x6c6f_636b_7772_6967).hash_one(self.0.as_str());
+        format!("#{:04x}", hash >> 48)
     }
 
     /// A lock id from 128 bits the caller drew from a cryptographically secure generator,
@@ -171,12 +184,22 @@ mod tests {
     }
 
     #[test]
+    fn resources_show_control_characters_escaped() {
+        let forged = Resource::new("job\nINFO granted to mallory").unwrap();
+        assert_eq!(forged.to_string(), "job\\nINFO granted to mallory");
+        assert_eq!(forged.as_str(), "job\nINFO granted to mallory");
+        assert_eq!(Resource::new("tenant-é").unwrap().to_string(), "tenant-é");
+    }
+
+    #[test]
     fn debug_never_shows_a_lock_id() {
         let secret = LockId::from_random(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef);
         let shown = format!("{secret:?} {:?}", vec![secret.clone()]);
         assert!(!shown.contains(secret.as_str()), "{shown}");
         assert!(!shown.contains("0123"), "no part of it either: {shown}");
         assert!(shown.starts_with("LockId(#"), "{shown}");
+        assert_eq!(secret.to_string(), secret.tag());
+        assert_eq!(secret.tag().len(), 5);
         let other = LockId::new("another").unwrap();
         assert_ne!(
             format!("{secret:?}"),

@@ -49,8 +49,8 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use lockwright::{
-    Access, Client, Ended, Error, Filter, LockDetails, LockGuard, LockId, Locker, LockerConfig,
-    MongoStore, generate_lock_id,
+    Access, Client, Ended, Error, Filter, LockDetails, LockGuard, LockId, LockOptions, Locker,
+    LockerConfig, MongoStore, generate_lock_id,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -591,12 +591,12 @@ async fn locker_task(id: usize, sh: Shared, locker: Locker<MongoStore>) {
         let deadline = tokio::time::Instant::now() + Duration::from_millis(args.acquire_wait_ms);
         let acquired = tokio::time::timeout(
             args.op_timeout(),
-            locker.acquire_until(&name, access, ttl, deadline),
+            locker.acquire_until(&name, &LockOptions::new(access, ttl), deadline),
         )
         .await;
         let guard = match acquired {
             Ok(Ok(guard)) => guard,
-            Ok(Err(Error::AlreadyLocked { .. })) => {
+            Ok(Err(Error::Timeout { .. })) => {
                 sh.obs().refusals += 1;
                 continue;
             }

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use lockwright::{Access, Client, Error, Locker, LockerConfig, MemStore};
+use lockwright::{Client, Error, LockOptions, Locker, LockerConfig, MemStore};
 
 /// A downstream system that accepts a write only with a fence at least as high as every
 /// fence it accepted before for the same key.
@@ -65,7 +65,10 @@ async fn main() -> Result<(), Error> {
 
     // Meanwhile the lock expired; B takes it over and writes.
     let b = locker
-        .acquire("invoice-42", Access::Exclusive, Duration::from_secs(2))
+        .acquire(
+            "invoice-42",
+            &LockOptions::exclusive(Duration::from_secs(2)),
+        )
         .await?;
     println!("B took invoice-42 over with fence {}", b.fence());
     downstream

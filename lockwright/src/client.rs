@@ -216,8 +216,15 @@ impl<S: LockStore> Client<S> {
     }
 }
 
-/// A fresh lock id: 128 bits from the operating system's secure generator, in hex.
+/// A fresh lock id: 128 bits read straight from the operating system's secure generator
+/// (`getrandom`: the `getrandom(2)` system call on Linux), written as 32 hex digits.
+///
+/// # Panics
+/// When the operating system's generator fails, which a working host never does: a lock id
+/// from anything weaker would not be a secret.
 #[must_use]
 pub fn generate_lock_id() -> LockId {
-    LockId::from_random(rand::random::<u128>())
+    let mut bits = [0u8; 16];
+    getrandom::fill(&mut bits).expect("the operating system's random generator failed");
+    LockId::from_random(u128::from_le_bytes(bits))
 }

@@ -34,10 +34,12 @@
 
 mod client;
 mod locker;
+mod options;
 mod purger;
 
 pub use client::{Client, DEFAULT_RENEW_MARGIN, generate_lock_id};
 pub use locker::{Access, Ended, LockGuard, Locker, LockerConfig, LockerStats};
+pub use options::LockOptions;
 pub use purger::{Purger, PurgerHandle, PurgerReport};
 
 pub use lockwright_engine as engine;

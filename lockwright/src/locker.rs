@@ -16,14 +16,17 @@ use std::time::Duration;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use lockwright_engine::lease::LeaseKey;
 pub use lockwright_engine::locker::{Access, Ended, LockerConfig, LockerStats};
-use lockwright_engine::locker::{Event, LockerCore, Reply, Request, RequestId, Transmit, Wait};
-use lockwright_engine::{Error, LockDetails, LockId, LockStatus, LockStore, Resource, Ttl};
-use rand::SeedableRng;
-use rand::rngs::StdRng;
+use lockwright_engine::locker::{
+    Ask, Event, LockerCore, Reply, Request, RequestId, Transmit, Wait, Who,
+};
+use lockwright_engine::{
+    Error, LockDetails, LockId, LockStatus, LockStore, Resource, SharedLimit, Ttl,
+};
+use rand_core::{OsRng, UnwrapErr};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-use crate::Client;
+use crate::{Client, LockOptions};
 
 /// What a guard sees of its lease: how it ended, if it has, and the local instant (ms since
 /// the locker started) until which the lock may be trusted.
@@ -36,9 +39,7 @@ struct LeaseView {
 enum Command<S: LockStore> {
     Acquire {
         key: LeaseKey,
-        resource: Resource,
-        access: Access,
-        ttl: Ttl,
+        ask: Ask,
         wait: Wait,
         reply: oneshot::Sender<Result<LockGuard<S>, Error>>,
     },
@@ -75,10 +76,6 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn shut_down() -> Error {
-    Error::invalid("locker", "has been shut down")
-}
-
 /// Acquires locks, renews them all from one background task, and tells holders when a lock
 /// is lost. Cloning shares the locker. The task ends when the last handle and guard are
 /// gone and every release has finished.
@@ -87,10 +84,11 @@ fn shut_down() -> Error {
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), lockwright::Error> {
 /// use std::time::Duration;
-/// use lockwright::{Access, Client, Locker, LockerConfig, MemStore};
+/// use lockwright::{Client, LockOptions, Locker, LockerConfig, MemStore};
 ///
 /// let locker = Locker::new(Client::new(MemStore::new()), LockerConfig::default())?;
-/// let guard = locker.acquire("nightly-report", Access::Exclusive, Duration::from_secs(10)).await?;
+/// let options = LockOptions::exclusive(Duration::from_secs(10)).owner("report-job");
+/// let guard = locker.acquire("nightly-report", &options).await?;
 /// tokio::select! {
 ///     ended = guard.lost() => eprintln!("stop working: {ended}"),
 ///     () = async { /* the work, writing with guard.fence() */ } => {}
@@ -133,8 +131,9 @@ impl<S: LockStore> Locker<S> {
     /// # Panics
     /// Outside a tokio runtime.
     pub fn new(client: Client<S>, config: LockerConfig) -> Result<Self, Error> {
-        // Lock ids are secrets: a cryptographic generator seeded by the OS.
-        let core = LockerCore::new(config.clone(), StdRng::from_os_rng())?;
+        // Lock ids are secrets: every random bit (lock ids and backoff jitter alike) comes
+        // from the operating system's generator.
+        let core = LockerCore::new(config.clone(), UnwrapErr(OsRng))?;
         let (commands, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             client,
@@ -163,26 +162,27 @@ impl<S: LockStore> Locker<S> {
     }
 
     /// Stops renewing: every held lock ends with [`Ended::Cancelled`] (its lease then runs
-    /// out in the store), acquires under way fail, and new ones are refused. Locks are not
+    /// out in the store), acquires under way fail and new ones are refused, both with
+    /// [`Error::Shutdown`]. Locks are not
     /// released; release them first to free them at once (releasing a guard still works
     /// after shutdown).
     pub fn shutdown(&self) {
         self.shared.stop.cancel();
     }
 
-    /// Tries once to take the lock, without waiting.
+    /// Tries once to take the lock on `resource` as `options` say, without waiting.
     ///
     /// # Errors
-    /// `AlreadyLocked` when it is held; `InvalidArgument` for bad arguments (including a TTL
-    /// not longer than the drift margin) or after shutdown; backend errors, including a
-    /// grant whose reply came too late to trust (it is released).
+    /// `AlreadyLocked` when it is held; `InvalidArgument` for bad arguments (`resource`,
+    /// `owner`, `host`, `comment`, `limit`, or a `ttl` not longer than the drift margin);
+    /// `Shutdown` after [`Locker::shutdown`]; backend errors, including a grant whose reply
+    /// came too late to trust (it is released).
     pub async fn try_acquire(
         &self,
         resource: &str,
-        access: Access,
-        ttl: Duration,
+        options: &LockOptions,
     ) -> Result<LockGuard<S>, Error> {
-        self.start(resource, access, ttl, |_| Wait::No).await
+        self.start(resource, options, |_| Wait::No).await
     }
 
     /// Takes the lock, waiting with jittered exponential backoff while it is held by others
@@ -195,24 +195,22 @@ impl<S: LockStore> Locker<S> {
     pub async fn acquire(
         &self,
         resource: &str,
-        access: Access,
-        ttl: Duration,
+        options: &LockOptions,
     ) -> Result<LockGuard<S>, Error> {
-        self.start(resource, access, ttl, |_| Wait::Forever).await
+        self.start(resource, options, |_| Wait::Forever).await
     }
 
-    /// As [`Locker::acquire`], giving up with `AlreadyLocked` at `deadline`.
+    /// As [`Locker::acquire`], giving up at `deadline`.
     ///
     /// # Errors
-    /// As [`Locker::acquire`], and `AlreadyLocked` when the deadline passes.
+    /// As [`Locker::acquire`], and [`Error::Timeout`] when the deadline passes first.
     pub async fn acquire_until(
         &self,
         resource: &str,
-        access: Access,
-        ttl: Duration,
+        options: &LockOptions,
         deadline: Instant,
     ) -> Result<LockGuard<S>, Error> {
-        self.start(resource, access, ttl, |shared| {
+        self.start(resource, options, |shared| {
             Wait::Until(millis(deadline.saturating_duration_since(shared.epoch)))
         })
         .await
@@ -221,12 +219,17 @@ impl<S: LockStore> Locker<S> {
     async fn start(
         &self,
         resource: &str,
-        access: Access,
-        ttl: Duration,
+        options: &LockOptions,
         wait: impl FnOnce(&Shared<S>) -> Wait,
     ) -> Result<LockGuard<S>, Error> {
         let resource = Resource::new(resource)?;
-        let ttl = Ttl::new(ttl)?;
+        let ttl = Ttl::new(options.ttl)?;
+        let details = options.details();
+        details.check()?;
+        let access = options.access;
+        if let Access::Shared(limit) = access {
+            limit.map(SharedLimit::new).transpose()?;
+        }
         let config = &self.shared.config;
         let left_at_renewal = ttl.as_duration().mul_f64(1.0 - config.renew_fraction);
         if left_at_renewal <= self.shared.client.renew_margin() {
@@ -244,13 +247,16 @@ impl<S: LockStore> Locker<S> {
         let (reply, answer) = oneshot::channel();
         let command = Command::Acquire {
             key,
-            resource,
-            access,
-            ttl,
+            ask: Ask {
+                resource,
+                access,
+                ttl,
+                who: Who::new(details),
+            },
             wait: wait(&self.shared),
             reply,
         };
-        self.commands.send(command).map_err(|_| shut_down())?;
+        self.commands.send(command).map_err(|_| Error::Shutdown)?;
         // Armed until the answer arrives: if this future is dropped, the core abandons the
         // acquire and releases whatever its request in flight is granted.
         let mut cancel = CancelOnDrop {
@@ -258,7 +264,7 @@ impl<S: LockStore> Locker<S> {
             key,
             armed: true,
         };
-        let result = answer.await.unwrap_or_else(|_| Err(shut_down()));
+        let result = answer.await.unwrap_or_else(|_| Err(Error::Shutdown));
         cancel.armed = false;
         result
     }
@@ -360,8 +366,8 @@ impl<S: LockStore> LockGuard<S> {
         self.locker
             .commands
             .send(command)
-            .map_err(|_| shut_down())?;
-        answer.await.unwrap_or_else(|_| Err(shut_down()))
+            .map_err(|_| Error::Shutdown)?;
+        answer.await.unwrap_or_else(|_| Err(Error::Shutdown))
     }
 }
 
@@ -389,8 +395,9 @@ fn perform<S: LockStore>(client: Client<S>, t: Transmit, deadline: Instant) -> I
                     access,
                     lock_id,
                     ttl,
+                    details,
                 } => {
-                    let details = LockDetails::new().ttl(ttl.as_duration());
+                    let details = LockDetails::clone(&details).ttl(ttl.as_duration());
                     let granted = match access {
                         Access::Exclusive => {
                             client.xlock(resource.as_str(), &lock_id, &details).await
@@ -438,7 +445,7 @@ struct Outlets<S: LockStore> {
 /// requests; carries its events to callers and guards.
 async fn drive<S: LockStore>(
     shared: Arc<Shared<S>>,
-    mut core: LockerCore<StdRng>,
+    mut core: LockerCore<UnwrapErr<OsRng>>,
     commands: mpsc::WeakUnboundedSender<Command<S>>,
     mut inbox: mpsc::UnboundedReceiver<Command<S>>,
 ) {
@@ -476,9 +483,9 @@ async fn drive<S: LockStore>(
                 core.shutdown();
             }
             command = inbox.recv(), if open => match command {
-                Some(Command::Acquire { key, resource, access, ttl, wait, reply }) => {
+                Some(Command::Acquire { key, ask, wait, reply }) => {
                     outlets.acquiring.insert(key, reply);
-                    core.acquire(key, resource, access, ttl, wait, shared.now());
+                    core.acquire(key, ask, wait, shared.now());
                 }
                 Some(Command::Cancel { key }) => {
                     outlets.acquiring.remove(&key);
@@ -505,7 +512,7 @@ async fn drive<S: LockStore>(
 /// Acts on one event of the core.
 fn deliver<S: LockStore>(
     shared: &Arc<Shared<S>>,
-    core: &mut LockerCore<StdRng>,
+    core: &mut LockerCore<UnwrapErr<OsRng>>,
     commands: &mpsc::WeakUnboundedSender<Command<S>>,
     outlets: &mut Outlets<S>,
     event: Event,

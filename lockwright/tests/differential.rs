@@ -102,7 +102,9 @@ enum Outcome {
 fn outcome(result: Result<Vec<LockStatus>, Error>) -> Outcome {
     match result {
         Ok(locks) => Outcome::Locks(locks),
-        Err(Error::AlreadyLocked { resource }) => Outcome::AlreadyLocked(resource.to_string()),
+        Err(Error::AlreadyLocked { resource }) => {
+            Outcome::AlreadyLocked(resource.as_str().to_owned())
+        }
         Err(Error::LockNotFound) => Outcome::LockNotFound,
         Err(Error::NotRenewable { locks }) => Outcome::NotRenewable(locks),
         Err(other) => Outcome::Other(format!("{other:?}")),
@@ -382,7 +384,7 @@ fn locks(table: &LockTable) -> Vec<Row> {
                 (
                     r.to_string(),
                     mode,
-                    l.lock_id.to_string(),
+                    l.lock_id.as_str().to_owned(),
                     l.fence,
                     l.created_at,
                     l.expires_at,
@@ -396,7 +398,12 @@ fn locks(table: &LockTable) -> Vec<Row> {
 fn pairs_of(locks: &[LockStatus]) -> Vec<(String, String)> {
     locks
         .iter()
-        .map(|l| (l.resource.to_string(), l.lock_id.to_string()))
+        .map(|l| {
+            (
+                l.resource.as_str().to_owned(),
+                l.lock_id.as_str().to_owned(),
+            )
+        })
         .collect()
 }
 
@@ -524,7 +531,7 @@ fn check_properties(
                 .collect();
             for r in removed {
                 assert!(
-                    expired_groups.contains(&&r.lock_id.to_string()) && r.created_at < now,
+                    expired_groups.contains(&&r.lock_id.as_str().to_owned()) && r.created_at < now,
                     "purge_safety: removed {r:?} whose group had no expired lock"
                 );
             }
@@ -677,7 +684,10 @@ impl<B: Backend> StateMachineTest for Differential<B> {
             && matches!(step, Step::Xlock { .. } | Step::Slock { .. })
         {
             for l in granted {
-                let last = sys.fences.entry(l.resource.to_string()).or_insert(0);
+                let last = sys
+                    .fences
+                    .entry(l.resource.as_str().to_owned())
+                    .or_insert(0);
                 assert!(
                     l.fence > *last,
                     "fence_monotonic: {} after {last} on {}",

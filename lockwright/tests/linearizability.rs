@@ -126,8 +126,8 @@ struct Lock {
 impl From<&LockStatus> for Lock {
     fn from(s: &LockStatus) -> Self {
         Lock {
-            resource: s.resource.to_string(),
-            lock_id: s.lock_id.to_string(),
+            resource: s.resource.as_str().to_owned(),
+            lock_id: s.lock_id.as_str().to_owned(),
             mode: s.mode,
             fence: s.fence,
             expires_at: s.expires_at,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use lockwright::engine::{LockRequest, Renewal, Resource, SharedLimit, Ttl};
 use lockwright::store_mem::Clock;
 use lockwright::{
-    Access, Client, Ended, Error, Filter, LockId, LockStatus, LockStore, Locker, LockerConfig,
+    Client, Ended, Error, Filter, LockId, LockOptions, LockStatus, LockStore, Locker, LockerConfig,
     MemStore, MongoStore, Timestamp,
 };
 use lockwright_store_mongo::test_support;
@@ -191,13 +191,15 @@ async fn held<S: LockStore>(locker: &Locker<S>) -> usize {
 async fn auto_renewal_keeps_a_lock_for_many_ttls<B: Backend>() {
     let locker = locker::<B>().await;
     let guard = locker
-        .acquire("job", Access::Exclusive, B::TTL)
+        .acquire("job", &LockOptions::exclusive(B::TTL))
         .await
         .unwrap();
     tokio::time::sleep(B::TTL * 5).await;
     assert!(guard.is_held(), "{guard:?}");
     assert_eq!(guard.ended(), None);
-    let other = locker.try_acquire("job", Access::Exclusive, B::TTL).await;
+    let other = locker
+        .try_acquire("job", &LockOptions::exclusive(B::TTL))
+        .await;
     assert!(
         matches!(other, Err(Error::AlreadyLocked { .. })),
         "{other:?}"
@@ -213,7 +215,7 @@ async fn broken_backend_fires_lost_before_the_lease_expires<B: Backend>(hang: bo
     let locker = locker::<B>().await;
     let sent = Instant::now();
     let guard = locker
-        .acquire("job", Access::Exclusive, B::TTL)
+        .acquire("job", &LockOptions::exclusive(B::TTL))
         .await
         .unwrap();
     let store = locker.client().store();
@@ -240,7 +242,7 @@ async fn broken_backend_fires_lost_before_the_lease_expires<B: Backend>(hang: bo
 async fn refused_renewal_is_reported<B: Backend>() {
     let locker = locker::<B>().await;
     let guard = locker
-        .acquire("job", Access::Shared(Some(2)), B::TTL)
+        .acquire("job", &LockOptions::shared(Some(2), B::TTL))
         .await
         .unwrap();
     locker.client().unlock(guard.lock_id()).await.unwrap(); // behind the holder's back
@@ -251,17 +253,20 @@ async fn refused_renewal_is_reported<B: Backend>() {
 async fn cancelled_acquire_leaves_nothing_behind<B: Backend>() {
     let locker = locker::<B>().await;
     let holder = locker
-        .acquire("job", Access::Exclusive, B::TTL)
+        .acquire("job", &LockOptions::exclusive(B::TTL))
         .await
         .unwrap();
-    let waited =
-        tokio::time::timeout(B::TTL * 2, locker.acquire("job", Access::Exclusive, B::TTL)).await;
+    let waited = tokio::time::timeout(
+        B::TTL * 2,
+        locker.acquire("job", &LockOptions::exclusive(B::TTL)),
+    )
+    .await;
     assert!(waited.is_err(), "still held by the first guard");
     let deadline = Instant::now() + B::TTL;
     let gave_up = locker
-        .acquire_until("job", Access::Exclusive, B::TTL, deadline)
+        .acquire_until("job", &LockOptions::exclusive(B::TTL), deadline)
         .await;
-    assert!(matches!(gave_up, Err(Error::AlreadyLocked { .. })));
+    assert!(matches!(gave_up, Err(Error::Timeout { .. })));
     assert_eq!(held(&locker).await, 1, "only the holder's lock");
     holder.release().await.unwrap();
 
@@ -271,8 +276,11 @@ async fn cancelled_acquire_leaves_nothing_behind<B: Backend>() {
         .store()
         .slow_grant
         .store(true, Ordering::SeqCst);
-    let cancelled =
-        tokio::time::timeout(B::TTL / 4, locker.acquire("job", Access::Exclusive, B::TTL)).await;
+    let cancelled = tokio::time::timeout(
+        B::TTL / 4,
+        locker.acquire("job", &LockOptions::exclusive(B::TTL)),
+    )
+    .await;
     assert!(cancelled.is_err());
     assert_eq!(
         until_nothing_held(&locker, B::TTL).await,
@@ -298,7 +306,7 @@ async fn many_locks_one_task<B: Backend>(n: usize) {
     for i in 0..n {
         guards.push(
             locker
-                .try_acquire(&format!("r{i}"), Access::Exclusive, B::TTL)
+                .try_acquire(&format!("r{i}"), &LockOptions::exclusive(B::TTL))
                 .await
                 .unwrap(),
         );
@@ -330,14 +338,14 @@ async fn many_locks_one_task<B: Backend>(n: usize) {
 async fn release_is_idempotent_and_drop_releases<B: Backend>() {
     let locker = locker::<B>().await;
     let guard = locker
-        .acquire("a", Access::Exclusive, B::TTL)
+        .acquire("a", &LockOptions::exclusive(B::TTL))
         .await
         .unwrap();
     guard.release().await.unwrap();
     guard.release().await.unwrap();
     assert_eq!(guard.lost().await, Ended::Released);
     let dropped = locker
-        .acquire("b", Access::Exclusive, B::TTL)
+        .acquire("b", &LockOptions::exclusive(B::TTL))
         .await
         .unwrap();
     let fence = dropped.fence();
@@ -348,12 +356,59 @@ async fn release_is_idempotent_and_drop_releases<B: Backend>() {
         "dropping a guard releases in the background"
     );
     let again = locker
-        .acquire("b", Access::Exclusive, B::TTL)
+        .acquire("b", &LockOptions::exclusive(B::TTL))
         .await
         .unwrap();
     assert!(again.fence() > fence);
     locker.shutdown();
     assert_eq!(again.lost().await, Ended::Cancelled);
+    let refused = locker
+        .try_acquire("c", &LockOptions::exclusive(B::TTL))
+        .await;
+    assert!(matches!(refused, Err(Error::Shutdown)), "{refused:?}");
+    B::teardown(locker.client().store().inner_ref()).await;
+}
+
+/// Owner, host and comment reach the store with the lock, and so does a shared limit;
+/// bad ones are refused before anything is sent.
+async fn options_are_recorded_with_the_lock<B: Backend>() {
+    let locker = locker::<B>().await;
+    let options = LockOptions::shared(Some(2), B::TTL)
+        .owner("billing-worker")
+        .comment("invoice run");
+    let host = options.host.clone();
+    assert!(host.is_some(), "the host defaults to the hostname");
+    let first = locker.acquire("tenant", &options).await.unwrap();
+    let second = locker.acquire("tenant", &options).await.unwrap();
+    let third = locker.try_acquire("tenant", &options).await;
+    assert!(
+        matches!(third, Err(Error::AlreadyLocked { .. })),
+        "{third:?}"
+    );
+    let found = locker.client().status(&Filter::new()).await.unwrap();
+    assert_eq!(found.len(), 2, "{found:?}");
+    for lock in &found {
+        assert_eq!(lock.owner.as_deref(), Some("billing-worker"));
+        assert_eq!(lock.comment.as_deref(), Some("invoice run"));
+        assert_eq!(lock.host, host);
+    }
+    for (bad, field) in [
+        (options.clone().owner(""), "owner"),
+        (options.clone().comment("c".repeat(2_000)), "comment"),
+        (LockOptions::shared(Some(0), B::TTL), "limit"),
+        (
+            LockOptions::exclusive(B::TTL).host(Some(String::new())),
+            "host",
+        ),
+    ] {
+        let refused = locker.try_acquire("other", &bad).await;
+        assert!(
+            matches!(&refused, Err(Error::InvalidArgument { field: f, .. }) if *f == field),
+            "{field}: {refused:?}"
+        );
+    }
+    first.release().await.unwrap();
+    second.release().await.unwrap();
     B::teardown(locker.client().store().inner_ref()).await;
 }
 
@@ -378,7 +433,9 @@ async fn late_grant_is_released_not_handed_out<B: Backend>() {
     let store = locker.client().store();
     let late = u64::try_from((B::TTL * 9 / 10).as_millis()).unwrap();
     store.grant_delay_once_ms.store(late, Ordering::SeqCst);
-    let stale = locker.try_acquire("job", Access::Exclusive, B::TTL).await;
+    let stale = locker
+        .try_acquire("job", &LockOptions::exclusive(B::TTL))
+        .await;
     assert!(
         matches!(
             stale,
@@ -396,7 +453,7 @@ async fn late_grant_is_released_not_handed_out<B: Backend>() {
     );
     store.grant_delay_once_ms.store(late, Ordering::SeqCst);
     let guard = locker
-        .acquire("job", Access::Exclusive, B::TTL)
+        .acquire("job", &LockOptions::exclusive(B::TTL))
         .await
         .unwrap();
     assert!(guard.is_held(), "{guard:?}");
@@ -416,7 +473,7 @@ async fn failed_release_is_retried<B: Backend>() {
     let locker = locker::<B>().await;
     let store = locker.client().store();
     let guard = locker
-        .try_acquire("job", Access::Exclusive, B::TTL)
+        .try_acquire("job", &LockOptions::exclusive(B::TTL))
         .await
         .unwrap();
     store.unlock_failures.store(2, Ordering::SeqCst);
@@ -439,7 +496,7 @@ async fn the_renewal_task_ends_with_the_last_handle_and_guard() {
     let before = alive();
     let locker = locker::<Mem>().await;
     let guard = locker
-        .acquire("job", Access::Exclusive, Mem::TTL)
+        .acquire("job", &LockOptions::exclusive(Mem::TTL))
         .await
         .unwrap();
     let other_handle = locker.clone();
@@ -519,14 +576,14 @@ async fn bad_configuration_is_rejected() {
     ));
     let locker = Locker::new(client(), LockerConfig::default()).unwrap();
     let short = locker
-        .try_acquire("r", Access::Exclusive, Duration::from_millis(50))
+        .try_acquire("r", &LockOptions::exclusive(Duration::from_millis(50)))
         .await;
     assert!(
         matches!(short, Err(Error::InvalidArgument { field: "ttl", .. })),
         "ttl within the drift margin"
     );
     let refused_by_margin = locker
-        .try_acquire("r", Access::Exclusive, Duration::from_secs(2))
+        .try_acquire("r", &LockOptions::exclusive(Duration::from_secs(2)))
         .await;
     assert!(
         matches!(&refused_by_margin, Err(Error::InvalidArgument { field: "ttl", reason }) if reason.contains("renew margin")),
@@ -554,6 +611,8 @@ macro_rules! locker_tests {
             async fn release_is_idempotent_and_drop_releases() { super::release_is_idempotent_and_drop_releases::<$backend>().await }
             #[tokio::test($($attr)*)]
             async fn late_grant_is_released_not_handed_out() { super::late_grant_is_released_not_handed_out::<$backend>().await }
+            #[tokio::test($($attr)*)]
+            async fn options_are_recorded_with_the_lock() { super::options_are_recorded_with_the_lock::<$backend>().await }
             #[tokio::test($($attr)*)]
             async fn failed_release_is_retried() { super::failed_release_is_retried::<$backend>().await }
         }

@@ -157,8 +157,9 @@ async fn failures_are_counted_reported_and_retried() {
 
 #[test]
 fn generated_lock_ids_are_valid_and_distinct() {
-    let ids: std::collections::BTreeSet<String> =
-        (0..1000).map(|_| generate_lock_id().to_string()).collect();
+    let ids: std::collections::BTreeSet<String> = (0..1000)
+        .map(|_| generate_lock_id().as_str().to_owned())
+        .collect();
     assert_eq!(ids.len(), 1000);
     assert!(
         ids.iter()

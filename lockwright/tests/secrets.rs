@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lockwright::{
-    Access, Client, Filter, LockDetails, LockId, Locker, LockerConfig, ManualClock, MemStore,
+    Client, Filter, LockDetails, LockId, LockOptions, Locker, LockerConfig, ManualClock, MemStore,
     Timestamp, generate_lock_id,
 };
 
@@ -93,13 +93,13 @@ async fn no_lock_id_in_outcomes_errors_or_traces() {
 
     let locker = Locker::new(client.clone(), LockerConfig::default()).unwrap();
     let guard = locker
-        .acquire("job", Access::Exclusive, Duration::from_secs(5))
+        .acquire("job", &LockOptions::exclusive(Duration::from_secs(5)))
         .await
         .unwrap();
     secrets.push(guard.lock_id().clone());
     out.push(format!("{guard:?} {:?}", guard.status()));
     let refused = locker
-        .try_acquire("job", Access::Exclusive, Duration::from_secs(5))
+        .try_acquire("job", &LockOptions::exclusive(Duration::from_secs(5)))
         .await;
     shown(&mut out, &refused.map(|g| g.fence()));
     tokio::time::sleep(Duration::from_secs(12)).await; // renewals

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use lockwright_engine::lease::LeaseKey;
 use lockwright_engine::locker::{
-    Access, Ended, Event as CoreEvent, LockerConfig, LockerCore, Reply, Request, RequestId,
-    Transmit, Wait,
+    Access, Ask, Ended, Event as CoreEvent, LockerConfig, LockerCore, Reply, Request, RequestId,
+    Transmit, Wait, Who,
 };
 use lockwright_engine::{
     Error, Filter, LockDetails, LockId, LockRequest, LockStore, ManualClock, Resource, SharedLimit,
@@ -691,10 +691,9 @@ impl World {
                 access,
                 lock_id,
                 ttl,
+                details,
             } => {
-                let details = LockDetails::new()
-                    .owner(format!("client-{client}"))
-                    .ttl(ttl.as_duration());
+                let details = LockDetails::clone(details).ttl(ttl.as_duration());
                 let req = LockRequest::new(resource.as_str(), lock_id.as_str(), &details)
                     .unwrap_or_else(|e| panic!("request: {e}"));
                 let result = match access {
@@ -887,14 +886,13 @@ impl World {
         let c = &mut self.clients[client];
         c.next_key += 1;
         let key = c.next_key;
-        c.core.acquire(
-            key,
-            self.resources[resource].clone(),
-            Access::Exclusive,
-            self.ttl,
-            Wait::Forever,
-            local,
-        );
+        let ask = Ask {
+            resource: self.resources[resource].clone(),
+            access: Access::Exclusive,
+            ttl: self.ttl,
+            who: Who::new(LockDetails::new().owner(format!("client-{client}"))),
+        };
+        c.core.acquire(key, ask, Wait::Forever, local);
         c.app = App::Acquiring { key, resource };
         self.note(Some(client), format!("acquires r{resource}"));
     }
@@ -1202,7 +1200,10 @@ impl World {
         let left = ready(self.store.status(&Filter::new()))
             .unwrap_or_else(|e| panic!("store-mem failed: {e}"));
         if !left.is_empty() {
-            let names: Vec<String> = left.iter().map(|l| l.resource.to_string()).collect();
+            let names: Vec<String> = left
+                .iter()
+                .map(|l| l.resource.as_str().to_owned())
+                .collect();
             self.violation(
                 ViolationKind::Stuck,
                 format!("locks left after healing: {names:?}"),

@@ -874,7 +874,7 @@ impl Read {
             for (doc, _) in &copies {
                 unreadable_groups.extend(schema::raw_lock_ids(doc));
                 skipped.push(MalformedDocument {
-                    resource: resource.to_string(),
+                    resource: resource.as_str().to_owned(),
                     field: format!("_id {}", doc.get("_id").unwrap_or(&Bson::Null)),
                     reason: format!(
                         "{} documents name this resource (written while the unique index on \
@@ -936,7 +936,7 @@ fn decide_grant(
     let (_, state) = schema::decode(doc).map_err(Error::from)?;
     if state.fence >= schema::FENCES_EXHAUSTED {
         return Err(Error::Malformed {
-            resource: resource.to_string(),
+            resource: resource.as_str().to_owned(),
             field: schema::LAST_FENCE.into(),
             reason: format!(
                 "is {}: every fence is used, so no grant is possible on this resource",

@@ -527,13 +527,19 @@ pub(crate) fn expired_groups(t: Timestamp) -> Vec<Document> {
 
 /// Purge, phase two, for one batch of groups: the documents involved.
 pub(crate) fn batch_filter(ids: &[LockId]) -> Document {
-    let ids: Vec<Bson> = ids.iter().map(|i| Bson::String(i.to_string())).collect();
+    let ids: Vec<Bson> = ids
+        .iter()
+        .map(|i| Bson::String(i.as_str().to_owned()))
+        .collect();
     either(LOCK_ID, Bson::Document(doc! { "$in": ids }))
 }
 
 /// Purge, phase two: removes the locks of `ids` created before `t`.
 pub(crate) fn purge_batch(ids: &[LockId], t: Timestamp) -> Vec<Document> {
-    let ids: Vec<Bson> = ids.iter().map(|i| Bson::String(i.to_string())).collect();
+    let ids: Vec<Bson> = ids
+        .iter()
+        .map(|i| Bson::String(i.as_str().to_owned()))
+        .collect();
     let ids = literal(ids);
     let t = date(t);
     let doomed = |lock: &str| {

@@ -1342,7 +1342,7 @@ impl World<'_> {
                     // used every fence: no grant, whatever the rule would say.
                     (None, _) if fence >= i64::MAX as u64 => {
                         Outcome::Malformed(MalformedDocument {
-                            resource: r.resource.to_string(),
+                            resource: r.resource.as_str().to_owned(),
                             field: "lastFence".into(),
                             reason: format!(
                                 "is {fence}: every fence is used, so no grant is possible on \

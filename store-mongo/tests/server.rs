@@ -525,7 +525,12 @@ fn skipped<T: std::fmt::Debug>(
     match result {
         Err(Error::Skipped { done, skipped }) => (
             done.iter()
-                .map(|l| (l.resource.to_string(), l.lock_id.to_string()))
+                .map(|l| {
+                    (
+                        l.resource.as_str().to_owned(),
+                        l.lock_id.as_str().to_owned(),
+                    )
+                })
                 .collect(),
             skipped.into_iter().map(|m| (m.resource, m.field)).collect(),
         ),

@@ -63,12 +63,17 @@ fn assert_invalid<T: Debug>(result: Result<T, Error>, field: &str) {
 fn pairs(locks: &[LockStatus]) -> Vec<(String, String)> {
     locks
         .iter()
-        .map(|l| (l.resource.to_string(), l.lock_id.to_string()))
+        .map(|l| {
+            (
+                l.resource.as_str().to_owned(),
+                l.lock_id.as_str().to_owned(),
+            )
+        })
         .collect()
 }
 
 fn pair(resource: &str, lock_id: &LockId) -> (String, String) {
-    (resource.to_string(), lock_id.to_string())
+    (resource.to_string(), lock_id.as_str().to_owned())
 }
 
 async fn all<B: Backend>(cx: &Ctx<B>) -> Vec<LockStatus> {
@@ -693,7 +698,10 @@ async fn ttl_ladder<B: Backend>(cx: &Ctx<B>) {
 }
 
 fn resources(locks: &[LockStatus]) -> BTreeSet<String> {
-    locks.iter().map(|l| l.resource.to_string()).collect()
+    locks
+        .iter()
+        .map(|l| l.resource.as_str().to_owned())
+        .collect()
 }
 
 fn set(names: &[&str]) -> BTreeSet<String> {
@@ -905,7 +913,7 @@ pub async fn status_orders_oldest_first<B: Backend>(cx: &Ctx<B>) {
     let names: Vec<String> = all(cx)
         .await
         .iter()
-        .map(|l| l.resource.to_string())
+        .map(|l| l.resource.as_str().to_owned())
         .collect();
     assert_eq!(names, ["c", "a", "b"]);
 }
