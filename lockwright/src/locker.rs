@@ -532,7 +532,7 @@ fn deliver<S: LockStore>(
             // Never the lock id: it is the holder's secret. The resource is logged escaped.
             tracing::debug!(
                 lease = key,
-                resource = ?status.resource.as_str(),
+                resource = %status.resource,
                 mode = ?status.mode,
                 fence = status.fence,
                 "lock acquired"

@@ -8,9 +8,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use lockwright::store_mongo::test_support;
 use lockwright::{
-    Client, Filter, LockDetails, LockId, LockOptions, Locker, LockerConfig, ManualClock, MemStore,
-    Timestamp, generate_lock_id,
+    Client, Error, Filter, LockDetails, LockId, LockOptions, LockStore, Locker, LockerConfig,
+    ManualClock, MemStore, Timestamp, generate_lock_id,
 };
 
 /// Everything the subscriber writes.
@@ -34,94 +35,235 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
     }
 }
 
-/// Both renderings of an outcome.
-fn shown<T: std::fmt::Debug, E: std::fmt::Debug + std::fmt::Display>(
-    out: &mut Vec<String>,
-    result: &Result<T, E>,
-) {
+/// Both renderings of an outcome, an error's whole chain of sources included.
+fn shown<T: std::fmt::Debug>(out: &mut Vec<String>, result: &Result<T, Error>) {
     match result {
         Ok(v) => out.push(format!("{v:?}")),
-        Err(e) => out.push(format!("{e:?} / {e}")),
+        Err(e) => out.push(chain(e)),
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn no_lock_id_in_outcomes_errors_or_traces() {
+/// `Display` and `Debug` of an error and of every source under it.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = format!("{e} / {e:?}");
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(&format!(" / caused by: {s} / {s:?}"));
+        source = s.source();
+    }
+    text
+}
+
+/// A subscriber that keeps everything logged at any level, as text.
+fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
     let captured = Captured::default();
     let subscriber = tracing_subscriber::fmt()
         .with_writer(captured.clone())
         .with_max_level(tracing::Level::TRACE)
         .with_ansi(false)
         .finish();
-    let _default = tracing::subscriber::set_default(subscriber);
+    (
+        captured.clone(),
+        tracing::subscriber::set_default(subscriber),
+    )
+}
 
-    let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_800_000_000_000)));
-    let client = Client::new(MemStore::with_clock(Arc::clone(&clock)));
-    let ttl = LockDetails::new().ttl(Duration::from_secs(2)).owner("me");
-    let mut secrets: Vec<LockId> = Vec::new();
-    let mut out = Vec::new();
-
-    let id = generate_lock_id();
-    secrets.push(id.clone());
-    let held = client.xlock("r", &id, &ttl).await;
-    shown(&mut out, &held);
-    let held = held.unwrap();
-    let other = generate_lock_id();
-    secrets.push(other.clone());
-    shown(&mut out, &client.xlock("r", &other, &ttl).await); // AlreadyLocked
-    shown(&mut out, &client.slock("s", &id, &ttl, Some(1)).await);
-    shown(&mut out, &client.slock("s", &other, &ttl, Some(1)).await); // full
-    // Within the 1 s renew margin once 1.5 s have passed: NotRenewable lists the locks.
-    clock.advance(Duration::from_millis(1_500));
-    shown(&mut out, &client.renew(&id, Duration::from_secs(5)).await);
-    shown(
-        &mut out,
-        &client.renew_one(&held, Duration::from_secs(5)).await,
-    );
-    shown(
-        &mut out,
-        &client.renew(&other, Duration::from_secs(5)).await,
-    ); // LockNotFound
-    shown(&mut out, &client.status(&Filter::new()).await);
-    shown(
-        &mut out,
-        &client.status(&Filter::new().lock_id(id.as_str())).await,
-    );
-    shown(&mut out, &client.unlock_one(&held).await);
-    shown(&mut out, &client.unlock(&id).await);
-    shown(&mut out, &client.purge().await);
-
-    let locker = Locker::new(client.clone(), LockerConfig::default()).unwrap();
-    let guard = locker
-        .acquire("job", &LockOptions::exclusive(Duration::from_secs(5)))
-        .await
-        .unwrap();
-    secrets.push(guard.lock_id().clone());
-    out.push(format!("{guard:?} {:?}", guard.status()));
-    let refused = locker
-        .try_acquire("job", &LockOptions::exclusive(Duration::from_secs(5)))
-        .await;
-    shown(&mut out, &refused.map(|g| g.fence()));
-    tokio::time::sleep(Duration::from_secs(12)).await; // renewals
-    shown(&mut out, &guard.release().await);
-    out.push(format!("{locker:?} {:?}", locker.stats()));
-
+/// Fails when any lock id of `secrets` appears in `out` or in the captured log, as text or
+/// as the hex of its bytes (the driver's dumps of raw server replies are hex).
+fn assert_no_secret(secrets: &[LockId], out: &[String], captured: &Captured) {
     let logged = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-    assert!(
-        logged.contains("lock acquired"),
-        "the log was captured: {logged}"
-    );
-    for secret in &secrets {
+    for text in out.iter().chain(std::iter::once(&logged)) {
+        assert!(!text.contains("\nINFO"), "a forged line: {text}");
+    }
+    for secret in secrets {
+        let hex: String = secret
+            .as_str()
+            .bytes()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         for text in out.iter().chain(std::iter::once(&logged)) {
             assert!(
-                !text.contains(secret.as_str()),
+                !text.contains(secret.as_str()) && !text.to_lowercase().contains(&hex),
                 "a lock id appears in: {text}"
             );
         }
     }
+}
+
+/// Every public operation, its outcomes rendered into `out`; the lock ids it used are
+/// pushed to `secrets`. `clock` is the store's; `renewals` is how long to let a `Locker`
+/// renew.
+async fn exercise<S: LockStore>(
+    client: &Client<S>,
+    clock: &ManualClock,
+    renewals: Duration,
+    out: &mut Vec<String>,
+    secrets: &mut Vec<LockId>,
+) {
+    let ttl = LockDetails::new().ttl(Duration::from_secs(2)).owner("me");
+    let id = generate_lock_id();
+    secrets.push(id.clone());
+    let held = client.xlock("r", &id, &ttl).await;
+    shown(out, &held);
+    let held = held.unwrap();
+    let other = generate_lock_id();
+    secrets.push(other.clone());
+    shown(out, &client.xlock("r", &other, &ttl).await); // AlreadyLocked
+    shown(out, &client.slock("s", &id, &ttl, Some(1)).await);
+    shown(out, &client.slock("s", &other, &ttl, Some(1)).await); // full
+    // Within the 1 s renew margin once 1.5 s have passed: NotRenewable lists the locks.
+    clock.advance(Duration::from_millis(1_500));
+    shown(out, &client.renew(&id, Duration::from_secs(5)).await);
+    shown(out, &client.renew_one(&held, Duration::from_secs(5)).await);
+    shown(out, &client.renew(&other, Duration::from_secs(5)).await); // LockNotFound
+    shown(out, &client.status(&Filter::new()).await);
+    shown(
+        out,
+        &client.status(&Filter::new().lock_id(id.as_str())).await,
+    );
+    shown(out, &client.unlock_one(&held).await);
+    shown(out, &client.unlock(&id).await);
+    clock.advance(Duration::from_secs(5));
+    shown(out, &client.purge().await);
+
+    let locker = Locker::new(client.clone(), LockerConfig::default()).unwrap();
+    let options = LockOptions::exclusive(Duration::from_secs(5)).owner("me");
+    let guard = locker.acquire("job", &options).await.unwrap();
+    secrets.push(guard.lock_id().clone());
+    out.push(format!("{guard:?} {:?}", guard.status()));
+    let refused = locker.try_acquire("job", &options).await;
+    shown(out, &refused.map(|g| g.fence()));
+    let gave_up = locker
+        .acquire_until("job", &options, tokio::time::Instant::now())
+        .await;
+    shown(out, &gave_up.map(|g| g.fence()));
+    tokio::time::sleep(renewals).await;
+    shown(out, &guard.release().await);
+    out.push(format!("{locker:?} {:?}", locker.stats()));
+    // A name with a line break is logged and reported escaped: it cannot forge a line.
+    let forged = "job\nINFO lock acquired by mallory";
+    let guard = locker.acquire(forged, &options).await.unwrap();
+    secrets.push(guard.lock_id().clone());
+    shown(
+        out,
+        &locker
+            .try_acquire(forged, &options)
+            .await
+            .map(|g| g.fence()),
+    );
+    shown(out, &guard.release().await);
+    locker.shutdown();
+    shown(
+        out,
+        &locker.try_acquire("job", &options).await.map(|g| g.fence()),
+    );
     assert!(
         out.iter().any(|t| t.contains("NotRenewable"))
-            && out.iter().any(|t| t.contains("LockId(#")),
+            && out.iter().any(|t| t.contains("LockId(#"))
+            && out.iter().any(|t| t.contains("Timeout"))
+            && out.iter().any(|t| t.contains("Shutdown")),
         "the outcomes that carry lock ids were rendered: {out:?}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_lock_id_in_outcomes_errors_or_traces_mem() {
+    let (captured, _default) = capture();
+    let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_800_000_000_000)));
+    let client = Client::new(MemStore::with_clock(Arc::clone(&clock)));
+    let (mut out, mut secrets) = (Vec::new(), Vec::new());
+    exercise(
+        &client,
+        &clock,
+        Duration::from_secs(12),
+        &mut out,
+        &mut secrets,
+    )
+    .await;
+    assert_no_secret(&secrets, &out, &captured);
+    let logged = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(logged.contains("lock acquired"), "{logged}");
+    assert!(
+        logged.contains(r"job\nINFO lock acquired by mallory"),
+        "the name is logged, escaped: {logged}"
+    );
+}
+
+#[tokio::test]
+async fn no_lock_id_in_outcomes_errors_or_traces_mongo() {
+    let (captured, _default) = capture();
+    let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_800_000_000_000)));
+    let store = test_support::fresh_store(Some(Arc::clone(&clock))).await;
+    let client = Client::new(store);
+    let (mut out, mut secrets) = (Vec::new(), Vec::new());
+    // A 5 s lease is renewed at about half-time: 3 s see one renewal.
+    exercise(
+        &client,
+        &clock,
+        Duration::from_secs(3),
+        &mut out,
+        &mut secrets,
+    )
+    .await;
+    assert_no_secret(&secrets, &out, &captured);
+    test_support::teardown(client.store()).await;
+}
+
+/// A server that refuses a write quotes the refused document in its reply (a schema
+/// validator's `errInfo` names the value it considered: the lock id). The error reports the
+/// server's code, code name and a short message, never the raw reply.
+#[tokio::test]
+async fn no_lock_id_in_backend_errors() {
+    let (captured, _default) = capture();
+    let driver = mongodb::Client::with_options(test_support::options().await).unwrap();
+    let db = driver.database(test_support::TEST_DATABASE);
+    let name = format!("t_validator_{}", generate_lock_id().as_str());
+    db.create_collection(&name)
+        .validator(mongodb::bson::doc! { "$jsonSchema": {
+            "properties": {
+                "exclusive": { "properties": { "lockId": { "bsonType": "string", "pattern": "^never$" } } },
+                "shared": { "properties": { "locks": { "items": {
+                    "properties": { "lockId": { "bsonType": "string", "pattern": "^never$" } }
+                } } } }
+            }
+        } })
+        .await
+        .unwrap();
+    let store = lockwright::MongoStore::from_collection(db.collection(&name));
+    store.create_indexes().await.unwrap();
+    let client = Client::new(store);
+    let details = LockDetails::new().ttl(Duration::from_secs(30));
+    let (mut out, mut secrets) = (Vec::new(), Vec::new());
+    let id = generate_lock_id();
+    secrets.push(id.clone());
+    let refused = client.xlock("r", &id, &details).await;
+    assert!(
+        matches!(&refused, Err(Error::Backend { .. })),
+        "the validator refuses the write: {refused:?}"
+    );
+    let text = chain(refused.as_ref().unwrap_err());
+    assert!(
+        text.contains("121") && text.contains("DocumentValidationFailure"),
+        "{text}"
+    );
+    out.push(text);
+    shown(&mut out, &client.slock("s", &id, &details, None).await);
+
+    // An unreachable server: the error says so, and names nothing secret either.
+    let nowhere = lockwright::MongoStore::connect(
+        "mongodb://127.0.0.1:9/?serverSelectionTimeoutMS=300&connectTimeoutMS=300",
+        "db",
+        "locks",
+    )
+    .await
+    .unwrap();
+    let unreachable = Client::new(nowhere).xlock("r", &id, &details).await;
+    assert!(
+        matches!(&unreachable, Err(Error::Backend { .. })),
+        "{unreachable:?}"
+    );
+    shown(&mut out, &unreachable);
+    eprintln!("{out:#?}");
+    assert_no_secret(&secrets, &out, &captured);
+    test_support::teardown(client.store()).await;
 }

@@ -37,6 +37,8 @@
 //! floor; fences therefore keep increasing as long as the server's clock does not go
 //! backwards, across failovers included.
 
+mod failure;
+mod names;
 mod pipeline;
 mod schema;
 #[doc(hidden)]
@@ -51,8 +53,7 @@ use futures_util::{FutureExt, StreamExt, TryStreamExt};
 use mongodb::bson::oid::ObjectId;
 use mongodb::bson::{Bson, Document, RawDocumentBuf, doc};
 use mongodb::error::{
-    ErrorKind, RETRYABLE_WRITE_ERROR, TRANSIENT_TRANSACTION_ERROR,
-    UNKNOWN_TRANSACTION_COMMIT_RESULT, WriteFailure,
+    ErrorKind, TRANSIENT_TRANSACTION_ERROR, UNKNOWN_TRANSACTION_COMMIT_RESULT, WriteFailure,
 };
 use mongodb::options::{
     CollectionOptions, Hint, IndexOptions, ReadConcern, ReturnDocument, TransactionOptions,
@@ -61,6 +62,8 @@ use mongodb::options::{
 use mongodb::{Client, ClientSession, Collection, IndexModel};
 use tokio::time::Instant;
 
+pub use failure::MongoFailure;
+use failure::{outcome_unknown, retryable};
 use lockwright_engine::table::{self, sort_purged};
 use lockwright_engine::{
     Error, Filter, LockId, LockRequest, LockStatus, LockStore, LockTable, MalformedDocument,
@@ -116,32 +119,29 @@ impl MongoStore {
     /// `database`, with majority write concern.
     ///
     /// # Errors
-    /// `InvalidArgument` for an empty database or collection name; `Backend` when the URI
-    /// cannot be parsed or resolved. The server itself is first contacted by the first
+    /// `InvalidArgument` naming `database` or `collection` for a name MongoDB refuses
+    /// (empty, `$` in a collection name, a `system.` collection, ...); `Backend` when the
+    /// URI cannot be parsed or resolved. The server itself is first contacted by the first
     /// operation.
     pub async fn connect(uri: &str, database: &str, collection: &str) -> Result<Self, Error> {
-        if database.is_empty() {
-            return Err(Error::invalid("database", "must not be empty"));
-        }
-        if collection.is_empty() {
-            return Err(Error::invalid("collection", "must not be empty"));
+        if let Some((field, why)) = names::refused(database, collection) {
+            return Err(Error::invalid(field, why));
         }
         let client = Client::with_uri_str(uri)
             .await
-            .map_err(|e| Error::backend("connect", e))?;
+            .map_err(|e| failure::backend("connect", &e))?;
         Ok(Self::from_collection(
             client.database(database).collection(collection),
         ))
     }
 
-    /// Uses an existing collection handle (and its client). Its write concern is kept if it
-    /// has one; otherwise majority is used.
+    /// Uses an existing collection handle (and its client), with majority write concern
+    /// whatever the handle's own is: a grant acknowledged by fewer members can be rolled
+    /// back by a failover and granted again. [`MongoStore::with_write_concern`] chooses
+    /// another.
     #[must_use]
     pub fn from_collection(coll: Collection<Document>) -> Self {
-        let write_concern = coll
-            .write_concern()
-            .cloned()
-            .unwrap_or_else(WriteConcern::majority);
+        let write_concern = WriteConcern::majority();
         let client = coll.client().clone();
         let store = MongoStore {
             client,
@@ -232,7 +232,7 @@ impl MongoStore {
             .database("admin")
             .run_command(doc! { "hello": 1 })
             .await
-            .map_err(|e| Error::backend(op, e))
+            .map_err(|e| failure::backend(op, &e))
     }
 
     /// Checks that the deployment supports transactions and that a unique index on
@@ -247,6 +247,7 @@ impl MongoStore {
         {
             return Ok(index);
         }
+        self.check_namespace()?;
         let hello = self.hello(op).await?;
         let replicated =
             hello.contains_key("setName") || hello.get_str("msg").is_ok_and(|m| m == "isdbgrid");
@@ -264,6 +265,18 @@ impl MongoStore {
         Ok(index)
     }
 
+    /// `Misconfigured` when MongoDB refuses the collection's name (a handle from
+    /// [`MongoStore::from_collection`] was not checked when it was made).
+    fn check_namespace(&self) -> Result<(), Error> {
+        let ns = self.coll.namespace();
+        match names::refused(&ns.db, &ns.coll) {
+            Some((_, why)) => Err(Error::Misconfigured {
+                reason: format!("the lock collection's {why}: MongoDB does not allow it"),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Forgets the set-up check, so that the next operation checks again.
     fn forget_ready(&self) {
         *self.ready.lock().unwrap_or_else(PoisonError::into_inner) = None;
@@ -274,12 +287,12 @@ impl MongoStore {
         let cursor = match self.coll.list_indexes().await {
             Ok(c) => c,
             Err(e) if command_code(&e) == Some(NAMESPACE_NOT_FOUND) => return Ok(Vec::new()),
-            Err(e) => return Err(Error::backend(op, e)),
+            Err(e) => return Err(failure::backend(op, &e)),
         };
         cursor
             .try_collect()
             .await
-            .map_err(|e| Error::backend(op, e))
+            .map_err(|e| failure::backend(op, &e))
     }
 
     /// The name of a unique index on `resource` that keeps one document per resource name.
@@ -368,7 +381,7 @@ impl MongoStore {
                 // UTF-8): the server decided, so read the document to see what it decided.
                 return match self.read_resource(op, &request.resource).await? {
                     Some(doc) => decide_grant(op, &doc, &grant_id, request, mode, Some(e)),
-                    None => Err(Error::backend(op, OutcomeUnknown(e))),
+                    None => Err(failure::unknown(op, &e)),
                 };
             }
             let code = command_code(&e);
@@ -388,7 +401,7 @@ impl MongoStore {
                 continue;
             }
             if maybe_applied || unknown.is_some() {
-                return Err(Error::backend(op, OutcomeUnknown(e)));
+                return Err(failure::unknown(op, &e));
             }
             if code == Some(DUPLICATE_KEY) {
                 return Ok(None);
@@ -398,10 +411,10 @@ impl MongoStore {
                 self.forget_ready();
                 return Err(match self.ready(op).await {
                     Err(e) => e,
-                    Ok(_) => Error::backend(op, e),
+                    Ok(_) => failure::backend(op, &e),
                 });
             }
-            return Err(Error::backend(op, e));
+            return Err(failure::backend(op, &e));
         }
     }
 
@@ -454,9 +467,9 @@ impl MongoStore {
                 continue;
             }
             if outcome_unknown(&e) {
-                return Err(Error::backend(op, OutcomeUnknown(e)));
+                return Err(failure::unknown(op, &e));
             }
-            return Err(Error::backend(op, e));
+            return Err(failure::backend(op, &e));
         }
     }
 
@@ -512,13 +525,13 @@ impl MongoStore {
             .client
             .start_session()
             .await
-            .map_err(|e| Error::backend(op, e))?;
+            .map_err(|e| failure::backend(op, &e))?;
         'attempt: loop {
             session
                 .start_transaction()
                 .with_options(self.transaction_options())
                 .await
-                .map_err(|e| Error::backend(op, e))?;
+                .map_err(|e| failure::backend(op, &e))?;
             let value = match body(&mut session, &mut context).await {
                 Ok(Ok(value)) => value,
                 Ok(Err(refusal)) => {
@@ -534,7 +547,7 @@ impl MongoStore {
                         tokio::time::sleep(RETRY_PAUSE).await;
                         continue 'attempt;
                     }
-                    return Err(Error::backend(op, e));
+                    return Err(failure::backend(op, &e));
                 }
             };
             loop {
@@ -542,13 +555,13 @@ impl MongoStore {
                     Ok(()) => return Ok(value),
                     Err(e) if started.elapsed() >= RETRY_WINDOW => {
                         if !e.contains_label(UNKNOWN_TRANSACTION_COMMIT_RESULT) {
-                            return Err(Error::backend(op, e));
+                            return Err(failure::backend(op, &e));
                         }
                         // The driver will not abort a transaction whose commit it tried, and
                         // the server would keep it, and the documents it wrote, blocked for
                         // up to a minute: end the session's transaction on the server.
                         self.kill_session(&session).await;
-                        return Err(Error::backend(op, OutcomeUnknown(e)));
+                        return Err(failure::unknown(op, &e));
                     }
                     Err(e) if e.contains_label(UNKNOWN_TRANSACTION_COMMIT_RESULT) => {
                         tokio::time::sleep(RETRY_PAUSE).await;
@@ -557,7 +570,7 @@ impl MongoStore {
                         tokio::time::sleep(RETRY_PAUSE).await;
                         continue 'attempt;
                     }
-                    Err(e) => return Err(Error::backend(op, e)),
+                    Err(e) => return Err(failure::backend(op, &e)),
                 }
             }
         }
@@ -574,7 +587,7 @@ impl MongoStore {
             .clone_with_type::<RawDocumentBuf>()
             .find_one(doc! { schema::RESOURCE: resource.as_str() })
             .await
-            .map_err(|e| Error::backend(op, e))?;
+            .map_err(|e| failure::backend(op, &e))?;
         raw.map(|r| lossy(op, &r)).transpose()
     }
 
@@ -672,48 +685,6 @@ struct Swept {
     skipped: Vec<MalformedDocument>,
 }
 
-/// A failure after which the operation may or may not have been applied by the server.
-#[derive(Debug)]
-struct OutcomeUnknown(mongodb::error::Error);
-
-impl std::fmt::Display for OutcomeUnknown {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The driver's error is the source, not repeated here.
-        f.write_str("the outcome is unknown (the server may have applied the write)")
-    }
-}
-
-impl std::error::Error for OutcomeUnknown {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.0)
-    }
-}
-
-/// Whether a failed write may have been applied: anything but an error the server
-/// answered for a command it did not run.
-fn outcome_unknown(e: &mongodb::error::Error) -> bool {
-    match e.kind.as_ref() {
-        ErrorKind::Command(_) | ErrorKind::Write(WriteFailure::WriteError(_)) => {
-            e.contains_label(RETRYABLE_WRITE_ERROR)
-        }
-        ErrorKind::ServerSelection { .. }
-        | ErrorKind::InvalidArgument { .. }
-        | ErrorKind::Authentication { .. }
-        | ErrorKind::BsonSerialization(_) => false,
-        _ => true,
-    }
-}
-
-/// Whether a failed single write may be sent again: the driver says so, or the connection
-/// broke.
-fn retryable(e: &mongodb::error::Error) -> bool {
-    e.contains_label(RETRYABLE_WRITE_ERROR)
-        || matches!(
-            e.kind.as_ref(),
-            ErrorKind::Io(_) | ErrorKind::ConnectionPoolCleared { .. }
-        )
-}
-
 /// Whether `index` is a unique index on `resource`: `None` if it is not on `resource`
 /// alone, `Some(Ok(name))` if it keeps one document per resource name, `Some(Err(why))`
 /// if it is on `resource` but cannot be trusted to.
@@ -786,7 +757,6 @@ fn lossy_text(raw: &RawDocumentBuf) -> mongodb::error::Result<Document> {
     }
 }
 
-/// [`lossy_text`] for `op`.
 /// What a one-lock `findAndModify` returned.
 enum Modified {
     /// The document (before or after, as asked), with the `now` it ran at.
@@ -819,7 +789,7 @@ fn now_of(op: &'static str, doc: &Document) -> Result<Timestamp, Error> {
 }
 
 fn lossy(op: &'static str, raw: &RawDocumentBuf) -> Result<Document, Error> {
-    lossy_text(raw).map_err(|e| Error::backend(op, e))
+    lossy_text(raw).map_err(|e| failure::backend(op, &e))
 }
 
 /// Documents read for one operation: the ones the rules can decide on as a table, the
@@ -949,7 +919,7 @@ fn decide_grant(
             .lock_of(&request.lock_id)
             .is_some_and(|(m, _)| m == mode)
     {
-        return Err(Error::backend(op, OutcomeUnknown(e)));
+        return Err(failure::unknown(op, &e));
     }
     Ok(None)
 }
@@ -1237,7 +1207,7 @@ impl LockStore for MongoStore {
                 .find(prefilter)
                 .batch_size(CURSOR_BATCH)
                 .await
-                .map_err(|e| Error::backend("status", e))?
+                .map_err(|e| failure::backend("status", &e))?
                 .try_collect()
                 .await
         } else {
@@ -1246,11 +1216,11 @@ impl LockStore for MongoStore {
                 .with_type::<RawDocumentBuf>()
                 .batch_size(CURSOR_BATCH)
                 .await
-                .map_err(|e| Error::backend("status", e))?
+                .map_err(|e| failure::backend("status", &e))?
                 .try_collect()
                 .await
         }
-        .map_err(|e| Error::backend("status", e))?;
+        .map_err(|e| failure::backend("status", &e))?;
         let docs = raw
             .iter()
             .map(|r| lossy("status", r))
@@ -1273,10 +1243,10 @@ impl LockStore for MongoStore {
             .with_type::<RawDocumentBuf>()
             .batch_size(CURSOR_BATCH)
             .await
-            .map_err(|e| Error::backend("purge", e))?
+            .map_err(|e| failure::backend("purge", &e))?
             .try_collect()
             .await
-            .map_err(|e| Error::backend("purge", e))?;
+            .map_err(|e| failure::backend("purge", &e))?;
         let mut skipped: Vec<MalformedDocument> = Vec::new();
         let mut groups = BTreeSet::new();
         for raw in &rows {
@@ -1358,7 +1328,7 @@ impl LockStore for MongoStore {
             return Err(incomplete(removed, e));
         }
         if let Err(e) = self.coll.delete_many(pipeline::deletable(t)).await {
-            return Err(incomplete(removed, Error::backend("purge", e)));
+            return Err(incomplete(removed, failure::backend("purge", &e)));
         }
         sort_purged(&mut removed);
         tracing::debug!(
@@ -1381,6 +1351,7 @@ impl LockStore for MongoStore {
     #[tracing::instrument(name = "mongo.create_indexes", skip_all)]
     async fn create_indexes(&self) -> Result<(), Error> {
         let op = "create_indexes";
+        self.check_namespace()?;
         let existing = self.indexes(op).await?;
         let trusted = existing
             .iter()
@@ -1409,7 +1380,9 @@ impl LockStore for MongoStore {
                 let why = existing
                     .iter()
                     .find_map(|i| judge_resource_index(i).and_then(Result::err))
-                    .unwrap_or_else(|| format!("an existing index conflicts ({e})"));
+                    .unwrap_or_else(|| {
+                        format!("an existing index conflicts ({})", MongoFailure::new(&e))
+                    });
                 return Err(Error::Misconfigured {
                     reason: format!(
                         "collection {}: {why}; drop that index and call create_indexes() again",
@@ -1417,7 +1390,7 @@ impl LockStore for MongoStore {
                     ),
                 });
             }
-            Err(e) => return Err(Error::backend(op, e)),
+            Err(e) => return Err(failure::backend(op, &e)),
         }
         self.forget_ready();
         Ok(())

@@ -14,7 +14,7 @@ use lockwright_engine::{
 };
 use lockwright_store_mongo::MongoStore;
 use lockwright_store_mongo::test_support::{
-    fresh_store, fresh_store_on, id, options, request, teardown, ttl,
+    fresh_store, fresh_store_on, id, options, request, teardown, ttl, uri,
 };
 use mongodb::Client;
 use mongodb::bson::{Bson, DateTime, Document, doc};
@@ -681,6 +681,41 @@ async fn refuses_to_run_without_the_unique_index() {
     teardown(&store).await;
 }
 
+/// A collection name MongoDB refuses is reported as such, not as a missing index (whose
+/// advice, `create_indexes`, would then fail too).
+#[tokio::test]
+async fn an_illegal_collection_name_is_named() {
+    let client = Client::with_options(options().await).unwrap();
+    for name in ["bad$name", "system.locks"] {
+        let store =
+            MongoStore::from_collection(client.database("lockwright_test").collection(name));
+        for result in [
+            store.xlock(&request("r", "a", None)).await.map(|_| ()),
+            store.create_indexes().await,
+        ] {
+            match result {
+                Err(Error::Misconfigured { reason }) => assert!(
+                    reason.contains(name) && !reason.contains("create_indexes"),
+                    "{reason}"
+                ),
+                other => panic!("{name}: expected Misconfigured, got {other:?}"),
+            }
+        }
+        let refused = MongoStore::connect(&uri(), "lockwright_test", name).await;
+        assert!(
+            matches!(
+                refused,
+                Err(Error::InvalidArgument {
+                    field: "collection",
+                    ..
+                })
+            ),
+            "{name}: {refused:?}"
+        );
+    }
+    client.shutdown().await;
+}
+
 #[tokio::test]
 async fn unreachable_server_is_an_error_not_an_answer() {
     let store = MongoStore::connect(
@@ -760,6 +795,22 @@ async fn majority_write_concern_by_default_and_configurable() {
     assert_eq!(
         store.collection().write_concern(),
         Some(&WriteConcern::nodes(1))
+    );
+    // A handle's own write concern does not lower the default.
+    let weak = store
+        .client()
+        .database(&store.collection().namespace().db)
+        .collection_with_options::<Document>(
+            &store.collection().namespace().coll,
+            mongodb::options::CollectionOptions::builder()
+                .write_concern(WriteConcern::nodes(1))
+                .build(),
+        );
+    assert_eq!(
+        MongoStore::from_collection(weak)
+            .collection()
+            .write_concern(),
+        Some(&WriteConcern::majority())
     );
     store.xlock(&request("r", "a", None)).await.unwrap();
     let modes: Vec<Mode> = store
