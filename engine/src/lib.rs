@@ -35,7 +35,10 @@ pub mod holder;
 pub mod lease;
 pub mod lock;
 pub mod locker;
+#[cfg(lockwright_mutants)]
 pub mod mutants;
+#[cfg(not(lockwright_mutants))]
+mod mutants;
 pub mod names;
 pub mod port;
 pub mod table;

@@ -4,14 +4,18 @@
 //! store's server-side pipelines, which read [`active`] when they build a pipeline. They exist only to be switched on by the verification
 //! harnesses (model checker, differential, loom, linearizability and conformance tests),
 //! which must each kill some mutants, and together kill all of them: see the kill matrix in
-//! the README. Activation needs the cargo feature `mutants`, and that feature refuses to
-//! compile in a build without debug assertions, so no release build can carry a mutant.
-//! Without the feature, [`active`] is a constant `false` and compiles away.
+//! the README. They exist only in builds with `--cfg lockwright_mutants` (as loom's checks
+//! need `--cfg loom`): this module is public only there, and that cfg refuses to compile
+//! without debug assertions, so no release build can carry a mutant. In every other build
+//! the module is private and [`active`] is a constant `false` that compiles away.
 
-#[cfg(all(feature = "mutants", not(debug_assertions)))]
+// Outside mutant builds only `active` is called (by the rules), and only with `false`.
+#![cfg_attr(not(lockwright_mutants), allow(dead_code))]
+
+#[cfg(all(lockwright_mutants, not(debug_assertions)))]
 compile_error!(
-    "the `mutants` feature of lockwright-engine is for test builds only: it must not be enabled \
-     in a build without debug assertions (a release build)"
+    "`--cfg lockwright_mutants` is for test builds only: it must not be set in a build without \
+     debug assertions (a release build)"
 );
 
 /// One broken rule.
@@ -169,7 +173,6 @@ impl Mutant {
             && !self.is_locker()
     }
 
-    #[cfg_attr(not(feature = "mutants"), allow(dead_code))]
     fn code(self) -> u8 {
         // The position in ALL, plus one (zero means "none"); ALL has 22 entries.
         Mutant::ALL
@@ -179,11 +182,11 @@ impl Mutant {
     }
 }
 
-#[cfg(feature = "mutants")]
+#[cfg(lockwright_mutants)]
 static ACTIVE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
 
 /// Switches `mutant` on for the whole process (`None`: the real rules).
-#[cfg(feature = "mutants")]
+#[cfg(lockwright_mutants)]
 pub fn activate(mutant: Option<Mutant>) {
     ACTIVE.store(
         mutant.map_or(0, Mutant::code),
@@ -194,26 +197,26 @@ pub fn activate(mutant: Option<Mutant>) {
 /// The mutant switched on, if any.
 #[must_use]
 pub fn current() -> Option<Mutant> {
-    #[cfg(feature = "mutants")]
+    #[cfg(lockwright_mutants)]
     {
         let code = ACTIVE.load(std::sync::atomic::Ordering::Relaxed);
         Mutant::ALL.into_iter().find(|m| m.code() == code)
     }
-    #[cfg(not(feature = "mutants"))]
+    #[cfg(not(lockwright_mutants))]
     {
         None
     }
 }
 
-/// Whether `mutant` is switched on. Always `false` without the `mutants` feature.
+/// Whether `mutant` is switched on. Always `false` outside mutant builds.
 #[inline]
 #[must_use]
 pub fn active(mutant: Mutant) -> bool {
-    #[cfg(feature = "mutants")]
+    #[cfg(lockwright_mutants)]
     {
         ACTIVE.load(std::sync::atomic::Ordering::Relaxed) == mutant.code()
     }
-    #[cfg(not(feature = "mutants"))]
+    #[cfg(not(lockwright_mutants))]
     {
         let _ = mutant;
         false
@@ -225,12 +228,11 @@ pub const ENV_VAR: &str = "LOCKWRIGHT_MUTANT";
 
 /// Switches on the mutant named by `LOCKWRIGHT_MUTANT` (none when unset). Every harness
 /// calls this first; the kill-matrix script sets the variable. This is the one place the
-/// engine reads its environment, and it exists only in test builds with the `mutants`
-/// feature.
+/// engine reads its environment, and it exists only in mutant builds.
 ///
 /// # Panics
 /// When the variable names no mutant: a typo must not silently test the real rules.
-#[cfg(feature = "mutants")]
+#[cfg(lockwright_mutants)]
 pub fn activate_from_env() -> Option<Mutant> {
     let mutant = std::env::var(ENV_VAR)
         .ok()

@@ -16,7 +16,8 @@ pub const DEFAULT_RENEW_MARGIN: Duration = Duration::from_secs(1);
 /// Every method checks its arguments first: a bad one is [`Error::InvalidArgument`] naming
 /// the field, and nothing reaches the backend.
 ///
-/// ```
+#[cfg_attr(feature = "mem", doc = "```")]
+#[cfg_attr(not(feature = "mem"), doc = "```ignore")]
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), lockwright::Error> {
 /// use std::time::Duration;

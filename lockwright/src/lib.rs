@@ -16,7 +16,8 @@
 //! The rules live in the sans-IO crate `lockwright-engine`, re-exported here as [`engine`];
 //! the README states them in full.
 //!
-//! ```
+#![cfg_attr(feature = "mem", doc = "```")]
+#![cfg_attr(not(feature = "mem"), doc = "```ignore")]
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), lockwright::Error> {
 //! use lockwright::{Client, LockDetails, MemStore, generate_lock_id};
@@ -44,9 +45,13 @@ pub use purger::{Purger, PurgerHandle, PurgerReport};
 
 pub use lockwright_engine as engine;
 pub use lockwright_engine::{
-    Error, Filter, LockDetails, LockId, LockStatus, LockStore, ManualClock, Mode, Resource,
-    Timestamp,
+    Error, Filter, LockDetails, LockId, LockStatus, LockStore, Mode, Resource, Timestamp,
 };
+
+/// A clock that moves only when told to: hand it to `MemStore::with_clock` to drive expiry
+/// in tests without sleeping (feature `test-util`).
+#[cfg(feature = "test-util")]
+pub use lockwright_engine::ManualClock;
 
 /// The embedded in-memory backend.
 #[cfg(feature = "mem")]

@@ -80,7 +80,8 @@ fn millis(d: Duration) -> u64 {
 /// is lost. Cloning shares the locker. The task ends when the last handle and guard are
 /// gone and every release has finished.
 ///
-/// ```
+#[cfg_attr(feature = "mem", doc = "```")]
+#[cfg_attr(not(feature = "mem"), doc = "```ignore")]
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), lockwright::Error> {
 /// use std::time::Duration;

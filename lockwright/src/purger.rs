@@ -26,7 +26,8 @@ pub struct PurgerReport {
 /// Calls [`Client::purge`] every `interval` until stopped. Failures are logged, counted
 /// and retried at the next tick; they never end the loop.
 ///
-/// ```
+#[cfg_attr(feature = "mem", doc = "```")]
+#[cfg_attr(not(feature = "mem"), doc = "```ignore")]
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), lockwright::Error> {
 /// use std::time::Duration;

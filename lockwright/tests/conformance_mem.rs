@@ -1,4 +1,5 @@
 //! The conformance suite against the in-memory backend.
+#![cfg(feature = "mem")]
 
 #[macro_use]
 mod conformance;

@@ -1,14 +1,14 @@
 //! The conformance suite against MongoDB (a real server from `MONGODB_URI`), with the
 //! server's `$$NOW` replaced by the suite's manual clock inside the shipped pipelines.
+#![cfg(feature = "mongo")]
 
 #[macro_use]
 mod conformance;
 
 use std::sync::Arc;
 
-use lockwright::ManualClock;
-use lockwright_store_mongo::MongoStore;
-use lockwright_store_mongo::test_support::{fresh_store, teardown};
+use lockwright::store_mongo::test_support::{fresh_store, teardown};
+use lockwright::{ManualClock, MongoStore};
 
 struct Mongo;
 

@@ -29,12 +29,14 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+#[cfg(feature = "mem")]
+use lockwright::MemStore;
 use lockwright::engine::{
     Error, Filter, LockDetails, LockId, LockRequest, LockStatus, LockStore, LockTable, ManualClock,
     Mode, Renewal, Resource, SharedLimit, Timestamp, Ttl,
 };
-use lockwright::{MemStore, MongoStore};
-use lockwright_store_mongo::test_support;
+#[cfg(feature = "mongo")]
+use lockwright::{MongoStore, store_mongo::test_support};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence};
 use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state_machine};
@@ -329,8 +331,10 @@ fn runtime() -> &'static tokio::runtime::Runtime {
     })
 }
 
+#[cfg(feature = "mem")]
 struct Mem;
 
+#[cfg(feature = "mem")]
 impl Backend for Mem {
     type Store = MemStore;
     fn make(clock: Arc<ManualClock>) -> MemStore {
@@ -342,8 +346,10 @@ impl Backend for Mem {
     fn teardown(_store: MemStore) {}
 }
 
+#[cfg(feature = "mongo")]
 struct Mongo;
 
+#[cfg(feature = "mongo")]
 impl Backend for Mongo {
     type Store = MongoStore;
     fn make(clock: Arc<ManualClock>) -> MongoStore {
@@ -617,7 +623,7 @@ impl<B: Backend> StateMachineTest for Differential<B> {
     type Reference = Engine;
 
     fn init_test(_initial: &Reference) -> System<B> {
-        #[cfg(feature = "mutants")]
+        #[cfg(lockwright_mutants)]
         lockwright::engine::mutants::activate_from_env();
         let clock = Arc::new(ManualClock::new(T0));
         System {
@@ -732,12 +738,14 @@ fn config(cases: u32) -> Config {
     config
 }
 
+#[cfg(feature = "mem")]
 prop_state_machine! {
     #![proptest_config(config(256))]
     #[test]
     fn store_mem_matches_engine(sequential 1..40 => Differential<Mem>);
 }
 
+#[cfg(feature = "mongo")]
 prop_state_machine! {
     #![proptest_config(config(40))]
     #[test]

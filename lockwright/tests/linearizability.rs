@@ -38,12 +38,14 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
+#[cfg(feature = "mem")]
 use lockwright::MemStore;
 use lockwright::engine::{
     Error, Filter, LockDetails, LockId, LockRequest, LockStatus, LockStore, LockTable, ManualClock,
     Mode, Renewal, Resource, ResourceState, SharedLimit, Timestamp, Ttl,
 };
-use lockwright_store_mongo::test_support;
+#[cfg(feature = "mongo")]
+use lockwright::store_mongo::test_support;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use stateright::semantics::{ConsistencyTester, LinearizabilityTester, SequentialSpec};
@@ -64,7 +66,7 @@ const CLIENTS: usize = 4;
 
 /// Switches on the mutant named by `LOCKWRIGHT_MUTANT`, if any.
 fn activate_mutant() {
-    #[cfg(feature = "mutants")]
+    #[cfg(lockwright_mutants)]
     lockwright::engine::mutants::activate_from_env();
 }
 
@@ -331,6 +333,7 @@ enum Workload {
     /// group in a snapshot-isolation transaction, which does not conflict with a concurrent
     /// grant on another document), nor is purge when the expired locks that put a group in
     /// its list vanish (taken over, purged) before its batch removes the group's other locks.
+    #[cfg_attr(not(feature = "mongo"), allow(dead_code))] // only the MongoDB test uses it
     OwnedIds,
 }
 
@@ -733,13 +736,16 @@ impl LockStore for NonAtomicStore {
 // The tests.
 
 /// Rounds against the in-memory store.
+#[cfg(feature = "mem")]
 const MEM_ROUNDS: usize = 200;
 /// Rounds against MongoDB.
+#[cfg(feature = "mongo")]
 const MONGO_ROUNDS: usize = 30;
 /// Rounds within which the non-atomic store must be caught.
 const NON_ATOMIC_ROUNDS: usize = 200;
 
 /// store-mem, under [`Workload::SharedIds`].
+#[cfg(feature = "mem")]
 #[test]
 fn store_mem_is_linearizable() {
     activate_mutant();
@@ -759,6 +765,7 @@ fn store_mem_is_linearizable() {
 /// The workload of the MongoDB test: [`Workload::OwnedIds`], or [`Workload::SharedIds`]
 /// with `LINEARIZABILITY_MONGO_WORKLOAD=shared-ids` (which store-mongo fails; see
 /// [`Workload::OwnedIds`]).
+#[cfg(feature = "mongo")]
 fn mongo_workload() -> Workload {
     match std::env::var("LINEARIZABILITY_MONGO_WORKLOAD").as_deref() {
         Ok("shared-ids") => Workload::SharedIds,
@@ -769,6 +776,7 @@ fn mongo_workload() -> Workload {
 
 /// store-mongo on a real server, `$$NOW` replaced by the manual clock, under
 /// [`mongo_workload`].
+#[cfg(feature = "mongo")]
 #[test]
 fn store_mongo_is_linearizable() {
     activate_mutant();

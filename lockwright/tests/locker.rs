@@ -8,17 +8,20 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use lockwright::engine::{LockRequest, Renewal, Resource, SharedLimit, Ttl};
-use lockwright::store_mem::Clock;
 use lockwright::{
     Client, Ended, Error, Filter, LockId, LockOptions, LockStatus, LockStore, Locker, LockerConfig,
-    MemStore, MongoStore, Timestamp,
 };
-use lockwright_store_mongo::test_support;
+#[cfg(feature = "mem")]
+use lockwright::{MemStore, Timestamp, store_mem::Clock};
+#[cfg(feature = "mongo")]
+use lockwright::{MongoStore, store_mongo::test_support};
 use tokio::time::Instant;
 
 /// The store's clock as tokio sees time, so paused tests move both together.
+#[cfg(feature = "mem")]
 struct TokioClock(Instant);
 
+#[cfg(feature = "mem")]
 impl Clock for TokioClock {
     fn now(&self) -> Timestamp {
         Timestamp::from_millis(1_800_000_000_000).saturating_add(self.0.elapsed())
@@ -146,7 +149,9 @@ trait Backend {
     async fn teardown(store: &Self::Store);
 }
 
+#[cfg(feature = "mem")]
 struct Mem;
+#[cfg(feature = "mem")]
 impl Backend for Mem {
     type Store = MemStore;
     const TTL: Duration = Duration::from_secs(1);
@@ -158,7 +163,9 @@ impl Backend for Mem {
     async fn teardown(_: &MemStore) {}
 }
 
+#[cfg(feature = "mongo")]
 struct Mongo;
+#[cfg(feature = "mongo")]
 impl Backend for Mongo {
     type Store = MongoStore;
     const TTL: Duration = Duration::from_secs(2);
@@ -486,6 +493,7 @@ async fn failed_release_is_retried<B: Backend>() {
 
 /// The renewal task lives as long as a handle or a guard does, and no longer (it used to
 /// hold the sender of its own inbox, and outlive everything but `shutdown`).
+#[cfg(feature = "mem")]
 #[tokio::test(start_paused = true)]
 async fn the_renewal_task_ends_with_the_last_handle_and_guard() {
     let alive = || {
@@ -525,6 +533,7 @@ impl<S> Faulty<S> {
     }
 }
 
+#[cfg(feature = "mem")]
 #[tokio::test]
 async fn bad_configuration_is_rejected() {
     let client = || Client::new(MemStore::new());
@@ -619,5 +628,7 @@ macro_rules! locker_tests {
     };
 }
 
+#[cfg(feature = "mem")]
 locker_tests!(store_mem, Mem, start_paused = true);
+#[cfg(feature = "mongo")]
 locker_tests!(store_mongo, Mongo,);

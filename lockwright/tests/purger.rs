@@ -1,4 +1,5 @@
 //! The purger loop on paused tokio time, against the in-memory store and a failing store.
+#![cfg(feature = "mem")]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -8,10 +8,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+#[cfg(feature = "mem")]
+use lockwright::MemStore;
+#[cfg(feature = "mongo")]
 use lockwright::store_mongo::test_support;
 use lockwright::{
     Client, Error, Filter, LockDetails, LockId, LockOptions, LockStore, Locker, LockerConfig,
-    ManualClock, MemStore, Timestamp, generate_lock_id,
+    ManualClock, Timestamp, generate_lock_id,
 };
 
 /// Everything the subscriber writes.
@@ -166,6 +169,7 @@ async fn exercise<S: LockStore>(
     );
 }
 
+#[cfg(feature = "mem")]
 #[tokio::test(start_paused = true)]
 async fn no_lock_id_in_outcomes_errors_or_traces_mem() {
     let (captured, _default) = capture();
@@ -189,6 +193,7 @@ async fn no_lock_id_in_outcomes_errors_or_traces_mem() {
     );
 }
 
+#[cfg(feature = "mongo")]
 #[tokio::test]
 async fn no_lock_id_in_outcomes_errors_or_traces_mongo() {
     let (captured, _default) = capture();
@@ -212,6 +217,7 @@ async fn no_lock_id_in_outcomes_errors_or_traces_mongo() {
 /// A server that refuses a write quotes the refused document in its reply (a schema
 /// validator's `errInfo` names the value it considered: the lock id). The error reports the
 /// server's code, code name and a short message, never the raw reply.
+#[cfg(feature = "mongo")]
 #[tokio::test]
 async fn no_lock_id_in_backend_errors() {
     let (captured, _default) = capture();

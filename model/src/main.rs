@@ -408,6 +408,15 @@ fn main() -> ExitCode {
         println!("{USAGE}");
         return ExitCode::SUCCESS;
     }
+    #[cfg(not(lockwright_mutants))]
+    if args.command == "list-mutants" {
+        eprintln!(
+            "this build has no mutants: build it with RUSTFLAGS=\"--cfg lockwright_mutants\" \
+             (scripts/mutants does)"
+        );
+        return ExitCode::FAILURE;
+    }
+    #[cfg(lockwright_mutants)]
     if args.command == "list-mutants" {
         // One line per mutant: its name, what it breaks (the engine's rules, MongoDB's
         // pipelines or the Locker's state machine), and whether the model checks that rule.
@@ -430,7 +439,7 @@ fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    #[cfg(feature = "mutants")]
+    #[cfg(lockwright_mutants)]
     if let Some(m) = lockwright_engine::mutants::activate_from_env() {
         println!("Engine mutant active: {}", m.name());
     }

@@ -22,7 +22,7 @@ const CI_UNIQUE_STATES: usize = 120_418;
 
 /// Switches on the engine mutant named by `LOCKWRIGHT_MUTANT`, if any (kill-matrix runs).
 fn setup() {
-    #[cfg(feature = "mutants")]
+    #[cfg(lockwright_mutants)]
     if let Some(m) = lockwright_engine::mutants::activate_from_env() {
         eprintln!("engine mutant active: {}", m.name());
     }

@@ -7,7 +7,7 @@ use lockwright_sim::{Options, ViolationKind, run_seed, sweep, timeline_svg};
 
 #[test]
 fn sweep_of_2000_seeds_finds_no_violation() {
-    #[cfg(feature = "mutants")]
+    #[cfg(lockwright_mutants)]
     lockwright_engine::mutants::activate_from_env();
     let summary = sweep(&Options::default(), 0, 2_000, |_| {});
     assert_eq!(

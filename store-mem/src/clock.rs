@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use lockwright_engine::{ManualClock, Timestamp};
+use lockwright_engine::Timestamp;
 
 use crate::sync::{AtomicU64, Ordering};
 
@@ -39,9 +39,11 @@ impl Clock for SystemClock {
     }
 }
 
-impl Clock for ManualClock {
+/// A hand-driven clock, for tests (feature `test-util`).
+#[cfg(feature = "test-util")]
+impl Clock for lockwright_engine::ManualClock {
     fn now(&self) -> Timestamp {
-        ManualClock::now(self)
+        lockwright_engine::ManualClock::now(self)
     }
 }
 

@@ -4,7 +4,8 @@
 //! resource name, so operations on different resources proceed in parallel. Group
 //! operations (unlock, renew, status, purge) lock every shard in a fixed order and so see
 //! one consistent table; renew is all-or-nothing. Time comes from an injected [`Clock`]:
-//! the system clock by default, a [`ManualClock`](lockwright_engine::ManualClock) in tests.
+//! the system clock by default, any [`Clock`] of the caller's (in tests, a hand-driven one:
+//! feature `test-util`).
 //!
 //! Locks live as long as the store: this backend coordinates tasks and threads of one
 //! process, and is the reference the MongoDB backend is tested against.
@@ -67,7 +68,7 @@ impl MemStore {
         Self::with_clock(SystemClock::new())
     }
 
-    /// A store on `clock` (for tests: a shared `Arc<ManualClock>`).
+    /// A store on `clock`.
     #[must_use]
     pub fn with_clock(clock: impl Clock) -> Self {
         Self::with_clock_and_shards(clock, DEFAULT_SHARDS)
@@ -100,7 +101,8 @@ impl MemStore {
     }
 
     /// A copy of the whole table, merged from all shards at one instant (for tests that
-    /// compare the store with the engine).
+    /// compare the store with the engine; feature `test-util`).
+    #[cfg(feature = "test-util")]
     #[must_use]
     pub fn snapshot(&self) -> LockTable {
         let guards = self.lock_all();

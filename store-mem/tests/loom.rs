@@ -261,7 +261,7 @@ fn store_with_expired_lock(resource: &str) -> Arc<MemStore> {
 
 /// Switches on the mutant named by `LOCKWRIGHT_MUTANT`, if any.
 fn activate_mutant() {
-    #[cfg(feature = "mutants")]
+    #[cfg(lockwright_mutants)]
     lockwright_engine::mutants::activate_from_env();
 }
 

@@ -8,8 +8,7 @@
 //!   retries the loser as an update.
 //! - **Server time.** Every time decision and every stored timestamp uses the server's clock
 //!   (`$$NOW` in pipelines, `hello.localTime` where a literal instant is needed). Tests may
-//!   replace it with a [`ManualClock`] through [`MongoStore::with_clock`]; the pipelines stay
-//!   the same.
+//!   replace it with a hand-driven clock (feature `test-util`); the pipelines stay the same.
 //! - **Group operations in constant round trips.** `unlock` and `renew` are one transaction
 //!   (read the group, decide with the engine, one `updateMany`, commit): three commands
 //!   whatever the group's size, all or nothing. `purge` reads the expired groups, then
@@ -41,7 +40,7 @@ mod failure;
 mod names;
 mod pipeline;
 mod schema;
-#[doc(hidden)]
+#[cfg(feature = "test-util")]
 pub mod test_support;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -170,8 +169,9 @@ impl MongoStore {
     }
 
     /// Replaces the server's clock by `clock` in every pipeline and query: **for tests
-    /// only**, so that expiry can be driven without sleeping. The pipelines are the same
-    /// ones that run with the server's clock.
+    /// only** (feature `test-util`), so that expiry can be driven without sleeping. The
+    /// pipelines are the same ones that run with the server's clock.
+    #[cfg(feature = "test-util")]
     #[must_use]
     pub fn with_clock(mut self, clock: Arc<ManualClock>) -> Self {
         self.clock = Some(clock);

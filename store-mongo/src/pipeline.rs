@@ -11,7 +11,6 @@
 
 use mongodb::bson::{Bson, DateTime, Document, doc};
 
-use lockwright_engine::mutants::{self, Mutant};
 use lockwright_engine::table::FENCES_PER_MS;
 use lockwright_engine::{Filter, LockId, LockRequest, Mode, SharedLimit, Timestamp};
 
@@ -19,6 +18,18 @@ use crate::schema::{
     ACQUIRED, COMMENT, CREATED_AT, EXCLUSIVE, EXPIRES_AT, FENCE, HOST, LAST_FENCE, LAST_GRANT,
     LOCK_ID, OWNER, RENEWED_AT, RESOURCE, SHARED, empty_exclusive,
 };
+
+/// Whether the pipeline mutant `$name` (see the engine's `mutants` module) is switched on:
+/// never, outside builds with `--cfg lockwright_mutants`.
+macro_rules! mutated {
+    ($name:ident) => {{
+        #[cfg(lockwright_mutants)]
+        let on = lockwright_engine::mutants::active(lockwright_engine::mutants::Mutant::$name);
+        #[cfg(not(lockwright_mutants))]
+        let on = false;
+        on
+    }};
+}
 
 /// The server's clock inside a pipeline.
 pub(crate) const SERVER_NOW: &str = "$$NOW";
@@ -47,7 +58,7 @@ fn shared_locks() -> Bson {
 
 /// `path` holds a date that is `<= now`.
 fn is_expired(path: &str, now: &Bson) -> Bson {
-    let at_or_before = if mutants::active(Mutant::PipelineExpiryStrict) {
+    let at_or_before = if mutated!(PipelineExpiryStrict) {
         "$lt"
     } else {
         "$lte"
@@ -143,7 +154,7 @@ fn next_fence(now: &Bson) -> Bson {
     Bson::Document(doc! { "$max": [
         { "$add": [
             { "$ifNull": [ "$lastFence", 0_i64 ] },
-            i64::from(!mutants::active(Mutant::PipelineFenceNotIncremented)),
+            i64::from(!mutated!(PipelineFenceNotIncremented)),
         ] },
         { "$multiply": [ { "$toLong": now.clone() }, FENCES_PER_MS as i64 ] },
     ] })
@@ -230,10 +241,10 @@ pub(crate) fn xlock(
     now: &Bson,
 ) -> (Document, Vec<Document>) {
     let mut rule = Vec::new();
-    if !mutants::active(Mutant::PipelineTakeoverLive) {
+    if !mutated!(PipelineTakeoverLive) {
         rule.push(Bson::Document(doc! { "$not": [ live_exclusive(now) ] }));
     }
-    if !mutants::active(Mutant::PipelineExclusiveIgnoresShared) {
+    if !mutated!(PipelineExclusiveIgnoresShared) {
         rule.push(Bson::Document(doc! { "$eq": [ { "$size": LIVE }, 0 ] }));
     }
     let rule = Bson::Document(doc! { "$and": rule });
@@ -260,7 +271,7 @@ pub(crate) fn slock(
             format!("{live}.{LOCK_ID}"),
         ] } ] }),
     ];
-    if let Some(m) = limit.filter(|_| !mutants::active(Mutant::PipelineSharedIgnoresLimit)) {
+    if let Some(m) = limit.filter(|_| !mutated!(PipelineSharedIgnoresLimit)) {
         conditions.push(Bson::Document(
             doc! { "$lt": [ { "$size": live }, i64::from(m.get()) ] },
         ));
@@ -382,7 +393,7 @@ pub(crate) fn renew_one(
 ) -> Vec<Document> {
     let id = literal(lock_id.as_str());
     let ms = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-    let margin_ms = if mutants::active(Mutant::PipelineRenewOneWithoutMargin) {
+    let margin_ms = if mutated!(PipelineRenewOneWithoutMargin) {
         0
     } else {
         margin_ms
@@ -455,7 +466,7 @@ pub(crate) fn with_now(now: &Bson) -> Document {
 pub(crate) fn renew_pairs(renewed: Vec<Document>, now: Timestamp) -> Vec<Document> {
     let now = date(now);
     let renew = |prefix: &str, also: Bson| {
-        let same_lock = if mutants::active(Mutant::PipelineRenewManyWholeDocuments) {
+        let same_lock = if mutated!(PipelineRenewManyWholeDocuments) {
             Bson::Boolean(true)
         } else {
             Bson::Document(doc! { "$eq": [ "$$p.l", format!("{prefix}.{LOCK_ID}") ] })
@@ -577,7 +588,7 @@ pub(crate) fn deletable(t: Timestamp) -> Document {
         // Nothing malformed is deleted: a document the rules cannot read is left as it is.
         "$expr": valid(),
     };
-    if mutants::active(Mutant::PipelinePurgeDeletesHeld) {
+    if mutated!(PipelinePurgeDeletesHeld) {
         deletable.remove("exclusive.acquired");
     }
     deletable

@@ -1,4 +1,4 @@
-//! Helpers for tests that need a real MongoDB (feature `test-support`; not for production).
+//! Helpers for tests that need a real MongoDB (feature `test-util`; never for production).
 //!
 //! The server comes from `MONGODB_URI`: the test command (`scripts/test`) starts a
 //! throwaway replica set with `scripts/mongod.sh` and sets it; users can point it at their

@@ -364,7 +364,7 @@ async fn check(store: &MongoStore, c: &Case) -> Result<(), TestCaseError> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipelines_decide_as_the_engine() {
-    #[cfg(feature = "mutants")]
+    #[cfg(lockwright_mutants)]
     lockwright_engine::mutants::activate_from_env();
     let store = Arc::new(fresh_store(Some(Arc::new(ManualClock::new(NOW)))).await);
     let runner_store = Arc::clone(&store);

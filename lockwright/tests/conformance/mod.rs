@@ -39,7 +39,7 @@ pub struct Ctx<B: Backend> {
 impl<B: Backend> Ctx<B> {
     /// A fresh store at [`T0`].
     pub async fn new() -> Self {
-        #[cfg(feature = "mutants")]
+        #[cfg(lockwright_mutants)]
         lockwright::engine::mutants::activate_from_env();
         let clock = Arc::new(ManualClock::new(T0));
         let client = Client::new(B::store(Arc::clone(&clock)).await);
