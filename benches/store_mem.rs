@@ -17,13 +17,12 @@
 #![allow(clippy::unwrap_used)]
 
 use std::future::Future;
-use std::pin::pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
-use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
+use futures_util::FutureExt;
 use criterion::{BatchSize, Bencher, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use lockwright_benches::results::load_average;
 use lockwright_benches::{Meta, Record, RunMode};
@@ -35,12 +34,9 @@ use lockwright_store_mem::MemStore;
 const GROUP: &str = "store_mem";
 const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);
 
-/// The value of a future that is ready at its first poll, as every `MemStore` call is.
-fn ready<F: Future>(f: F) -> F::Output {
-    match pin!(f).poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(v) => v,
-        Poll::Pending => panic!("MemStore calls never wait"),
-    }
+/// The value of a store-mem call, which never waits (it takes a mutex and returns).
+fn at_once<T>(f: impl Future<Output = T>) -> T {
+    f.now_or_never().expect("a store-mem operation suspended")
 }
 
 fn request(resource: &str, lock_id: &str, ttl: Option<Duration>) -> LockRequest {
@@ -84,8 +80,8 @@ fn purge_fixture(n: usize) -> MemStore {
             &format!("ge{i}"),
             Some(Duration::from_secs(1)),
         );
-        ready(store.xlock(&expiring)).unwrap();
-        ready(store.xlock(&request(&format!("l{i}"), &format!("gl{i}"), None))).unwrap();
+        at_once(store.xlock(&expiring)).unwrap();
+        at_once(store.xlock(&request(&format!("l{i}"), &format!("gl{i}"), None))).unwrap();
     }
     clock.advance(Duration::from_secs(1));
     store
@@ -109,8 +105,8 @@ fn store_mem(c: &mut Criterion) {
         BenchmarkId::from_parameter("lock_unlock"),
         |b| {
             b.iter(|| {
-                ready(store.xlock(&hot)).unwrap();
-                ready(store.unlock(&hot.lock_id)).unwrap()
+                at_once(store.xlock(&hot)).unwrap();
+                at_once(store.unlock(&hot.lock_id)).unwrap()
             });
         },
     );
@@ -135,9 +131,9 @@ fn store_mem(c: &mut Criterion) {
                             start.wait();
                             let t = Instant::now();
                             for _ in 0..iters {
-                                match ready(store.xlock(req)) {
+                                match at_once(store.xlock(req)) {
                                     Ok(_) => {
-                                        ready(store.unlock(&req.lock_id)).unwrap();
+                                        at_once(store.unlock(&req.lock_id)).unwrap();
                                         granted.fetch_add(1, Ordering::Relaxed);
                                     }
                                     Err(Error::AlreadyLocked { .. }) => {}
@@ -181,12 +177,12 @@ fn store_mem(c: &mut Criterion) {
                 group_id.as_str(),
                 Some(ttl.as_duration()),
             );
-            ready(store.xlock(&req)).unwrap();
+            at_once(store.xlock(&req)).unwrap();
         }
         let (record, id) = sized("renew", k, k as u64);
         run(&mut group, mode, record, id, |b| {
             b.iter(|| {
-                let renewed = ready(store.renew(&group_id, ttl, Duration::ZERO)).unwrap();
+                let renewed = at_once(store.renew(&group_id, ttl, Duration::ZERO)).unwrap();
                 debug_assert_eq!(renewed.len(), k);
                 renewed
             });
@@ -200,7 +196,7 @@ fn store_mem(c: &mut Criterion) {
             b.iter_batched(
                 || purge_fixture(n),
                 |store| {
-                    let removed = ready(store.purge()).unwrap();
+                    let removed = at_once(store.purge()).unwrap();
                     assert_eq!(removed.len(), n);
                     (store, removed)
                 },

@@ -45,8 +45,8 @@ pub fn fence_floor(now: Timestamp) -> u64 {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct ResourceState {
-    /// The last fence granted on this resource.
-    pub fence: u64,
+    /// The last fence granted on this resource (the counter the next grant starts from).
+    pub last_fence: u64,
     /// The exclusive lock, if any (live or expired).
     pub exclusive: Option<StoredLock>,
     /// The shared locks in grant order (live or expired).
@@ -58,7 +58,7 @@ impl ResourceState {
     #[must_use]
     pub fn from_parts(fence: u64, exclusive: Option<StoredLock>, shared: Vec<StoredLock>) -> Self {
         ResourceState {
-            fence,
+            last_fence: fence,
             exclusive,
             shared,
         }
@@ -116,13 +116,13 @@ impl ResourceState {
     #[must_use]
     pub fn next_fence(&self, now: Timestamp) -> u64 {
         let step = u64::from(!mutants::active(Mutant::FenceNotIncremented));
-        self.fence.saturating_add(step).max(fence_floor(now))
+        self.last_fence.saturating_add(step).max(fence_floor(now))
     }
 
     /// Whether the (empty) resource may be forgotten at `now` without breaking fences.
     #[must_use]
     pub fn can_delete(&self, now: Timestamp) -> bool {
-        self.is_empty() && self.fence < fence_floor(now)
+        self.is_empty() && self.last_fence < fence_floor(now)
     }
 
     /// Grants `request` in `mode` at `now`, which the caller has checked is allowed: removes
@@ -147,8 +147,8 @@ impl ResourceState {
             }
             keep
         });
-        self.fence = self.next_fence(now);
-        let lock = StoredLock::granted(request, now, self.fence);
+        self.last_fence = self.next_fence(now);
+        let lock = StoredLock::granted(request, now, self.last_fence);
         let status = lock.status(&request.resource, mode, now);
         match mode {
             Mode::Exclusive => self.exclusive = Some(lock),
@@ -188,61 +188,61 @@ impl ResourceState {
 #[derive(Clone, Default)]
 pub struct LockTable {
     resources: BTreeMap<Resource, ResourceState>,
-    groups: HashMap<LockId, Held, foldhash::fast::RandomState>,
+    groups: HashMap<LockId, GroupResources, foldhash::fast::RandomState>,
 }
 
 /// The resources one group holds a lock on, in the index: the first one inline, since most
 /// groups hold one lock (no allocation for them), the others in a set.
 #[derive(Clone, Debug, Default)]
-struct Held {
-    one: Option<Resource>,
-    more: BTreeSet<Resource>,
+struct GroupResources {
+    first: Option<Resource>,
+    rest: BTreeSet<Resource>,
 }
 
-impl Held {
+impl GroupResources {
     fn insert(&mut self, resource: &Resource) {
-        if self.one.as_ref() == Some(resource) || self.more.contains(resource) {
+        if self.first.as_ref() == Some(resource) || self.rest.contains(resource) {
             return;
         }
-        if self.one.is_none() {
-            self.one = Some(resource.clone());
+        if self.first.is_none() {
+            self.first = Some(resource.clone());
         } else {
-            self.more.insert(resource.clone());
+            self.rest.insert(resource.clone());
         }
     }
 
     fn remove(&mut self, resource: &Resource) {
-        if self.one.as_ref() == Some(resource) {
-            self.one = None;
+        if self.first.as_ref() == Some(resource) {
+            self.first = None;
         } else {
-            self.more.remove(resource);
+            self.rest.remove(resource);
         }
     }
 
     fn is_empty(&self) -> bool {
-        self.one.is_none() && self.more.is_empty()
+        self.first.is_none() && self.rest.is_empty()
     }
 
     fn retain(&mut self, mut keep: impl FnMut(&Resource) -> bool) {
-        if self.one.as_ref().is_some_and(|r| !keep(r)) {
-            self.one = None;
+        if self.first.as_ref().is_some_and(|r| !keep(r)) {
+            self.first = None;
         }
-        self.more.retain(keep);
+        self.rest.retain(keep);
     }
 
     fn iter(&self) -> impl Iterator<Item = &Resource> {
-        self.one.iter().chain(&self.more)
+        self.first.iter().chain(&self.rest)
     }
 }
 
 /// Equal when they hold the same resources, wherever each is kept.
-impl PartialEq for Held {
+impl PartialEq for GroupResources {
     fn eq(&self, other: &Self) -> bool {
-        let len = |h: &Held| usize::from(h.one.is_some()) + h.more.len();
+        let len = |h: &GroupResources| usize::from(h.first.is_some()) + h.rest.len();
         len(self) == len(other)
             && self
                 .iter()
-                .all(|r| other.one.as_ref() == Some(r) || other.more.contains(r))
+                .all(|r| other.first.as_ref() == Some(r) || other.rest.contains(r))
     }
 }
 
@@ -395,7 +395,7 @@ impl LockTable {
         self.groups
             .get(&lock_id)
             .into_iter()
-            .flat_map(Held::iter)
+            .flat_map(GroupResources::iter)
             .filter_map(move |name| {
                 let state = self.resources.get(name)?;
                 let (mode, lock) = state.lock_of(&lock_id)?;
@@ -674,7 +674,7 @@ pub fn status<T: Deref<Target = LockTable>>(
                 push(name, state);
             }
         } else if let Some(lock_id) = &by_group {
-            for name in table.groups.get(lock_id).into_iter().flat_map(Held::iter) {
+            for name in table.groups.get(lock_id).into_iter().flat_map(GroupResources::iter) {
                 if let Some(state) = table.resources.get(name) {
                     push(name, state);
                 }
@@ -836,7 +836,7 @@ mod tests {
             table.slock(&req("r", &id, None), None, t(5)).unwrap();
             table.unlock(&LockId::new(id).unwrap(), t(5));
         }
-        let counter = table.resource(&Resource::new("r").unwrap()).unwrap().fence;
+        let counter = table.resource(&Resource::new("r").unwrap()).unwrap().last_fence;
         assert!(counter > fence_floor(t(6)));
         table.purge(t(6));
         assert!(

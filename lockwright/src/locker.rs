@@ -52,7 +52,7 @@ enum Command<S: LockStore> {
     },
 }
 
-struct Shared<S> {
+struct Inner<S> {
     client: Client<S>,
     config: LockerConfig,
     epoch: Instant,
@@ -61,7 +61,7 @@ struct Shared<S> {
     stop: tokio_util::sync::CancellationToken,
 }
 
-impl<S> Shared<S> {
+impl<S> Inner<S> {
     /// Local monotonic time in ms since the locker started.
     fn now(&self) -> u64 {
         millis(self.epoch.elapsed())
@@ -98,7 +98,7 @@ fn millis(d: Duration) -> u64 {
 /// # Ok(()) }
 /// ```
 pub struct Locker<S: LockStore> {
-    shared: Arc<Shared<S>>,
+    shared: Arc<Inner<S>>,
     /// The task's inbox. Only handles and guards hold a sender (the task holds a weak
     /// one), so the task ends when the last of them is gone.
     commands: mpsc::UnboundedSender<Command<S>>,
@@ -221,7 +221,7 @@ impl<S: LockStore> Locker<S> {
         &self,
         resource: &str,
         options: &LockOptions,
-        wait: impl FnOnce(&Shared<S>) -> Wait,
+        wait: impl FnOnce(&Inner<S>) -> Wait,
     ) -> Result<LockGuard<S>, Error> {
         let resource = Resource::new(resource)?;
         let ttl = Ttl::new(options.ttl)?;
@@ -445,7 +445,7 @@ struct Outlets<S: LockStore> {
 /// The one background task: feeds the core commands, replies and timer expiry; sends its
 /// requests; carries its events to callers and guards.
 async fn drive<S: LockStore>(
-    shared: Arc<Shared<S>>,
+    shared: Arc<Inner<S>>,
     mut core: LockerCore<UnwrapErr<OsRng>>,
     commands: mpsc::WeakUnboundedSender<Command<S>>,
     mut inbox: mpsc::UnboundedReceiver<Command<S>>,
@@ -512,7 +512,7 @@ async fn drive<S: LockStore>(
 
 /// Acts on one event of the core.
 fn deliver<S: LockStore>(
-    shared: &Arc<Shared<S>>,
+    shared: &Arc<Inner<S>>,
     core: &mut LockerCore<UnwrapErr<OsRng>>,
     commands: &mpsc::WeakUnboundedSender<Command<S>>,
     outlets: &mut Outlets<S>,

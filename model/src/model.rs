@@ -322,7 +322,7 @@ impl LockModel {
         let may_grant: Vec<bool> = (0..config.resources)
             .map(|r| {
                 state.table.resource(resource(r)).is_none_or(|st| {
-                    st.fence < floor || st.fence - floor + 1 < config.grants_per_ms
+                    st.last_fence < floor || st.last_fence - floor + 1 < config.grants_per_ms
                 })
             })
             .collect();

@@ -306,7 +306,7 @@ impl fmt::Display for LockState {
             write!(f, " empty")?;
         }
         for (name, state) in self.table.resources() {
-            write!(f, " {name}[counter {}:", state.fence)?;
+            write!(f, " {name}[counter {}:", state.last_fence)?;
             if state.is_empty() {
                 write!(f, " no locks")?;
             }

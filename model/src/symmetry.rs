@@ -78,7 +78,7 @@ impl Rewrite<ClientId> for LockState {
             (
                 name.clone(),
                 ResourceState::from_parts(
-                    st.fence,
+                    st.last_fence,
                     st.exclusive.as_ref().map(|l| rename_lock(l, plan)),
                     st.shared.iter().map(|l| rename_lock(l, plan)).collect(),
                 ),

@@ -8,9 +8,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::future::Future;
-use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use lockwright_engine::lease::LeaseKey;
@@ -23,6 +21,7 @@ use lockwright_engine::{
     Timestamp, Ttl,
 };
 use lockwright_store_mem::MemStore;
+use futures_util::FutureExt;
 use rand::{Rng, SeedableRng};
 
 use crate::SimRng;
@@ -39,14 +38,9 @@ const SETTLE_TTLS: u64 = 20;
 /// The most resources one job holds together.
 const MAX_JOB: usize = 4;
 
-/// Runs a store-mem future that never waits (store-mem does no IO).
-fn ready<F: Future>(f: F) -> F::Output {
-    let mut f = pin!(f);
-    match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(v) => v,
-        // store-mem's operations take a mutex and return: they never suspend.
-        Poll::Pending => unreachable!("a store-mem operation suspended"),
-    }
+/// The value of a store-mem call, which never waits (it takes a mutex and returns).
+fn at_once<T>(f: impl Future<Output = T>) -> T {
+    f.now_or_never().expect("a store-mem operation suspended")
 }
 
 #[derive(Debug)]
@@ -697,12 +691,12 @@ impl World {
                 let req = LockRequest::new(resource.as_str(), lock_id.as_str(), &details)
                     .unwrap_or_else(|e| panic!("request: {e}"));
                 let result = match access {
-                    Access::Exclusive => ready(self.store.xlock(&req)),
+                    Access::Exclusive => at_once(self.store.xlock(&req)),
                     Access::Shared(limit) => {
                         let limit = limit.map(|l| {
                             SharedLimit::new(l).unwrap_or_else(|e| panic!("shared limit: {e}"))
                         });
-                        ready(self.store.slock(&req, limit))
+                        at_once(self.store.slock(&req, limit))
                     }
                 };
                 match &result {
@@ -735,7 +729,7 @@ impl World {
                 ttl,
             } => {
                 let margin = self.config.drift_margin;
-                let result = ready(self.store.renew_one(resource, lock_id, *ttl, margin));
+                let result = at_once(self.store.renew_one(resource, lock_id, *ttl, margin));
                 if let Err(e) = &result
                     && !matches!(e, Error::NotRenewable { .. } | Error::LockNotFound)
                 {
@@ -745,7 +739,7 @@ impl World {
             }
             Request::RenewMany { locks } => {
                 let margin = self.config.drift_margin;
-                let result = ready(self.store.renew_many(locks, margin));
+                let result = at_once(self.store.renew_many(locks, margin));
                 if let Ok(each) = &result {
                     for e in each.iter().filter_map(|r| r.as_ref().err()) {
                         if !matches!(e, Error::NotRenewable { .. } | Error::LockNotFound) {
@@ -757,7 +751,7 @@ impl World {
                 Reply::from_batch(result)
             }
             Request::Unlock { resource, lock_id } => {
-                let result = ready(self.store.unlock_one(resource, lock_id));
+                let result = at_once(self.store.unlock_one(resource, lock_id));
                 if let Err(e) = &result {
                     panic!("store-mem failed: {e}");
                 }
@@ -1196,8 +1190,8 @@ impl World {
         self.now = after;
         self.clock
             .set(EPOCH.saturating_add(Duration::from_millis(after)));
-        ready(self.store.purge()).unwrap_or_else(|e| panic!("store-mem failed: {e}"));
-        let left = ready(self.store.status(&Filter::new()))
+        at_once(self.store.purge()).unwrap_or_else(|e| panic!("store-mem failed: {e}"));
+        let left = at_once(self.store.status(&Filter::new()))
             .unwrap_or_else(|e| panic!("store-mem failed: {e}"));
         if !left.is_empty() {
             let names: Vec<String> = left

@@ -30,7 +30,6 @@ impl SystemClock {
 }
 
 impl Clock for SystemClock {
-    #[allow(clippy::disallowed_methods)] // this is the one place the store reads the clock
     fn now(&self) -> Timestamp {
         // Before the Unix epoch only on a badly broken host; treat it as the epoch.
         let wall = Timestamp::from_system_time(SystemTime::now()).unwrap_or(Timestamp::EPOCH);

@@ -904,13 +904,13 @@ fn decide_grant(
         };
     }
     let (_, state) = schema::decode(doc).map_err(Error::from)?;
-    if state.fence >= schema::FENCES_EXHAUSTED {
+    if state.last_fence >= schema::FENCES_EXHAUSTED {
         return Err(Error::Malformed {
             resource: resource.as_str().to_owned(),
             field: schema::LAST_FENCE.into(),
             reason: format!(
                 "is {}: every fence is used, so no grant is possible on this resource",
-                state.fence
+                state.last_fence
             ),
         });
     }

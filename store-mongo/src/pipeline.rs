@@ -294,11 +294,11 @@ pub(crate) fn slock(
 
 /// The documents holding a lock of `lock_id` (uses the lock-id indexes of both modes).
 pub(crate) fn group_filter(lock_id: &LockId) -> Document {
-    either(LOCK_ID, lock_id.as_str().into())
+    in_any_lock(LOCK_ID, lock_id.as_str().into())
 }
 
 /// Documents where the exclusive lock or some shared lock has `field` matching `cond`.
-fn either(field: &str, cond: Bson) -> Document {
+fn in_any_lock(field: &str, cond: Bson) -> Document {
     doc! { "$or": [
         { format!("{EXCLUSIVE}.{field}"): cond.clone() },
         { format!("{SHARED}.locks.{field}"): cond },
@@ -448,7 +448,7 @@ pub(crate) fn unlock_one(lock_id: &LockId) -> Vec<Document> {
 /// The filter of a one-lock operation: the resource's document, if it holds a lock of
 /// `lock_id`.
 pub(crate) fn one_lock_filter(resource: &str, lock_id: &LockId) -> Document {
-    let mut filter = either(LOCK_ID, lock_id.as_str().into());
+    let mut filter = in_any_lock(LOCK_ID, lock_id.as_str().into());
     filter.insert(RESOURCE, resource);
     filter
 }
@@ -542,7 +542,7 @@ pub(crate) fn batch_filter(ids: &[LockId]) -> Document {
         .iter()
         .map(|i| Bson::String(i.as_str().to_owned()))
         .collect();
-    either(LOCK_ID, Bson::Document(doc! { "$in": ids }))
+    in_any_lock(LOCK_ID, Bson::Document(doc! { "$in": ids }))
 }
 
 /// Purge, phase two: removes the locks of `ids` created before `t`.
@@ -605,10 +605,10 @@ pub(crate) fn status_prefilter(filter: &Filter, now: Option<Timestamp>) -> Docum
         push(doc! { RESOURCE: r.as_str() });
     }
     if let Some(l) = &filter.lock_id {
-        push(either(LOCK_ID, l.as_str().into()));
+        push(in_any_lock(LOCK_ID, l.as_str().into()));
     }
     if let Some(o) = &filter.owner {
-        push(either(OWNER, o.as_str().into()));
+        push(in_any_lock(OWNER, o.as_str().into()));
     }
     match filter.mode {
         Some(Mode::Exclusive) => push(doc! { "exclusive.acquired": true }),
@@ -616,13 +616,13 @@ pub(crate) fn status_prefilter(filter: &Filter, now: Option<Timestamp>) -> Docum
         None => {}
     }
     if let Some(t) = filter.created_before {
-        push(either(CREATED_AT, Bson::Document(doc! { "$lt": date(t) })));
+        push(in_any_lock(CREATED_AT, Bson::Document(doc! { "$lt": date(t) })));
     }
     if let Some(t) = filter.created_after {
-        push(either(CREATED_AT, Bson::Document(doc! { "$gt": date(t) })));
+        push(in_any_lock(CREATED_AT, Bson::Document(doc! { "$gt": date(t) })));
     }
     if let (Some(d), Some(now)) = (filter.ttl_lt, now) {
-        push(either(
+        push(in_any_lock(
             EXPIRES_AT,
             Bson::Document(doc! { "$lt": date(now.saturating_add(d)) }),
         ));
@@ -634,7 +634,7 @@ pub(crate) fn status_prefilter(filter: &Filter, now: Option<Timestamp>) -> Docum
         } else {
             doc! { "$gte": date(now.saturating_add(d)) }
         };
-        push(either(EXPIRES_AT, Bson::Document(cond)));
+        push(in_any_lock(EXPIRES_AT, Bson::Document(cond)));
     }
     if all.is_empty() {
         Document::new()

@@ -345,7 +345,7 @@ mod tests {
     fn reads_the_go_librarys_documents() {
         let (r, state) = decode(&go_doc()).unwrap();
         assert_eq!(r.as_str(), "r1");
-        assert_eq!(state.fence, 0);
+        assert_eq!(state.last_fence, 0);
         assert!(state.exclusive.is_none());
         assert_eq!(state.shared[0].owner.as_deref(), Some("john"));
         assert_eq!(
