@@ -54,8 +54,8 @@ enum Command {
     /// Run CMD while holding a lock on RESOURCE, renewing it until CMD exits.
     ///
     /// CMD gets LOCKWRIGHT_FENCE (the grant's fencing token) and LOCKWRIGHT_RESOURCE in its
-    /// environment and runs in its own process group. SIGINT, SIGTERM and SIGHUP sent to
-    /// lockwright are forwarded to that group; the lock is released when CMD exits, and
+    /// environment and runs in its own process group (unless --foreground). SIGINT, SIGTERM
+    /// and SIGHUP sent to lockwright are forwarded to that group; the lock is released when CMD exits, and
     /// lockwright exits with CMD's code. If the lock is lost while CMD runs, the group gets
     /// SIGTERM, then SIGKILL after --kill-after, and lockwright exits with 76. If lockwright
     /// itself is killed with SIGKILL, CMD keeps running and the lock expires after --ttl.
@@ -109,6 +109,10 @@ struct RunArgs {
     /// After SIGTERM on a lost lock, how long CMD has to exit before SIGKILL.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
     kill_after: Duration,
+    /// Run CMD in lockwright's process group, so that it can read from the terminal; signals
+    /// are then forwarded to CMD alone, not to its children.
+    #[arg(long)]
+    foreground: bool,
     /// The command to run, after `--`.
     #[arg(last = true, required = true, num_args = 1.., value_name = "CMD",
           value_parser = clap::value_parser!(OsString))]

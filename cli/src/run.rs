@@ -11,7 +11,7 @@ use lockwright::{
     Client, DEFAULT_RENEW_MARGIN, Error, Filter, LockGuard, LockOptions, LockStatus, Locker,
     LockerConfig, MongoStore,
 };
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
 use crate::RunArgs;
@@ -137,7 +137,7 @@ async fn acquire(
     }
 }
 
-/// Who holds `resource`, as ` by OWNER@HOST (MODE, fence F, TTL left, #tag)`, for the
+/// Who holds `resource`, as ` by OWNER on HOST (MODE, fence F, TTL left, #tag)`, for the
 /// message of a refused or timed-out acquire; empty when it cannot be told.
 async fn holders(client: &Client<MongoStore>, resource: &str) -> String {
     let Ok(Ok(locks)) = tokio::time::timeout(
@@ -161,18 +161,23 @@ async fn holders(client: &Client<MongoStore>, resource: &str) -> String {
     format!(" by {}{more}", described.join(", "))
 }
 
-/// One holder: `OWNER@HOST (MODE, fence F, 12s left, #tag)`.
+/// One holder: `OWNER on HOST (MODE, fence F, 12.0s left, #tag)`.
 fn describe(lock: &LockStatus) -> String {
-    let owner = lock.owner.as_deref().unwrap_or("?");
-    let host = lock.host.as_deref().unwrap_or("?");
+    let owner = lock
+        .owner
+        .as_deref()
+        .map_or_else(|| "an unnamed owner".to_owned(), |o| Escaped(o).to_string());
+    let host = lock
+        .host
+        .as_deref()
+        .map(|h| format!(" on {}", Escaped(h)))
+        .unwrap_or_default();
     let ttl = lock.ttl.map_or_else(
         || "no TTL".to_owned(),
         |t| format!("{} left", crate::status::format_ttl(t)),
     );
     format!(
-        "{}@{} ({}, fence {}, {ttl}, {})",
-        Escaped(owner),
-        Escaped(host),
+        "{owner}{host} ({}, fence {}, {ttl}, {})",
         lock.mode,
         lock.fence,
         lock.lock_id.tag()
@@ -186,23 +191,29 @@ async fn supervise(
     signals: &mut Signals,
 ) -> Result<u8, CliError> {
     let program = &args.command[0];
-    let mut child = match tokio::process::Command::new(program)
+    let mut command = tokio::process::Command::new(program);
+    command
         .args(&args.command[1..])
         .env("LOCKWRIGHT_FENCE", guard.fence().to_string())
-        .env("LOCKWRIGHT_RESOURCE", &args.resource)
+        .env("LOCKWRIGHT_RESOURCE", &args.resource);
+    if !args.foreground {
         // Its own group, so that signals reach CMD's children too.
-        .process_group(0)
-        .spawn()
-    {
+        command.process_group(0);
+    }
+    let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => return Err(spawn_error(program, &e)),
     };
-    let Some(group) = child
+    let Some(pid) = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .map(Pid::from_raw)
     else {
         return Err(CliError::new(exit::FAILURE, "CMD has no process id"));
+    };
+    let target = Target {
+        pid,
+        group: !args.foreground,
     };
     let lost = guard.lost();
     tokio::pin!(lost);
@@ -221,22 +232,34 @@ async fn supervise(
                     Escaped(&args.resource),
                     humantime::format_duration(args.kill_after)
                 );
-                send(group, Signal::SIGTERM);
+                target.send(Signal::SIGTERM);
                 if tokio::time::timeout(args.kill_after, child.wait()).await.is_err() {
                     eprintln!("lockwright: CMD still running; sending SIGKILL");
-                    send(group, Signal::SIGKILL);
+                    target.send(Signal::SIGKILL);
                     let _ = child.wait().await;
                 }
                 return Ok(exit::LOST);
             }
-            signal = signals.recv() => send(group, signal),
+            signal = signals.recv() => target.send(signal),
         }
     }
 }
 
-/// Sends `signal` to CMD's process group; it may be gone already.
-fn send(group: Pid, signal: Signal) {
-    let _ = killpg(group, signal);
+/// Where signals for CMD go: its process group, or with `--foreground` CMD alone.
+struct Target {
+    pid: Pid,
+    group: bool,
+}
+
+impl Target {
+    /// Sends `signal`; CMD may be gone already.
+    fn send(&self, signal: Signal) {
+        let _ = if self.group {
+            killpg(self.pid, signal)
+        } else {
+            kill(self.pid, signal)
+        };
+    }
 }
 
 /// The exit code of CMD: its own, or 128 + the signal that ended it.

@@ -46,6 +46,28 @@ fn exit_code_and_environment_reach_through() {
 }
 
 #[test]
+fn cmd_gets_its_own_process_group_unless_foreground() {
+    let c = Coll::new();
+    // Field 5 of /proc/PID/stat is the process group; $PPID is lockwright.
+    let groups = "echo $(cut -d' ' -f5 /proc/$$/stat) $(cut -d' ' -f5 /proc/$PPID/stat) > groups";
+    let same = |extra: &[&str]| {
+        let mut args = vec!["run", "job/pgrp"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "sh", "-c", groups]);
+        let out = c.run(&args);
+        assert_eq!(code(&out), 0, "stderr: {}", text(&out.stderr));
+        let groups = std::fs::read_to_string(c.path("groups")).expect("groups");
+        let (cmd, lw) = groups.trim().split_once(' ').expect("two groups");
+        cmd == lw
+    };
+    assert!(!same(&[]), "CMD leads a group of its own");
+    assert!(
+        same(&["--foreground"]),
+        "--foreground keeps CMD in lockwright's group"
+    );
+}
+
+#[test]
 fn a_held_lock_exits_75_without_wait_and_is_shown_by_status() {
     let c = Coll::new();
     let holder = c.spawn(&[
