@@ -100,6 +100,18 @@ fn a_held_lock_exits_75_without_wait_and_is_shown_by_status() {
         text(&out.stderr)
     );
 
+    // SIGINT while waiting: 128 + 2, and no lock taken.
+    let waiter = c.spawn(&["run", "job/held", "--wait", "--", "true"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    waiter.signal(Signal::SIGINT);
+    let out = waiter.finish(LONG);
+    assert_eq!(code(&out), 130, "stderr: {}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("SIGINT while waiting"),
+        "{}",
+        text(&out.stderr)
+    );
+
     // The table: owner, host, comment, tag; never the lock id.
     let locks = c.locks();
     assert_eq!(locks.len(), 1);
