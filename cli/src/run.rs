@@ -232,17 +232,35 @@ async fn supervise(
                     Escaped(&args.resource),
                     humantime::format_duration(args.kill_after)
                 );
-                target.send(Signal::SIGTERM);
-                if tokio::time::timeout(args.kill_after, child.wait()).await.is_err() {
-                    eprintln!("lockwright: CMD still running; sending SIGKILL");
-                    target.send(Signal::SIGKILL);
-                    let _ = child.wait().await;
-                }
+                terminate(&mut child, &target, args.kill_after, signals).await;
                 return Ok(exit::LOST);
             }
             signal = signals.recv() => target.send(signal),
         }
     }
+}
+
+/// Sends CMD SIGTERM, then SIGKILL if it is still running after `grace`; signals caught
+/// meanwhile are still forwarded. Returns once CMD has exited.
+async fn terminate(
+    child: &mut tokio::process::Child,
+    target: &Target,
+    grace: Duration,
+    signals: &mut Signals,
+) {
+    target.send(Signal::SIGTERM);
+    let deadline = tokio::time::sleep(grace);
+    tokio::pin!(deadline);
+    loop {
+        tokio::select! {
+            _ = child.wait() => return,
+            () = &mut deadline => break,
+            signal = signals.recv() => target.send(signal),
+        }
+    }
+    eprintln!("lockwright: CMD still running; sending SIGKILL");
+    target.send(Signal::SIGKILL);
+    let _ = child.wait().await;
 }
 
 /// Where signals for CMD go: its process group, or with `--foreground` CMD alone.

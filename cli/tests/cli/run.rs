@@ -152,6 +152,51 @@ fn a_held_lock_exits_75_without_wait_and_is_shown_by_status() {
 }
 
 #[test]
+fn shared_runs_share_up_to_the_limit() {
+    let c = Coll::new();
+    let shared = |n: &str| {
+        let script = format!("touch started{n}; while [ ! -e stop ]; do sleep 0.1; done");
+        c.spawn(&[
+            "run",
+            "job/shared",
+            "--shared",
+            "--limit",
+            "2",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+    };
+    let (one, two) = (shared("1"), shared("2"));
+    wait_for_file(&c.path("started1"));
+    wait_for_file(&c.path("started2"));
+    let out = c.run(&[
+        "run",
+        "job/shared",
+        "--shared",
+        "--limit",
+        "2",
+        "--",
+        "true",
+    ]);
+    assert_eq!(code(&out), 75, "the third holder: {}", text(&out.stderr));
+    let out = c.run(&["run", "job/shared", "--", "true"]);
+    assert_eq!(
+        code(&out),
+        75,
+        "exclusive beside shared: {}",
+        text(&out.stderr)
+    );
+    assert_eq!(c.status_json(&["--mode", "s"]).len(), 2);
+    std::fs::write(c.path("stop"), "").expect("stop");
+    for run in [one, two] {
+        assert_eq!(code(&run.finish(LONG)), 0);
+    }
+    assert!(c.locks().is_empty());
+}
+
+#[test]
 fn waiting_runs_never_overlap() {
     let c = Coll::new();
     let script =
