@@ -133,6 +133,20 @@ async fn acquire(
             };
             Err(CliError::new(exit::HELD, message))
         }
+        Err(Error::InvalidArgument {
+            field: "ttl",
+            reason,
+        }) => {
+            let margin = if reason.contains("drift margin") {
+                format!(" ({:?})", LockerConfig::default().drift_margin)
+            } else {
+                String::new()
+            };
+            Err(CliError::usage(format!(
+                "--ttl {}: {reason}{margin}; a TTL of a few seconds or more is usual",
+                humantime::format_duration(args.ttl)
+            )))
+        }
         Err(err) => Err(err.into()),
     }
 }

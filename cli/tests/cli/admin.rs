@@ -115,6 +115,10 @@ fn usage_errors_are_clear_and_exit_2() {
             "cannot be used with",
         ),
         (&["run", "r"], "CMD"),
+        (
+            &["run", "--ttl", "50ms", "r", "--", "true"],
+            "--ttl 50ms: must be longer than",
+        ),
         (&["unlock"], "--lock-id-from-env"),
         (&["unlock", "0123456789abcdef"], "unexpected argument"),
         (&["--collection", "nodot", "status"], "DATABASE.COLLECTION"),
@@ -292,6 +296,23 @@ fn doctor_passes_on_the_test_set_and_names_a_missing_index() {
         );
         assert_eq!(err.lines().count(), 1, "{err}");
     }
+    // A connection string that lowers the write concern fails the check.
+    let uri = crate::support::mongodb_uri();
+    let weak = if uri.ends_with('/') {
+        format!("{uri}?w=1")
+    } else if uri.contains('?') {
+        format!("{uri}&w=1")
+    } else {
+        format!("{uri}/?w=1")
+    };
+    let out = c.run(&["doctor", "--uri", &weak]);
+    let report = text(&out.stdout);
+    assert_eq!(code(&out), 78, "{report}");
+    assert!(
+        report.contains("FAIL the connection string sets write concern w=1"),
+        "{report}"
+    );
+
     // --fix creates it.
     let out = fresh.run(&["doctor", "--fix"]);
     assert_eq!(code(&out), 0, "{}", text(&out.stdout));
