@@ -22,14 +22,22 @@ pub struct ConnArgs {
     #[arg(
         long,
         global = true,
+        help_heading = "Connection",
         env = "LOCKWRIGHT_URI",
         hide_env_values = true,
         default_value = "mongodb://127.0.0.1:27017/"
     )]
     pub uri: String,
     /// The lock collection, as DATABASE.COLLECTION.
-    #[arg(long, global = true, value_name = "DB.COLL", env = "LOCKWRIGHT_COLLECTION",
-          default_value = "lockwright.locks", value_parser = namespace)]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Connection",
+        value_name = "DB.COLL",
+        env = "LOCKWRIGHT_COLLECTION",
+        default_value = "lockwright.locks",
+        value_parser = namespace
+    )]
     pub collection: Namespace,
 }
 
