@@ -32,7 +32,7 @@ pub async fn run(conn: &ConnArgs, args: RunArgs) -> Result<u8, CliError> {
     // short TTL so that TTLs of a second or two work.
     let margin = DEFAULT_RENEW_MARGIN.min(args.ttl / 4);
     let client = Client::with_renew_margin(store, margin)?;
-    let locker = Locker::new(client.clone(), LockerConfig::default())?;
+    let locker = Locker::new(client, LockerConfig::default())?;
     // Caught from here on: a signal while waiting ends the wait, and leaves no lock.
     let mut signals = Signals::catch()?;
     let guard = acquire(&locker, &args, &options, &mut signals).await?;
