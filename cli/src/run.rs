@@ -1,0 +1,320 @@
+//! `lockwright run`: take the lock, run CMD under it, renew while it runs, release after.
+
+use std::ffi::OsStr;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use lockwright::engine::error::Escaped;
+use lockwright::{
+    Client, DEFAULT_RENEW_MARGIN, Error, Filter, LockGuard, LockOptions, LockStatus, Locker,
+    LockerConfig, MongoStore,
+};
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+
+use crate::RunArgs;
+use crate::connect::{ConnArgs, connect};
+use crate::exit::{self, CliError};
+use crate::progress;
+use crate::signals::{self, Signals};
+
+/// How long releasing the lock after CMD exits may take before lockwright gives up (the
+/// lock then expires by its TTL).
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Runs `lockwright run`; returns CMD's exit code or one of lockwright's own.
+pub async fn run(conn: &ConnArgs, args: RunArgs) -> Result<u8, CliError> {
+    let options = lock_options(&args);
+    let store = connect(conn).await?;
+    // Renewals are refused for locks expiring within the margin; keep it well inside a
+    // short TTL so that TTLs of a second or two work.
+    let margin = DEFAULT_RENEW_MARGIN.min(args.ttl / 4);
+    let client = Client::with_renew_margin(store, margin)?;
+    let locker = Locker::new(client, LockerConfig::default())?;
+    // Caught from here on: a signal while waiting ends the wait, and leaves no lock.
+    let mut signals = Signals::catch()?;
+    let guard = acquire(&locker, &args, &options, &mut signals).await?;
+    let code = supervise(&args, &guard, &mut signals).await;
+    let released = tokio::time::timeout(RELEASE_TIMEOUT, guard.release()).await;
+    if guard
+        .ended()
+        .is_none_or(|e| e == lockwright::Ended::Released)
+    {
+        let problem = match released {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(exit::chain(&e)),
+            Err(_) => Some(format!("no answer within {RELEASE_TIMEOUT:?}")),
+        };
+        if let Some(problem) = problem {
+            eprintln!(
+                "lockwright: could not release the lock on `{}` (it expires by its TTL): {problem}",
+                Escaped(&args.resource)
+            );
+        }
+    }
+    code
+}
+
+/// The lock `args` ask for.
+fn lock_options(args: &RunArgs) -> LockOptions {
+    let mut options = if args.shared {
+        LockOptions::shared(args.limit, args.ttl)
+    } else {
+        LockOptions::exclusive(args.ttl)
+    };
+    let owner = args
+        .owner
+        .clone()
+        .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()));
+    if let Some(owner) = owner {
+        options = options.owner(owner);
+    }
+    let comment = args.comment.clone().or_else(|| {
+        let program = Path::new(&args.command[0]).file_name()?;
+        Some(program.to_string_lossy().into_owned())
+    });
+    if let Some(comment) = comment.filter(|c| !c.is_empty()) {
+        options = options.comment(comment);
+    }
+    options
+}
+
+/// Takes the lock as `args` say: at once, waiting, or waiting until a deadline.
+async fn acquire(
+    locker: &Locker<MongoStore>,
+    args: &RunArgs,
+    options: &LockOptions,
+    signals: &mut Signals,
+) -> Result<LockGuard<MongoStore>, CliError> {
+    let resource = args.resource.as_str();
+    let waits = args.wait || args.wait_until.is_some();
+    let spinner = if waits {
+        progress::spinner(format!("waiting for the lock on `{}`", Escaped(resource)))
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let attempt = async {
+        if let Some(limit) = args.wait_until {
+            let deadline = tokio::time::Instant::now() + limit;
+            locker.acquire_until(resource, options, deadline).await
+        } else if args.wait {
+            locker.acquire(resource, options).await
+        } else {
+            locker.try_acquire(resource, options).await
+        }
+    };
+    let result = tokio::select! {
+        result = attempt => result,
+        signal = signals.recv() => {
+            spinner.finish_and_clear();
+            return Err(CliError::new(
+                signals::exit_code(signal),
+                format!("{signal} while waiting for the lock on `{}`; no lock taken", Escaped(resource)),
+            ));
+        }
+    };
+    spinner.finish_and_clear();
+    match result {
+        Ok(guard) => Ok(guard),
+        Err(err @ (Error::AlreadyLocked { .. } | Error::Timeout { .. })) => {
+            let holders = holders(locker.client(), resource).await;
+            let message = match &err {
+                Error::Timeout { .. } => format!(
+                    "gave up waiting for `{}` after {}{holders}",
+                    Escaped(resource),
+                    humantime::format_duration(args.wait_until.unwrap_or_default())
+                ),
+                _ => format!(
+                    "`{}` is locked{holders}; not waiting (use --wait or --wait-until)",
+                    Escaped(resource)
+                ),
+            };
+            Err(CliError::new(exit::HELD, message))
+        }
+        Err(Error::InvalidArgument {
+            field: "ttl",
+            reason,
+        }) => {
+            let margin = if reason.contains("drift margin") {
+                format!(" ({:?})", LockerConfig::default().drift_margin)
+            } else {
+                String::new()
+            };
+            Err(CliError::usage(format!(
+                "--ttl {}: {reason}{margin}; a TTL of a few seconds or more is usual",
+                humantime::format_duration(args.ttl)
+            )))
+        }
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// Who holds `resource`, as ` by OWNER on HOST (MODE, fence F, TTL left, #tag)`, for the
+/// message of a refused or timed-out acquire; empty when it cannot be told.
+async fn holders(client: &Client<MongoStore>, resource: &str) -> String {
+    let Ok(Ok(locks)) = tokio::time::timeout(
+        Duration::from_secs(3),
+        client.status(&Filter::new().resource(resource)),
+    )
+    .await
+    else {
+        return String::new();
+    };
+    let described: Vec<String> = locks.iter().take(3).map(describe).collect();
+    if described.is_empty() {
+        return String::new();
+    }
+    let more = locks.len().saturating_sub(3);
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    format!(" by {}{more}", described.join(", "))
+}
+
+/// One holder: `OWNER on HOST (MODE, fence F, 12.0s left, #tag)`.
+fn describe(lock: &LockStatus) -> String {
+    let owner = lock
+        .owner
+        .as_deref()
+        .map_or_else(|| "an unnamed owner".to_owned(), |o| Escaped(o).to_string());
+    let host = lock
+        .host
+        .as_deref()
+        .map(|h| format!(" on {}", Escaped(h)))
+        .unwrap_or_default();
+    let ttl = lock.ttl.map_or_else(
+        || "no TTL".to_owned(),
+        |t| format!("{} left", crate::status::format_ttl(t)),
+    );
+    format!(
+        "{owner}{host} ({}, fence {}, {ttl}, {})",
+        lock.mode,
+        lock.fence,
+        lock.lock_id.tag()
+    )
+}
+
+/// Runs CMD under `guard` until it exits; returns the exit code.
+async fn supervise(
+    args: &RunArgs,
+    guard: &LockGuard<MongoStore>,
+    signals: &mut Signals,
+) -> Result<u8, CliError> {
+    let program = &args.command[0];
+    let mut command = tokio::process::Command::new(program);
+    command
+        .args(&args.command[1..])
+        .env("LOCKWRIGHT_FENCE", guard.fence().to_string())
+        .env("LOCKWRIGHT_RESOURCE", &args.resource);
+    if !args.foreground {
+        // Its own group, so that signals reach CMD's children too.
+        command.process_group(0);
+    }
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => return Err(spawn_error(program, &e)),
+    };
+    let Some(pid) = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(Pid::from_raw)
+    else {
+        return Err(CliError::new(exit::FAILURE, "CMD has no process id"));
+    };
+    let target = Target {
+        pid,
+        group: !args.foreground,
+    };
+    let lost = guard.lost();
+    tokio::pin!(lost);
+    loop {
+        tokio::select! {
+            status = child.wait() => {
+                return match status {
+                    Ok(status) => Ok(exit_code(status)),
+                    Err(e) => Err(CliError::new(exit::FAILURE, format!("cannot wait for CMD: {e}"))),
+                };
+            }
+            ended = &mut lost => {
+                eprintln!(
+                    "lockwright: the lock on `{}` was {ended}; sending SIGTERM to CMD \
+                     (SIGKILL in {})",
+                    Escaped(&args.resource),
+                    humantime::format_duration(args.kill_after)
+                );
+                terminate(&mut child, &target, args.kill_after, signals).await;
+                return Ok(exit::LOST);
+            }
+            signal = signals.recv() => target.send(signal),
+        }
+    }
+}
+
+/// Sends CMD SIGTERM, then SIGKILL if it is still running after `grace`; signals caught
+/// meanwhile are still forwarded. Returns once CMD has exited.
+async fn terminate(
+    child: &mut tokio::process::Child,
+    target: &Target,
+    grace: Duration,
+    signals: &mut Signals,
+) {
+    target.send(Signal::SIGTERM);
+    let deadline = tokio::time::sleep(grace);
+    tokio::pin!(deadline);
+    loop {
+        tokio::select! {
+            _ = child.wait() => return,
+            () = &mut deadline => break,
+            signal = signals.recv() => target.send(signal),
+        }
+    }
+    eprintln!("lockwright: CMD still running; sending SIGKILL");
+    target.send(Signal::SIGKILL);
+    let _ = child.wait().await;
+}
+
+/// Where signals for CMD go: its process group, or with `--foreground` CMD alone.
+struct Target {
+    pid: Pid,
+    group: bool,
+}
+
+impl Target {
+    /// Sends `signal`; CMD may be gone already.
+    fn send(&self, signal: Signal) {
+        let _ = if self.group {
+            killpg(self.pid, signal)
+        } else {
+            kill(self.pid, signal)
+        };
+    }
+}
+
+/// The exit code of CMD: its own, or 128 + the signal that ended it.
+fn exit_code(status: ExitStatus) -> u8 {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(exit::FAILURE),
+        (None, Some(signal)) => u8::try_from(128 + (signal & 0x7f)).unwrap_or(exit::FAILURE),
+        (None, None) => exit::FAILURE,
+    }
+}
+
+/// The failure to start `program`: 127 when not found, 126 otherwise (as shells do).
+fn spawn_error(program: &OsStr, err: &std::io::Error) -> CliError {
+    let code = if err.kind() == std::io::ErrorKind::NotFound {
+        exit::NOT_FOUND
+    } else {
+        exit::CANNOT_EXECUTE
+    };
+    CliError::new(
+        code,
+        format!(
+            "cannot run `{}`: {err}",
+            Escaped(&program.to_string_lossy())
+        ),
+    )
+}

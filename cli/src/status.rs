@@ -1,0 +1,171 @@
+//! `lockwright status`: the locks as a table with counts, or as JSON lines.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use comfy_table::{ContentArrangement, Table, presets};
+use lockwright::engine::error::Escaped;
+use lockwright::{Client, Error, Filter, LockStatus, Mode, Timestamp};
+use serde::Serialize;
+
+use crate::connect::{ConnArgs, connect};
+use crate::exit::{self, CliError};
+use crate::{ModeArg, StatusArgs};
+
+/// Runs `lockwright status`.
+pub async fn status(conn: &ConnArgs, args: &StatusArgs) -> Result<u8, CliError> {
+    let client = Client::new(connect(conn).await?);
+    let mut filter = Filter::new();
+    if let Some(r) = &args.resource {
+        filter = filter.resource(r.clone());
+    }
+    if let Some(o) = &args.owner {
+        filter = filter.owner(o.clone());
+    }
+    if let Some(m) = args.mode {
+        filter = filter.mode(match m {
+            ModeArg::Exclusive => Mode::Exclusive,
+            ModeArg::Shared => Mode::Shared,
+        });
+    }
+    if let Some(d) = args.expiring_within {
+        filter = filter.ttl_lt(d);
+    }
+    let (locks, problem) = match client.status(&filter).await {
+        Ok(locks) => (locks, None),
+        // The readable locks are shown; the malformed documents are named after them.
+        Err(Error::Skipped { done, skipped }) => {
+            let err = Error::Skipped {
+                done: Vec::new(),
+                skipped,
+            };
+            (done, Some(CliError::new(exit::FAILURE, exit::chain(&err))))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if args.json {
+        for lock in &locks {
+            let line = serde_json::to_string(&JsonLock::from(lock))
+                .map_err(|e| CliError::new(exit::FAILURE, format!("cannot write JSON: {e}")))?;
+            println!("{line}");
+        }
+    } else {
+        print_table(&locks);
+    }
+    match problem {
+        Some(p) => Err(p),
+        None => Ok(exit::OK),
+    }
+}
+
+/// One lock as a JSON line: never the lock id, only its tag.
+#[derive(Serialize)]
+struct JsonLock<'a> {
+    resource: &'a str,
+    mode: Mode,
+    owner: Option<&'a str>,
+    host: Option<&'a str>,
+    comment: Option<&'a str>,
+    created_at: String,
+    renewed_at: Option<String>,
+    expires_at: Option<String>,
+    /// Remaining TTL in milliseconds; `null` without a TTL, 0 once expired.
+    ttl_ms: Option<u64>,
+    fence: u64,
+    tag: String,
+}
+
+impl<'a> From<&'a LockStatus> for JsonLock<'a> {
+    fn from(lock: &'a LockStatus) -> Self {
+        JsonLock {
+            resource: lock.resource.as_str(),
+            mode: lock.mode,
+            owner: lock.owner.as_deref(),
+            host: lock.host.as_deref(),
+            comment: lock.comment.as_deref(),
+            created_at: rfc3339(lock.created_at),
+            renewed_at: lock.renewed_at.map(rfc3339),
+            expires_at: lock.expires_at.map(rfc3339),
+            ttl_ms: lock
+                .ttl
+                .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+            fence: lock.fence,
+            tag: lock.lock_id.tag(),
+        }
+    }
+}
+
+fn rfc3339(t: Timestamp) -> String {
+    humantime::format_rfc3339_millis(t.to_system_time()).to_string()
+}
+
+/// The table, then a line of counts.
+fn print_table(locks: &[LockStatus]) {
+    if !locks.is_empty() {
+        let mut table = Table::new();
+        table
+            .load_preset(presets::NOTHING)
+            .set_content_arrangement(ContentArrangement::Disabled)
+            .set_header([
+                "RESOURCE", "MODE", "OWNER", "HOST", "COMMENT", "CREATED", "TTL", "FENCE", "LOCK",
+            ]);
+        for lock in locks {
+            let text = |s: &Option<String>| s.as_deref().map_or("-".to_owned(), escaped);
+            table.add_row([
+                escaped(lock.resource.as_str()),
+                lock.mode.to_string(),
+                text(&lock.owner),
+                text(&lock.host),
+                text(&lock.comment),
+                humantime::format_rfc3339_seconds(lock.created_at.to_system_time()).to_string(),
+                lock.ttl.map_or_else(|| "none".to_owned(), format_ttl),
+                lock.fence.to_string(),
+                lock.lock_id.tag(),
+            ]);
+        }
+        // comfy-table pads each line on the right; trim it for copying and diffing.
+        for line in table.to_string().lines() {
+            println!("{}", line.trim_end());
+        }
+    }
+    println!("{}", counts(locks));
+}
+
+/// A stored string as printed: control characters escaped, so it cannot forge a line.
+fn escaped(s: &str) -> String {
+    Escaped(s).to_string()
+}
+
+/// `3 locks on 2 resources: 2 exclusive, 1 shared, 1 expired`, or `no locks`.
+fn counts(locks: &[LockStatus]) -> String {
+    if locks.is_empty() {
+        return "no locks".to_owned();
+    }
+    let resources: BTreeSet<&str> = locks.iter().map(|l| l.resource.as_str()).collect();
+    let exclusive = locks.iter().filter(|l| l.mode == Mode::Exclusive).count();
+    let expired = locks
+        .iter()
+        .filter(|l| l.ttl == Some(Duration::ZERO))
+        .count();
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    format!(
+        "{} on {}: {exclusive} exclusive, {} shared, {expired} expired",
+        plural(locks.len(), "lock", "locks"),
+        plural(resources.len(), "resource", "resources"),
+        locks.len() - exclusive
+    )
+}
+
+/// A remaining TTL: `expired`, `850ms`, `12.3s`, or `4m 10s` (whole seconds from a minute).
+pub fn format_ttl(ttl: Duration) -> String {
+    if ttl.is_zero() {
+        "expired".to_owned()
+    } else if ttl < Duration::from_secs(1) {
+        format!("{}ms", ttl.as_millis())
+    } else if ttl < Duration::from_secs(60) {
+        format!("{:.1}s", ttl.as_secs_f64())
+    } else {
+        humantime::format_duration(Duration::from_secs(ttl.as_secs())).to_string()
+    }
+}

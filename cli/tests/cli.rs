@@ -1,0 +1,9 @@
+//! Integration tests of the `lockwright` binary against the MongoDB at `MONGODB_URI`
+//! (`scripts/test` starts one). Each test uses its own collection and drops it.
+
+#[path = "cli/admin.rs"]
+mod admin;
+#[path = "cli/run.rs"]
+mod run;
+#[path = "cli/support.rs"]
+mod support;

@@ -1,0 +1,364 @@
+//! `--help`, usage errors, `status`, `unlock`, `doctor` and `purge --watch`.
+
+use std::io::Write as _;
+use std::process::Stdio;
+use std::time::Duration;
+
+use assert_cmd::Command;
+use lockwright::{LockDetails, generate_lock_id};
+use nix::sys::signal::Signal;
+use predicates::prelude::*;
+
+use crate::support::{Coll, assert_no_lock_id, code, text, wait_for};
+
+fn lockwright() -> Command {
+    let mut cmd = Command::cargo_bin("lockwright").expect("the binary");
+    cmd.env_remove("LOCKWRIGHT_URI")
+        .env_remove("LOCKWRIGHT_COLLECTION");
+    cmd
+}
+
+#[test]
+fn help_of_every_subcommand_lists_its_documented_flags() {
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &[],
+            &[
+                "run",
+                "status",
+                "purge",
+                "unlock",
+                "doctor",
+                "--uri",
+                "--collection",
+                "LOCKWRIGHT_URI",
+                "LOCKWRIGHT_COLLECTION",
+                "Exit codes",
+                "75",
+                "76",
+                "69",
+                "78",
+            ],
+        ),
+        (
+            &["run"],
+            &[
+                "RESOURCE",
+                "--shared",
+                "--limit",
+                "--ttl",
+                "--wait",
+                "--wait-until",
+                "--owner",
+                "--comment",
+                "--kill-after",
+                "CMD",
+                "LOCKWRIGHT_FENCE",
+                "LOCKWRIGHT_RESOURCE",
+                "SIGTERM",
+                "--uri",
+                "--collection",
+                "75",
+                "76",
+            ],
+        ),
+        (
+            &["status"],
+            &[
+                "--resource",
+                "--owner",
+                "--mode",
+                "--expiring-within",
+                "--json",
+            ],
+        ),
+        (&["purge"], &["--watch", "--every"]),
+        (&["unlock"], &["--lock-id-from-env", "--lock-id-stdin"]),
+        (&["doctor"], &["--fix", "replica set", "unique index"]),
+    ];
+    for (sub, flags) in cases {
+        let out = lockwright()
+            .args(*sub)
+            .arg("--help")
+            .output()
+            .expect("help");
+        assert!(out.status.success(), "{sub:?} --help");
+        let help = text(&out.stdout);
+        for flag in *flags {
+            assert!(
+                help.contains(flag),
+                "`lockwright {sub:?} --help` lacks {flag}:\n{help}"
+            );
+        }
+    }
+}
+
+#[test]
+fn usage_errors_are_clear_and_exit_2() {
+    for (args, message) in [
+        (
+            &["run", "--ttl", "0s", "r", "--", "true"][..],
+            "must be greater than zero",
+        ),
+        (
+            &["run", "--ttl", "abc", "r", "--", "true"],
+            "not a duration",
+        ),
+        (
+            &["run", "--wait-until", "5", "r", "--", "true"],
+            "not a duration",
+        ),
+        (&["status", "--expiring-within", "soon"], "not a duration"),
+        (&["run", "--limit", "2", "r", "--", "true"], "--shared"),
+        (
+            &["run", "--wait", "--wait-until", "1s", "r", "--", "true"],
+            "cannot be used with",
+        ),
+        (&["run", "r"], "CMD"),
+        (
+            &["run", "--ttl", "50ms", "r", "--", "true"],
+            "--ttl 50ms: must be longer than",
+        ),
+        (&["unlock"], "--lock-id-from-env"),
+        (&["unlock", "0123456789abcdef"], "unexpected argument"),
+        (&["--collection", "nodot", "status"], "DATABASE.COLLECTION"),
+    ] {
+        lockwright()
+            .args(args)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(message));
+    }
+}
+
+#[test]
+fn status_filters_and_json_lines_show_tags_never_lock_ids() {
+    let c = Coll::new();
+    let (a, b, d) = (generate_lock_id(), generate_lock_id(), generate_lock_id());
+    let alice = LockDetails::new()
+        .owner("alice")
+        .host("db-1")
+        .comment("line\nbreak")
+        .ttl(Duration::from_secs(60));
+    let bob = LockDetails::new()
+        .owner("bob")
+        .ttl(Duration::from_secs(600));
+    c.block_on(async {
+        c.client.xlock("reports", &a, &alice).await?;
+        c.client.slock("tenant-7", &b, &bob, Some(2)).await?;
+        c.client.slock("tenant-7", &d, &bob, Some(2)).await
+    })
+    .expect("locks");
+    let locks = c.locks();
+
+    let out = c.run(&["status"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    assert!(table.contains("line\\nbreak"), "escaped comment:\n{table}");
+    assert!(table.contains("db-1") && table.contains("bob"), "{table}");
+    assert!(
+        table.ends_with("3 locks on 2 resources: 1 exclusive, 2 shared, 0 expired\n"),
+        "{table}"
+    );
+    assert_eq!(table.lines().count(), 5, "header, 3 rows, counts:\n{table}");
+    assert_no_lock_id(&locks, &table);
+
+    let all = c.status_json(&[]);
+    assert_eq!(all.len(), 3);
+    assert_no_lock_id(&locks, &format!("{all:?}"));
+    let reports = &all
+        .iter()
+        .find(|l| l["resource"] == "reports")
+        .expect("reports");
+    assert_eq!(reports["comment"], "line\nbreak");
+    assert_eq!(reports["host"], "db-1");
+    assert_eq!(reports["mode"], "exclusive");
+    assert_eq!(reports["tag"], a.tag());
+
+    assert_eq!(c.status_json(&["--owner", "bob"]).len(), 2);
+    assert_eq!(c.status_json(&["--mode", "s"]).len(), 2);
+    assert_eq!(c.status_json(&["--mode", "x"]).len(), 1);
+    assert_eq!(c.status_json(&["--resource", "reports"]).len(), 1);
+    let soon = c.status_json(&["--expiring-within", "2m"]);
+    assert_eq!(soon.len(), 1, "only alice's 60 s lock: {soon:?}");
+    let out = c.run(&["status", "--owner", "nobody"]);
+    assert_eq!(text(&out.stdout), "no locks\n");
+}
+
+#[test]
+fn unlock_reads_the_lock_id_from_env_or_stdin_only() {
+    let c = Coll::new();
+    let details = LockDetails::new().ttl(Duration::from_secs(60));
+    let (a, b) = (generate_lock_id(), generate_lock_id());
+    c.block_on(async {
+        c.client.xlock("one", &a, &details).await?;
+        c.client.xlock("two", &a, &details).await?;
+        c.client.xlock("three", &b, &details).await
+    })
+    .expect("locks");
+    let locks = c.locks();
+
+    let out = c
+        .lw()
+        .args(["unlock", "--lock-id-from-env", "MY_LOCK_ID"])
+        .env("MY_LOCK_ID", a.as_str())
+        .output()
+        .expect("unlock");
+    let shown = text(&out.stdout) + &text(&out.stderr);
+    assert_eq!(code(&out), 0, "{shown}");
+    assert!(
+        shown.contains(&format!("released 2 lock(s) of lock id {}", a.tag())),
+        "{shown}"
+    );
+    assert_no_lock_id(&locks, &shown);
+    assert_eq!(c.locks().len(), 1);
+
+    // Again: nothing held under it.
+    let out = c
+        .lw()
+        .args(["unlock", "--lock-id-from-env", "MY_LOCK_ID"])
+        .env("MY_LOCK_ID", a.as_str())
+        .output()
+        .expect("unlock");
+    assert_eq!(code(&out), 1);
+    assert!(
+        text(&out.stderr).contains("no lock is held"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_no_lock_id(&locks, &text(&out.stderr));
+
+    // A missing variable is a usage error.
+    let out = c.run(&["unlock", "--lock-id-from-env", "LOCKWRIGHT_TEST_UNSET"]);
+    assert_eq!(code(&out), 2);
+
+    let mut child = c
+        .lw()
+        .args(["unlock", "--lock-id-stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("unlock");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(format!("{}\n", b.as_str()).as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("wait");
+    let shown = text(&out.stdout) + &text(&out.stderr);
+    assert_eq!(code(&out), 0, "{shown}");
+    assert!(
+        shown.contains("released 1 lock(s)") && shown.contains("`three`"),
+        "{shown}"
+    );
+    assert_no_lock_id(&locks, &shown);
+    assert!(c.locks().is_empty());
+}
+
+#[test]
+fn doctor_passes_on_the_test_set_and_names_a_missing_index() {
+    let c = Coll::new();
+    let out = c.run(&["doctor"]);
+    let report = text(&out.stdout);
+    assert_eq!(code(&out), 0, "{report}{}", text(&out.stderr));
+    for expected in [
+        "server reachable",
+        "replica set",
+        "unique index on `resource`",
+        "write concern majority",
+        "clock",
+        "no problems found",
+    ] {
+        assert!(
+            report.contains(expected),
+            "{expected:?} missing from:\n{report}"
+        );
+    }
+
+    let fresh = Coll::without_index();
+    let out = fresh.run(&["doctor"]);
+    let report = text(&out.stdout);
+    assert_eq!(code(&out), 78, "{report}");
+    assert!(
+        report.contains("FAIL") && report.contains("no unique index"),
+        "{report}"
+    );
+    // run and status refuse it with the same clear message.
+    for args in [&["run", "r", "--", "true"][..], &["status"]] {
+        let out = fresh.run(args);
+        assert_eq!(code(&out), 78, "{args:?}");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("no unique index") && err.contains("doctor --fix"),
+            "{err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    // A connection string that lowers the write concern fails the check.
+    let uri = crate::support::mongodb_uri();
+    let weak = if uri.ends_with('/') {
+        format!("{uri}?w=1")
+    } else if uri.contains('?') {
+        format!("{uri}&w=1")
+    } else {
+        format!("{uri}/?w=1")
+    };
+    let out = c.run(&["doctor", "--uri", &weak]);
+    let report = text(&out.stdout);
+    assert_eq!(code(&out), 78, "{report}");
+    assert!(
+        report.contains("FAIL the connection string sets write concern w=1"),
+        "{report}"
+    );
+
+    // --fix creates it.
+    let out = fresh.run(&["doctor", "--fix"]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("created the unique index"));
+    assert_eq!(code(&fresh.run(&["run", "r", "--", "true"])), 0);
+}
+
+#[test]
+fn an_unreachable_server_is_a_clear_69() {
+    // Nothing listens on port 1.
+    let out = lockwright()
+        .args([
+            "status",
+            "--uri",
+            "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=500",
+        ])
+        .output()
+        .expect("status");
+    assert_eq!(code(&out), 69);
+    let err = text(&out.stderr);
+    assert!(
+        err.starts_with("lockwright: cannot reach the MongoDB server"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn purge_watch_prints_a_line_per_pass_until_stopped() {
+    let c = Coll::new();
+    let short = LockDetails::new().ttl(Duration::from_millis(50));
+    c.block_on(c.client.xlock("stale", generate_lock_id(), &short))
+        .expect("lock");
+    std::thread::sleep(Duration::from_millis(200));
+    let watch = c.spawn(&["purge", "--watch", "--every", "300ms"]);
+    // Passes are printed line by line; wait until the lock is gone and a few passes ran.
+    assert!(wait_for(Duration::from_secs(20), || c.locks().is_empty()));
+    std::thread::sleep(Duration::from_millis(800));
+    watch.signal(Signal::SIGINT);
+    let out = watch.finish(Duration::from_secs(20));
+    let lines = text(&out.stdout);
+    assert_eq!(code(&out), 0, "{lines}{}", text(&out.stderr));
+    assert!(
+        lines.contains("pass 1: removed 1 expired lock(s): `stale`"),
+        "{lines}"
+    );
+    assert!(lines.contains("pass 2: removed 0 expired locks"), "{lines}");
+    assert!(lines.contains("stopped by SIGINT"), "{lines}");
+}
