@@ -22,8 +22,8 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
-use futures_util::FutureExt;
 use criterion::{BatchSize, Bencher, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
+use futures_util::FutureExt;
 use lockwright_benches::results::load_average;
 use lockwright_benches::{Meta, Record, RunMode};
 use lockwright_engine::{

@@ -674,7 +674,12 @@ pub fn status<T: Deref<Target = LockTable>>(
                 push(name, state);
             }
         } else if let Some(lock_id) = &by_group {
-            for name in table.groups.get(lock_id).into_iter().flat_map(GroupResources::iter) {
+            for name in table
+                .groups
+                .get(lock_id)
+                .into_iter()
+                .flat_map(GroupResources::iter)
+            {
                 if let Some(state) = table.resources.get(name) {
                     push(name, state);
                 }
@@ -836,7 +841,10 @@ mod tests {
             table.slock(&req("r", &id, None), None, t(5)).unwrap();
             table.unlock(&LockId::new(id).unwrap(), t(5));
         }
-        let counter = table.resource(&Resource::new("r").unwrap()).unwrap().last_fence;
+        let counter = table
+            .resource(&Resource::new("r").unwrap())
+            .unwrap()
+            .last_fence;
         assert!(counter > fence_floor(t(6)));
         table.purge(t(6));
         assert!(

@@ -136,7 +136,7 @@ impl<S: LockStore> Locker<S> {
         // from the operating system's generator.
         let core = LockerCore::new(config.clone(), UnwrapErr(OsRng))?;
         let (commands, rx) = mpsc::unbounded_channel();
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(Inner {
             client,
             config,
             epoch: Instant::now(),

@@ -554,7 +554,7 @@ fn describe(state: &ResourceState) -> String {
             )
         })
         .collect();
-    format!("counter {} [{}]", state.fence, locks.join("; "))
+    format!("counter {} [{}]", state.last_fence, locks.join("; "))
 }
 
 /// Runs the clients of `plan` concurrently against `store`, whose table is `init` and whose

@@ -11,6 +11,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use lockwright_engine::lease::LeaseKey;
 use lockwright_engine::locker::{
     Access, Ask, Ended, Event as CoreEvent, LockerConfig, LockerCore, Reply, Request, RequestId,
@@ -21,7 +22,6 @@ use lockwright_engine::{
     Timestamp, Ttl,
 };
 use lockwright_store_mem::MemStore;
-use futures_util::FutureExt;
 use rand::{Rng, SeedableRng};
 
 use crate::SimRng;

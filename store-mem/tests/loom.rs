@@ -95,7 +95,7 @@ fn check_table(table: &LockTable, limit: Option<u32>, context: &str) {
         }
         let mut fences: Vec<u64> = state.locks().map(|(_, l)| l.fence).collect();
         assert!(
-            fences.iter().all(|f| *f <= state.fence),
+            fences.iter().all(|f| *f <= state.last_fence),
             "fence_monotonic violated on {name} ({context}): a lock's fence exceeds the \
              counter: {state:?}"
         );
@@ -144,7 +144,7 @@ impl Client {
                 .resources()
                 .iter()
                 .find(|(name, _)| name.as_str() == resource)
-                .map_or(0, |(_, state)| state.fence);
+                .map_or(0, |(_, state)| state.last_fence);
             let last = fences.last().copied().unwrap_or(0);
             assert!(
                 counter >= last,
@@ -235,7 +235,7 @@ fn check_fences(store: &MemStore, clients: &[Client]) {
             .resources()
             .iter()
             .find(|(name, _)| name.as_str() == resource)
-            .map(|(_, state)| state.fence);
+            .map(|(_, state)| state.last_fence);
         assert_eq!(
             counter,
             fences.last().copied(),

@@ -616,10 +616,16 @@ pub(crate) fn status_prefilter(filter: &Filter, now: Option<Timestamp>) -> Docum
         None => {}
     }
     if let Some(t) = filter.created_before {
-        push(in_any_lock(CREATED_AT, Bson::Document(doc! { "$lt": date(t) })));
+        push(in_any_lock(
+            CREATED_AT,
+            Bson::Document(doc! { "$lt": date(t) }),
+        ));
     }
     if let Some(t) = filter.created_after {
-        push(in_any_lock(CREATED_AT, Bson::Document(doc! { "$gt": date(t) })));
+        push(in_any_lock(
+            CREATED_AT,
+            Bson::Document(doc! { "$gt": date(t) }),
+        ));
     }
     if let (Some(d), Some(now)) = (filter.ttl_lt, now) {
         push(in_any_lock(

@@ -1335,7 +1335,7 @@ impl World<'_> {
                 let bad = self
                     .bad_matching(&doc! { "resource": r.resource.as_str() })
                     .await;
-                let fence = t.resource(&r.resource).map_or(0, |state| state.fence);
+                let fence = t.resource(&r.resource).map_or(0, |state| state.last_fence);
                 match (bad.first(), op) {
                     (Some(b), _) => Outcome::Malformed(b.complaint.clone()),
                     // A resource whose fence counter is at the top of the int64 range has
