@@ -185,31 +185,47 @@ async fn resource_index_name(store: &MongoStore) -> Option<String> {
         .map(|n| format!("({n})"))
 }
 
-/// The write concern the store uses: majority unless the URI lowered it.
+/// The write concern the store uses (majority, whatever the connection string says), and
+/// what the connection string asks for other writes.
 fn write_concern(report: &mut Report, store: &MongoStore) {
-    let Some(wc) = store.collection().write_concern() else {
-        report.line(&Verdict::Ok, "writes use write concern majority");
-        return;
-    };
-    match &wc.w {
+    match store
+        .collection()
+        .write_concern()
+        .and_then(|wc| wc.w.as_ref())
+    {
         None | Some(Acknowledgment::Majority) => {
-            report.line(&Verdict::Ok, "writes use write concern majority");
+            report.line(&Verdict::Ok, "lock writes use write concern majority");
         }
         Some(other) => report.line(
             &Verdict::Fail,
             &format!(
-                "the connection string sets write concern w={}: a grant acknowledged by \
-                 fewer than a majority can be lost in a failover, and then two holders are \
-                 possible; remove `w=` from the URI or set w=majority",
+                "lock writes use write concern w={}: a grant acknowledged by fewer than a \
+                 majority can be lost in a failover, and then two holders are possible",
                 acknowledgment(other)
             ),
         ),
     }
+    let ns = store.collection().namespace();
+    let uri = store.client().database(&ns.db).write_concern().cloned();
+    let Some(wc) = uri else { return };
+    if let Some(w) =
+        wc.w.as_ref()
+            .filter(|w| !matches!(w, Acknowledgment::Majority))
+    {
+        report.line(
+            &Verdict::Warn,
+            &format!(
+                "the connection string sets write concern w={}: Lockwright writes its locks \
+                 with majority regardless, but other writes through this URI do not",
+                acknowledgment(w)
+            ),
+        );
+    }
     if wc.journal == Some(false) {
         report.line(
             &Verdict::Warn,
-            "the connection string sets journal=false: a grant may be lost if a member \
-             restarts; remove it",
+            "the connection string sets journal=false: Lockwright's lock writes do not use \
+             it, but other writes through this URI may be lost if a member restarts",
         );
     }
 }

@@ -107,6 +107,9 @@ pub fn one_line(s: &str) -> String {
 fn unreachable(err: &(dyn std::error::Error + 'static)) -> bool {
     let mut source = Some(err);
     while let Some(s) = source {
+        if let Some(e) = s.downcast_ref::<lockwright::store_mongo::MongoFailure>() {
+            return e.no_server();
+        }
         if let Some(e) = s.downcast_ref::<mongodb::error::Error>() {
             return matches!(*e.kind, mongodb::error::ErrorKind::ServerSelection { .. });
         }

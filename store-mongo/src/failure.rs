@@ -6,6 +6,9 @@ use lockwright_engine::Error;
 use lockwright_engine::error::Escaped;
 use mongodb::error::{ErrorKind, RETRYABLE_WRITE_ERROR, WriteFailure};
 
+/// What a failure to reach any server is called.
+const NO_SERVER: &str = "no server available";
+
 /// The longest message kept from the driver or the server, in characters.
 const MAX_MESSAGE: usize = 300;
 
@@ -60,9 +63,7 @@ impl MongoFailure {
                 Some(w.code_name.clone()),
                 w.message.clone(),
             ),
-            ErrorKind::ServerSelection { message, .. } => {
-                ("no server available", None, None, message.clone())
-            }
+            ErrorKind::ServerSelection { message, .. } => (NO_SERVER, None, None, message.clone()),
             ErrorKind::Io(io) => ("I/O error", None, None, io.to_string()),
             ErrorKind::Authentication { message, .. } => {
                 ("authentication failed", None, None, message.clone())
@@ -101,6 +102,13 @@ impl MongoFailure {
     #[must_use]
     pub fn labels(&self) -> &[String] {
         &self.labels
+    }
+
+    /// Whether no server could be reached at all (server selection timed out): the
+    /// deployment is down or the connection string names the wrong hosts.
+    #[must_use]
+    pub fn no_server(&self) -> bool {
+        self.what == NO_SERVER
     }
 
     /// Whether the write may have been applied by the server even though it failed: the
