@@ -41,6 +41,7 @@ pub mod mutants;
 mod mutants;
 pub mod names;
 pub mod port;
+mod rules;
 pub mod table;
 pub mod time;
 

@@ -1,0 +1,181 @@
+//! The acquire path: each attempt's lock request, what its reply (or its silence) means,
+//! and the backoff of a waiting acquire.
+
+use rand_core::RngCore;
+
+use super::{Ask, Grant, Held, LockerCore, Purpose, Timer, Wait};
+use super::{Event, Reply, Request};
+use crate::error::Error;
+use crate::holder::trust_until;
+use crate::lease::LeaseKey;
+use crate::mutants::{self, Mutant};
+use crate::names::LockId;
+use crate::time::duration_millis;
+
+impl<R: RngCore> LockerCore<R> {
+    pub(super) fn attempt(&mut self, key: LeaseKey, now: u64) {
+        let Some(a) = self.acquires.get(&key) else {
+            return;
+        };
+        let Ask {
+            resource,
+            access,
+            ttl,
+            who: details,
+        } = a.ask.clone();
+        let bits = (u128::from(self.rng.next_u64()) << 64) | u128::from(self.rng.next_u64());
+        let lock_id = LockId::from_random(bits);
+        // Checked in `acquire`: the TTL is longer than the margin.
+        let deadline = trust_until(now, ttl, self.config.drift_margin).unwrap_or(now);
+        let grant = Grant {
+            resource: resource.clone(),
+            lock_id: lock_id.clone(),
+            ttl,
+        };
+        let id = self.send(
+            Request::Lock {
+                resource,
+                access,
+                lock_id,
+                ttl,
+                details,
+            },
+            Purpose::Lock { key, grant },
+            deadline,
+            now,
+        );
+        if let Some(a) = self.acquires.get_mut(&key) {
+            a.attempt = Some(id);
+        }
+    }
+
+    /// The reply to an attempt whose acquire was cancelled, gave up or was shut down:
+    /// release whatever may have been granted.
+    pub(super) fn orphan_settled(&mut self, grant: Grant, reply: Option<Reply>, now: u64) {
+        match &reply {
+            Some(Reply::Granted(_)) => self.start_release(None, grant, now),
+            None => self.release_unknown(grant, now),
+            Some(Reply::Failed(e)) if may_have_applied(e) => {
+                self.release_unknown(grant, now);
+            }
+            Some(_) => {}
+        }
+    }
+
+    pub(super) fn lock_settled(
+        &mut self,
+        key: LeaseKey,
+        grant: Grant,
+        sent: u64,
+        reply: Option<Reply>,
+        now: u64,
+    ) {
+        if let Some(a) = self.acquires.get_mut(&key) {
+            a.attempt = None;
+        }
+        let ttl = grant.ttl;
+        let until = trust_until(sent, ttl, self.config.drift_margin).unwrap_or(sent);
+        match reply {
+            Some(Reply::Granted(status))
+                if now < until || mutants::active(Mutant::LockerHandsOutStaleGrant) =>
+            {
+                self.acquires.remove(&key);
+                if self
+                    .schedule
+                    .insert(key, grant.lock_id.clone(), ttl, sent)
+                    .is_err()
+                {
+                    // Unreachable: `acquire` checked the TTL against the margin.
+                    self.start_release(None, grant, now);
+                    self.events.push_back(Event::AcquireFailed {
+                        key,
+                        error: Error::invalid("ttl", "must be longer than the drift margin"),
+                    });
+                    return;
+                }
+                self.held.insert(key, Held { grant, live: true });
+                self.stats.held += 1;
+                self.events.push_back(Event::Acquired {
+                    key,
+                    status,
+                    trust_until: until,
+                });
+            }
+            Some(Reply::Granted(_)) => {
+                // Granted too late to trust: release it, and ask again if waiting.
+                self.start_release(None, grant, now);
+                self.retry_or_fail(
+                    key,
+                    Error::backend(
+                        "acquire",
+                        "the grant arrived after the lock stopped being trusted (the store \
+                         took longer than the TTL minus the drift margin); it was released",
+                    ),
+                    now,
+                );
+            }
+            Some(Reply::Refused(e)) => self.retry_or_fail(key, e, now),
+            Some(Reply::Done | Reply::Each(_)) => self.fail(
+                key,
+                Error::backend("acquire", "the store's answer does not fit a lock request"),
+            ),
+            Some(Reply::Failed(e)) => {
+                if may_have_applied(&e) {
+                    self.release_unknown(grant, now);
+                }
+                self.fail(key, e);
+            }
+            None => {
+                self.release_unknown(grant, now);
+                self.retry_or_fail(
+                    key,
+                    Error::backend(
+                        "acquire",
+                        "no reply before the grant would have stopped being trusted (the TTL \
+                         minus the drift margin); whatever was granted is being released",
+                    ),
+                    now,
+                );
+            }
+        }
+    }
+
+    /// After an outcome that may have been a grant: release it.
+    fn release_unknown(&mut self, grant: Grant, now: u64) {
+        if !mutants::active(Mutant::LockerNoReleaseAfterUnknown) {
+            self.start_release(None, grant, now);
+        }
+    }
+
+    fn fail(&mut self, key: LeaseKey, error: Error) {
+        if self.acquires.remove(&key).is_some() {
+            self.events.push_back(Event::AcquireFailed { key, error });
+        }
+    }
+
+    /// A waiting acquire waits (full jitter, doubling backoff) and asks again; a one-shot
+    /// acquire ends with `error`.
+    fn retry_or_fail(&mut self, key: LeaseKey, error: Error, now: u64) {
+        let max = duration_millis(self.config.max_backoff).max(1);
+        let Some(a) = self.acquires.get_mut(&key) else {
+            return;
+        };
+        if a.wait == Wait::No {
+            self.fail(key, error);
+            return;
+        }
+        let wait = (self.rng.next_u64() % a.backoff_ms.saturating_add(1)).max(1);
+        a.backoff_ms = a.backoff_ms.saturating_mul(2).min(max);
+        self.timers
+            .insert((now.saturating_add(wait), Timer::Attempt(key)));
+    }
+}
+
+/// Whether a failed lock request may still have been granted (anything but a bad
+/// argument or a refusal).
+fn may_have_applied(e: &Error) -> bool {
+    !matches!(
+        e,
+        Error::AlreadyLocked { .. } | Error::InvalidArgument { .. }
+    )
+}

@@ -1,0 +1,101 @@
+//! How a Locker is configured, and the counters it keeps.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+use crate::lease::LeaseConfig;
+
+/// Counters for health checks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct LockerStats {
+    /// Locks held now.
+    pub held: u64,
+    /// Successful renewals.
+    pub renewals: u64,
+    /// Failed renewal attempts (transient errors, refusals and renewals without a reply).
+    pub renew_failures: u64,
+    /// Locks lost (refused or expired).
+    pub lost: u64,
+}
+
+/// How a Locker behaves. Start from [`LockerConfig::default`].
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct LockerConfig {
+    /// Renew when this fraction of the TTL has passed since the last request was sent.
+    pub renew_fraction: f64,
+    /// How much earlier than `sent + ttl` a lock stops being trusted, to cover the local
+    /// clock running slower than the store's. Must be shorter than every TTL used.
+    pub drift_margin: Duration,
+    /// Attempts per renewal before the lock is given up.
+    pub max_renew_attempts: u32,
+    /// The wait between attempts of one renewal, and between attempts of one release.
+    pub renew_retry: Duration,
+    /// The first wait between attempts of a waiting acquire; it doubles up to
+    /// `max_backoff`, with full jitter.
+    pub initial_backoff: Duration,
+    /// The longest wait between attempts of a waiting acquire.
+    pub max_backoff: Duration,
+    /// How long a release keeps trying before it gives up (the lock then expires by its
+    /// TTL). One attempt waits at most this long, or the lock's TTL if shorter.
+    pub release_timeout: Duration,
+    /// Whenever a renewal is due, the other locks whose renewal falls due within this
+    /// fraction of their TTL are renewed with it, in one batch (in [0, `renew_fraction`];
+    /// 0 renews every lock on its own).
+    pub renew_batch_fraction: f64,
+}
+
+impl Default for LockerConfig {
+    fn default() -> Self {
+        LockerConfig {
+            renew_fraction: 0.5,
+            drift_margin: Duration::from_millis(100),
+            max_renew_attempts: 3,
+            renew_retry: Duration::from_millis(100),
+            initial_backoff: Duration::from_millis(20),
+            max_backoff: Duration::from_secs(1),
+            release_timeout: Duration::from_secs(5),
+            renew_batch_fraction: 0.1,
+        }
+    }
+}
+
+impl LockerConfig {
+    /// Checks the configuration and derives the lease schedule's.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for `renew_fraction` outside (0, 1), zero `max_renew_attempts`,
+    /// zero `renew_retry`, `initial_backoff` or `release_timeout`, or `max_backoff` below
+    /// `initial_backoff`.
+    pub fn lease_config(&self) -> Result<LeaseConfig, Error> {
+        let lease = LeaseConfig::new(
+            self.renew_fraction,
+            self.drift_margin,
+            self.max_renew_attempts,
+            self.renew_retry,
+        )?
+        .with_batch_fraction(self.renew_batch_fraction)?;
+        if self.initial_backoff.is_zero() {
+            return Err(Error::invalid(
+                "initial_backoff",
+                "must be greater than zero",
+            ));
+        }
+        if self.max_backoff < self.initial_backoff {
+            return Err(Error::invalid(
+                "max_backoff",
+                "must be at least initial_backoff",
+            ));
+        }
+        if self.release_timeout.is_zero() {
+            return Err(Error::invalid(
+                "release_timeout",
+                "must be greater than zero",
+            ));
+        }
+        Ok(lease)
+    }
+}

@@ -1,0 +1,428 @@
+//! The Locker's logic, sans-IO: waiting acquire, renewal, loss and release of held locks.
+//!
+//! [`LockerCore`] is a state machine in the style of `quinn-proto`. It performs no IO and
+//! reads no clock: its driver passes the local monotonic time (ms) into every call, sends
+//! the requests it takes from [`LockerCore::poll_transmit`] to the store, reports each
+//! reply with [`LockerCore::handle_reply`], calls [`LockerCore::handle_timeout`] at the
+//! instant [`LockerCore::poll_timeout`] names, and acts on what
+//! [`LockerCore::poll_event`] says (hand out a guard, signal a loss, finish a release).
+//! Randomness (lock ids, backoff jitter) comes from the generator the driver hands over.
+//!
+//! The tokio `Locker` of the `lockwright` crate drives it against a real store, and the
+//! simulator drives the same code against a faulty network in virtual time, so the
+//! simulator checks what users run.
+//!
+//! What it guarantees:
+//! - A grant is handed out ([`Event::Acquired`]) only while it may still be trusted: a
+//!   reply that arrives at or after `sent + ttl - drift_margin` is released instead.
+//! - Every held lock is renewed at `renew_fraction` of its TTL; when its trusted validity
+//!   runs out, or the store refuses a renewal, [`Event::Ended`] says so no later than the
+//!   trust deadline.
+//! - A request whose outcome is unknown (it failed in a way that may have been applied, or
+//!   no reply came before its deadline) is followed by a release of its lock id, and a
+//!   release is retried until `release_timeout` has passed.
+//! - A waiting acquire asks again after a refusal with full-jitter exponential backoff.
+
+mod acquire;
+mod config;
+mod messages;
+mod release;
+mod renew;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+
+use rand_core::RngCore;
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+use crate::holder::trust_until;
+use crate::lease::{LeaseEvent, LeaseKey, LeaseSchedule};
+use crate::lock::{LockDetails, Renewal};
+use crate::names::{LockId, Resource};
+use crate::time::{Ttl, duration_millis};
+
+pub use self::config::{LockerConfig, LockerStats};
+pub use self::messages::{Ended, Event, Reply, Request, Transmit};
+
+/// The number of one request the core asked for, to match its reply.
+pub type RequestId = u64;
+
+/// Who takes a lock (owner, host, comment; the TTL is the acquire's), shared by every
+/// attempt of one acquire. The core does not read it: it travels to the store with each
+/// lock request.
+pub type Who = Arc<LockDetails>;
+
+/// What one acquire asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ask {
+    /// What to lock.
+    pub resource: Resource,
+    /// How.
+    pub access: Access,
+    /// The lease of each grant.
+    pub ttl: Ttl,
+    /// Who is asking.
+    pub who: Who,
+}
+
+/// What to lock: one holder, or one of at most `limit` holders (`None`: no limit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Access {
+    /// An exclusive lock.
+    Exclusive,
+    /// A shared lock with an optional limit.
+    Shared(Option<u32>),
+}
+
+/// How long an acquire waits while the lock is held by others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// One attempt: a refusal ends the acquire with `AlreadyLocked`.
+    No,
+    /// Ask again after every refusal, stale grant or unanswered attempt, without end.
+    Forever,
+    /// As `Forever`, giving up with `Timeout` at this local instant (ms).
+    Until(u64),
+}
+
+#[derive(Debug)]
+struct Acquire {
+    ask: Ask,
+    wait: Wait,
+    backoff_ms: u64,
+    attempt: Option<RequestId>,
+}
+
+/// One lock a lock request asked for (and perhaps got): what a release needs.
+#[derive(Clone, Debug)]
+struct Grant {
+    resource: Resource,
+    lock_id: LockId,
+    ttl: Ttl,
+}
+
+#[derive(Debug)]
+enum Purpose {
+    Lock { key: LeaseKey, grant: Grant },
+    Renew { key: LeaseKey },
+    RenewMany { keys: Vec<LeaseKey> },
+    Unlock { release: u64 },
+}
+
+#[derive(Debug)]
+struct InFlight {
+    sent: u64,
+    deadline: u64,
+    purpose: Purpose,
+}
+
+#[derive(Debug)]
+struct Release {
+    key: Option<LeaseKey>,
+    grant: Grant,
+    deadline: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Timer {
+    /// A request's reply is due.
+    Request(RequestId),
+    /// A waiting acquire asks again.
+    Attempt(LeaseKey),
+    /// A waiting acquire gives up.
+    GiveUp(LeaseKey),
+    /// A release tries again.
+    Release(u64),
+}
+
+/// A held lock the core knows the lock id of, until it is released.
+#[derive(Debug)]
+struct Held {
+    grant: Grant,
+    /// Still renewed and trusted (not yet lost, released or cancelled).
+    live: bool,
+}
+
+/// The Locker's state machine. See the [module documentation](self).
+#[derive(Debug)]
+pub struct LockerCore<R> {
+    config: LockerConfig,
+    rng: R,
+    schedule: LeaseSchedule,
+    acquires: BTreeMap<LeaseKey, Acquire>,
+    held: BTreeMap<LeaseKey, Held>,
+    requests: BTreeMap<RequestId, InFlight>,
+    releases: BTreeMap<u64, Release>,
+    /// Pending timers; entries whose subject is gone are skipped when they fire.
+    timers: BTreeSet<(u64, Timer)>,
+    outbox: VecDeque<Transmit>,
+    events: VecDeque<Event>,
+    stats: LockerStats,
+    next_id: u64,
+    shut_down: bool,
+}
+
+impl<R: RngCore> LockerCore<R> {
+    /// A core with `config`, drawing lock ids and jitter from `rng` (use a cryptographic
+    /// generator seeded from the OS outside simulation: lock ids are secrets).
+    ///
+    /// # Errors
+    /// As [`LockerConfig::lease_config`].
+    pub fn new(config: LockerConfig, rng: R) -> Result<Self, Error> {
+        let lease = config.lease_config()?;
+        Ok(LockerCore {
+            config,
+            rng,
+            schedule: LeaseSchedule::new(lease),
+            acquires: BTreeMap::new(),
+            held: BTreeMap::new(),
+            requests: BTreeMap::new(),
+            releases: BTreeMap::new(),
+            timers: BTreeSet::new(),
+            outbox: VecDeque::new(),
+            events: VecDeque::new(),
+            stats: LockerStats::default(),
+            next_id: 1,
+            shut_down: false,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LockerConfig {
+        &self.config
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> LockerStats {
+        self.stats
+    }
+
+    /// Whether nothing is under way: no acquire, no held lock being renewed, no request in
+    /// flight and no release pending. A driver whose handles are all gone may stop then.
+    pub fn is_idle(&self) -> bool {
+        self.acquires.is_empty()
+            && self.schedule.is_empty()
+            && self.requests.is_empty()
+            && self.releases.is_empty()
+    }
+
+    /// Starts acquiring `resource` under the caller's unique `key`; the first request is
+    /// ready at once. Ends with [`Event::Acquired`] or [`Event::AcquireFailed`].
+    pub fn acquire(&mut self, key: LeaseKey, ask: Ask, wait: Wait, now: u64) {
+        let error = if self.shut_down {
+            Some(Error::Shutdown)
+        } else if trust_until(0, ask.ttl, self.config.drift_margin).is_none() {
+            Some(Error::invalid(
+                "ttl",
+                "must be longer than the locker's drift margin",
+            ))
+        } else if self.acquires.contains_key(&key) || self.held.contains_key(&key) {
+            Some(Error::invalid("key", "is already in use"))
+        } else {
+            None
+        };
+        if let Some(error) = error {
+            self.events.push_back(Event::AcquireFailed { key, error });
+            return;
+        }
+        if let Wait::Until(deadline) = wait {
+            self.timers.insert((deadline, Timer::GiveUp(key)));
+        }
+        self.acquires.insert(
+            key,
+            Acquire {
+                ask,
+                wait,
+                backoff_ms: duration_millis(self.config.initial_backoff).max(1),
+                attempt: None,
+            },
+        );
+        self.attempt(key, now);
+    }
+
+    /// Abandons the acquire `key` (its caller is gone): whatever its request in flight is
+    /// granted is released. A key that is no longer acquiring is left alone.
+    pub fn cancel(&mut self, key: LeaseKey) {
+        // The request stays in flight with its purpose; with the acquire gone, its reply
+        // is an orphan's.
+        self.acquires.remove(&key);
+    }
+
+    /// Releases the lease `key`: it stops being trusted and renewed at once
+    /// ([`Event::Ended`] with [`Ended::Released`] if it was live), and its lock id is
+    /// unlocked, retried until `release_timeout` ([`Event::Released`]). A key the core
+    /// does not hold is reported released at once.
+    pub fn release(&mut self, key: LeaseKey, now: u64) {
+        self.cancel(key);
+        match self.held.remove(&key) {
+            Some(held) => {
+                if held.live {
+                    self.schedule.remove(key);
+                    self.stats.held -= 1;
+                    self.events.push_back(Event::Ended {
+                        key,
+                        how: Ended::Released,
+                    });
+                }
+                self.start_release(Some(key), held.grant, now);
+            }
+            None => self.events.push_back(Event::Released {
+                key: Some(key),
+                result: Ok(()),
+            }),
+        }
+    }
+
+    /// Stops: every live lease ends with [`Ended::Cancelled`] and is no longer renewed (its
+    /// lease runs out in the store), every acquire fails, and later acquires are refused.
+    /// Releases under way go on.
+    pub fn shutdown(&mut self) {
+        self.shut_down = true;
+        for key in std::mem::take(&mut self.acquires).into_keys() {
+            self.events.push_back(Event::AcquireFailed {
+                key,
+                error: Error::Shutdown,
+            });
+        }
+        for (&key, held) in &mut self.held {
+            if held.live {
+                held.live = false;
+                self.schedule.remove(key);
+                self.stats.held -= 1;
+                self.events.push_back(Event::Ended {
+                    key,
+                    how: Ended::Cancelled,
+                });
+            }
+        }
+        // Renewals in flight no longer matter.
+        self.requests
+            .retain(|_, r| !matches!(r.purpose, Purpose::Renew { .. } | Purpose::RenewMany { .. }));
+    }
+
+    /// The next request to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.outbox.pop_front()
+    }
+
+    /// The next event to act on.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When to call [`LockerCore::handle_timeout`] next (local ms), if ever.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let timer = self.timers.first().map(|(t, _)| *t);
+        match (timer, self.schedule.next_wakeup()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The store answered request `id` at local time `now`. Replies to requests the core
+    /// no longer waits for (past their deadline) are ignored.
+    pub fn handle_reply(&mut self, id: RequestId, reply: Reply, now: u64) {
+        let Some(request) = self.requests.remove(&id) else {
+            return;
+        };
+        self.timers.remove(&(request.deadline, Timer::Request(id)));
+        self.settle(id, request, Some(reply), now);
+    }
+
+    /// Time has reached `now`: requests past their deadline count as unanswered, waiting
+    /// acquires ask again or give up, renewals are sent, leases whose trust ran out end.
+    pub fn handle_timeout(&mut self, now: u64) {
+        while let Some(&(at, timer)) = self.timers.first() {
+            if at > now {
+                break;
+            }
+            self.timers.pop_first();
+            match timer {
+                Timer::Request(id) => {
+                    if let Some(request) = self.requests.remove(&id) {
+                        self.settle(id, request, None, now);
+                    }
+                }
+                Timer::Attempt(key) => {
+                    if self.acquires.get(&key).is_some_and(|a| a.attempt.is_none()) {
+                        self.attempt(key, now);
+                    }
+                }
+                Timer::GiveUp(key) => {
+                    if let Some(a) = self.acquires.remove(&key) {
+                        self.events.push_back(Event::AcquireFailed {
+                            key,
+                            error: Error::Timeout {
+                                resource: a.ask.resource,
+                            },
+                        });
+                    }
+                }
+                Timer::Release(rid) => self.send_unlock(rid, now),
+            }
+        }
+        let mut batch: Vec<(LeaseKey, Renewal)> = Vec::new();
+        for event in self.schedule.poll(now) {
+            match event {
+                LeaseEvent::Renew { key, lock_id, ttl } => {
+                    if let Some(held) = self.held.get(&key) {
+                        let resource = held.grant.resource.clone();
+                        batch.push((
+                            key,
+                            Renewal {
+                                resource,
+                                lock_id,
+                                ttl,
+                            },
+                        ));
+                    }
+                }
+                LeaseEvent::Lost { key, cause } => self.lose(key, cause),
+            }
+        }
+        self.send_renewals(batch, now);
+    }
+
+    fn send(&mut self, request: Request, purpose: Purpose, deadline: u64, now: u64) -> RequestId {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.requests.insert(
+            id,
+            InFlight {
+                sent: now,
+                deadline,
+                purpose,
+            },
+        );
+        self.timers.insert((deadline, Timer::Request(id)));
+        self.outbox.push_back(Transmit {
+            id,
+            request,
+            deadline,
+        });
+        id
+    }
+
+    /// How a request ended: with a reply, or (`None`) unanswered by its deadline.
+    fn settle(&mut self, id: RequestId, request: InFlight, reply: Option<Reply>, now: u64) {
+        match request.purpose {
+            Purpose::Lock { key, grant } => {
+                let ours = self
+                    .acquires
+                    .get(&key)
+                    .is_some_and(|a| a.attempt == Some(id));
+                if ours {
+                    self.lock_settled(key, grant, request.sent, reply, now);
+                } else {
+                    self.orphan_settled(grant, reply, now);
+                }
+            }
+            Purpose::Renew { key } => self.renew_settled(key, request.sent, reply, now),
+            Purpose::RenewMany { keys } => self.batch_settled(keys, request.sent, reply, now),
+            Purpose::Unlock { release } => self.unlock_settled(release, reply, now),
+        }
+    }
+}

@@ -1,0 +1,357 @@
+//! The locker core's tests: trust, backoff, renewal batches, releases and shutdown.
+
+use std::time::Duration;
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+use super::*;
+use crate::lock::{LockDetails, LockRequest};
+use crate::table::LockTable;
+use crate::time::Timestamp;
+
+fn core() -> LockerCore<StdRng> {
+    let config = LockerConfig {
+        release_timeout: Duration::from_millis(1_000),
+        ..LockerConfig::default()
+    };
+    LockerCore::new(config, StdRng::seed_from_u64(7)).unwrap()
+}
+
+fn ttl() -> Ttl {
+    Ttl::new(Duration::from_millis(1_000)).unwrap()
+}
+
+fn ask(resource: Resource) -> Ask {
+    Ask {
+        resource,
+        access: Access::Exclusive,
+        ttl: ttl(),
+        who: Who::default(),
+    }
+}
+
+fn acquire(core: &mut LockerCore<StdRng>, key: LeaseKey, wait: Wait, now: u64) -> Transmit {
+    let resource = Resource::new("job").unwrap();
+    core.acquire(key, ask(resource), wait, now);
+    core.poll_transmit().expect("a lock request")
+}
+
+/// Grants `t` on a fresh table, as a store would.
+fn grant(t: &Transmit) -> Reply {
+    let Request::Lock { lock_id, .. } = &t.request else {
+        panic!("not a lock request: {t:?}");
+    };
+    let details = LockDetails::new().ttl(Duration::from_secs(1));
+    let req = LockRequest::new("job", lock_id.as_str(), &details).unwrap();
+    Reply::Granted(
+        LockTable::new()
+            .xlock(&req, Timestamp::from_millis(0))
+            .unwrap(),
+    )
+}
+
+fn events(core: &mut LockerCore<StdRng>) -> Vec<Event> {
+    std::iter::from_fn(|| core.poll_event()).collect()
+}
+
+fn refused() -> Reply {
+    Reply::Refused(Error::AlreadyLocked {
+        resource: Resource::new("job").unwrap(),
+    })
+}
+
+#[test]
+fn a_grant_is_trusted_from_the_send_time_and_renewed_at_the_fraction() {
+    let mut c = core();
+    let t = acquire(&mut c, 1, Wait::No, 100);
+    assert_eq!(t.deadline, 1_000, "sent + ttl - margin");
+    c.handle_reply(t.id, grant(&t), 150);
+    let ev = events(&mut c);
+    assert!(
+        matches!(
+            ev[..],
+            [Event::Acquired {
+                key: 1,
+                trust_until: 1_000,
+                ..
+            }]
+        ),
+        "{ev:?}"
+    );
+    assert_eq!(c.poll_timeout(), Some(600));
+    c.handle_timeout(600);
+    let renew = c.poll_transmit().unwrap();
+    assert!(matches!(renew.request, Request::Renew { .. }));
+    assert_eq!(renew.deadline, 1_000);
+    c.handle_reply(renew.id, Reply::Done, 620);
+    let ev = events(&mut c);
+    assert!(
+        matches!(
+            ev[..],
+            [Event::Renewed {
+                key: 1,
+                trust_until: 1_500
+            }]
+        ),
+        "{ev:?}"
+    );
+    assert_eq!(c.stats().renewals, 1);
+}
+
+#[test]
+fn a_grant_arriving_at_its_trust_deadline_is_released_not_handed_out() {
+    let mut c = core();
+    let t = acquire(&mut c, 1, Wait::Forever, 0);
+    c.handle_reply(t.id, grant(&t), 900);
+    assert!(events(&mut c).is_empty(), "no guard");
+    let unlock = c.poll_transmit().unwrap();
+    let (Request::Lock { lock_id: a, .. }, Request::Unlock { lock_id: b, .. }) =
+        (&t.request, &unlock.request)
+    else {
+        panic!("{unlock:?}");
+    };
+    assert_eq!(a, b, "the stale grant's lock id is released");
+    let next = c.poll_timeout().unwrap();
+    assert!(
+        (901..=921).contains(&next),
+        "asks again after a jittered backoff: {next}"
+    );
+    c.handle_timeout(next);
+    assert!(matches!(
+        c.poll_transmit().unwrap().request,
+        Request::Lock { .. }
+    ));
+
+    let mut c = core();
+    let t = acquire(&mut c, 1, Wait::No, 0);
+    c.handle_reply(t.id, grant(&t), 950);
+    let ev = events(&mut c);
+    assert!(
+        matches!(
+            ev[..],
+            [Event::AcquireFailed {
+                key: 1,
+                error: Error::Backend { .. }
+            }]
+        ),
+        "{ev:?}"
+    );
+}
+
+#[test]
+fn an_unanswered_lock_request_is_released_and_a_waiting_acquire_asks_again() {
+    let mut c = core();
+    let t = acquire(&mut c, 1, Wait::Forever, 0);
+    assert_eq!(c.poll_timeout(), Some(900));
+    c.handle_timeout(900);
+    let unlock = c.poll_transmit().unwrap();
+    assert!(matches!(unlock.request, Request::Unlock { .. }));
+    // The late reply is ignored: the lock id is being released.
+    c.handle_reply(t.id, grant(&t), 901);
+    assert!(events(&mut c).is_empty());
+    c.handle_reply(unlock.id, Reply::Done, 905);
+    let ev = events(&mut c);
+    assert!(
+        matches!(
+            ev[..],
+            [Event::Released {
+                key: None,
+                result: Ok(())
+            }]
+        ),
+        "{ev:?}"
+    );
+}
+
+#[test]
+fn refusals_back_off_with_full_jitter_doubling_to_the_cap() {
+    let mut c = core();
+    let mut now = 0;
+    let mut t = acquire(&mut c, 1, Wait::Forever, now);
+    let mut waits = Vec::new();
+    for _ in 0..12 {
+        c.handle_reply(t.id, refused(), now);
+        let next = c.poll_timeout().unwrap();
+        waits.push(next - now);
+        now = next;
+        c.handle_timeout(now);
+        t = c.poll_transmit().unwrap();
+    }
+    assert!(waits.iter().all(|w| (1..=1_000).contains(w)), "{waits:?}");
+    assert!(waits[0] <= 20 && waits[1] <= 40, "{waits:?}");
+    let distinct: BTreeSet<_> = waits.iter().collect();
+    assert!(distinct.len() > 6, "jittered: {waits:?}");
+}
+
+#[test]
+fn an_unanswered_renewal_ends_the_lease_at_its_trust_deadline() {
+    let mut c = core();
+    let t = acquire(&mut c, 1, Wait::No, 0);
+    c.handle_reply(t.id, grant(&t), 10);
+    events(&mut c);
+    c.handle_timeout(500);
+    assert!(c.poll_transmit().is_some());
+    assert_eq!(c.poll_timeout(), Some(900));
+    c.handle_timeout(899);
+    assert!(events(&mut c).is_empty());
+    c.handle_timeout(900);
+    let ev = events(&mut c);
+    assert!(
+        ev.iter().any(|e| matches!(
+            e,
+            Event::Ended {
+                key: 1,
+                how: Ended::Expired
+            }
+        )),
+        "{ev:?}"
+    );
+    assert_eq!(c.stats().lost, 1);
+    assert_eq!(c.stats().held, 0);
+}
+
+#[test]
+fn renewals_falling_due_together_go_out_as_one_batch() {
+    let mut c = core();
+    for (key, at) in [(1, 0), (2, 10), (3, 20)] {
+        let t = acquire(&mut c, key, Wait::No, at);
+        c.handle_reply(t.id, grant(&t), at + 1);
+    }
+    events(&mut c);
+    c.handle_timeout(500);
+    let batch = c.poll_transmit().unwrap();
+    let Request::RenewMany { locks } = &batch.request else {
+        panic!("one batch: {batch:?}");
+    };
+    assert_eq!(locks.len(), 3);
+    assert_eq!(batch.deadline, 900, "the earliest trust deadline");
+    assert!(c.poll_transmit().is_none());
+    let done = || Reply::Done;
+    let gone = Reply::Refused(Error::LockNotFound);
+    c.handle_reply(batch.id, Reply::Each(vec![done(), gone, done()]), 520);
+    let ev = events(&mut c);
+    assert!(
+        matches!(
+            ev[..],
+            [
+                Event::Renewed {
+                    key: 1,
+                    trust_until: 1_400
+                },
+                Event::RenewFailed { key: 2, .. },
+                Event::Ended {
+                    key: 2,
+                    how: Ended::Refused
+                },
+                Event::Renewed {
+                    key: 3,
+                    trust_until: 1_400
+                },
+            ]
+        ),
+        "{ev:?}"
+    );
+}
+
+#[test]
+fn a_release_is_retried_until_the_release_timeout() {
+    let mut c = core();
+    let t = acquire(&mut c, 1, Wait::No, 0);
+    c.handle_reply(t.id, grant(&t), 10);
+    events(&mut c);
+    c.release(1, 100);
+    let mut attempts = 0;
+    let mut now = 100;
+    while let Some(u) = c.poll_transmit() {
+        attempts += 1;
+        c.handle_reply(u.id, Reply::Failed(Error::backend("unlock", "down")), now);
+        match c.poll_timeout() {
+            Some(next) => {
+                now = next;
+                c.handle_timeout(now);
+            }
+            None => break,
+        }
+    }
+    assert_eq!(attempts, 10, "every 100 ms for 1 s");
+    let ev = events(&mut c);
+    assert!(
+        matches!(
+            ev[..],
+            [
+                Event::Ended {
+                    key: 1,
+                    how: Ended::Released
+                },
+                Event::Released {
+                    key: Some(1),
+                    result: Err(_)
+                }
+            ]
+        ),
+        "{ev:?}"
+    );
+    assert!(c.is_idle());
+}
+
+#[test]
+fn a_cancelled_or_abandoned_acquire_releases_what_it_is_granted() {
+    let mut c = core();
+    let t = acquire(&mut c, 1, Wait::Forever, 0);
+    c.cancel(1);
+    c.handle_reply(t.id, grant(&t), 10);
+    assert!(events(&mut c).is_empty());
+    assert!(matches!(
+        c.poll_transmit().unwrap().request,
+        Request::Unlock { .. }
+    ));
+
+    let mut c = core();
+    let t = acquire(&mut c, 1, Wait::Until(50), 0);
+    c.handle_timeout(50);
+    let ev = events(&mut c);
+    assert!(
+        matches!(
+            ev[..],
+            [Event::AcquireFailed {
+                key: 1,
+                error: Error::Timeout { .. }
+            }]
+        ),
+        "{ev:?}"
+    );
+    c.handle_reply(t.id, grant(&t), 60);
+    assert!(matches!(
+        c.poll_transmit().unwrap().request,
+        Request::Unlock { .. }
+    ));
+}
+
+#[test]
+fn shutdown_cancels_leases_and_refuses_new_acquires() {
+    let mut c = core();
+    let t = acquire(&mut c, 1, Wait::No, 0);
+    c.handle_reply(t.id, grant(&t), 10);
+    events(&mut c);
+    c.shutdown();
+    c.acquire(2, ask(Resource::new("job").unwrap()), Wait::Forever, 20);
+    let ev = events(&mut c);
+    assert!(
+        matches!(
+            ev[..],
+            [
+                Event::Ended {
+                    key: 1,
+                    how: Ended::Cancelled
+                },
+                Event::AcquireFailed {
+                    key: 2,
+                    error: Error::Shutdown
+                }
+            ]
+        ),
+        "{ev:?}"
+    );
+    assert_eq!(c.poll_timeout(), None, "nothing renewed");
+}

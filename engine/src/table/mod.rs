@@ -1,0 +1,182 @@
+//! The lock table and every lock transition, as pure functions of (state, request, now).
+//!
+//! Single-resource operations (`xlock`, `slock`) touch one [`ResourceState`]. Group
+//! operations (`unlock`, `renew`, `status`, `purge`) work over a slice of tables, so a store
+//! that shards its resources (the in-memory store does) applies the same code to all shards
+//! at once; a single table is the one-shard case.
+
+mod group;
+mod index;
+mod purge;
+#[cfg(test)]
+mod tests;
+
+use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::hash::{Hash, Hasher};
+
+use crate::error::Error;
+use crate::lock::{LockRequest, LockStatus, Mode, SharedLimit, StoredLock};
+use crate::names::{LockId, Resource};
+use crate::time::Timestamp;
+
+pub use self::group::{renew, status, unlock};
+use self::index::GroupResources;
+pub use self::purge::{delete_empty, expired_groups, purge, purge_groups, sort_purged};
+pub use crate::rules::{FENCES_PER_MS, ResourceState, fence_floor};
+
+/// Every lock of a store: resources by name, plus an index from lock id to the resources its
+/// group holds. `Clone + Eq + Hash`, so a model checker can hold it.
+///
+/// The index is a function of the resources, so equality, hashing and `Debug` look at the
+/// resources only, which are in a `BTreeMap`: the fingerprint and the printed form do not
+/// depend on hashing. The index itself is a hash map (with foldhash): it is only ever
+/// searched for one lock id, and a hash lookup costs a fraction of a B-tree search by string.
+#[derive(Clone, Default)]
+pub struct LockTable {
+    resources: BTreeMap<Resource, ResourceState>,
+    groups: HashMap<LockId, GroupResources, foldhash::fast::RandomState>,
+}
+
+impl PartialEq for LockTable {
+    fn eq(&self, other: &Self) -> bool {
+        self.resources == other.resources
+    }
+}
+
+impl Eq for LockTable {}
+
+impl Hash for LockTable {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.resources.hash(state);
+    }
+}
+
+impl fmt::Debug for LockTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockTable")
+            .field("resources", &self.resources)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LockTable {
+    /// The empty table.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A table holding `resources` (for stores that decode stored documents).
+    #[must_use]
+    pub fn from_resources(resources: impl IntoIterator<Item = (Resource, ResourceState)>) -> Self {
+        let mut table = LockTable::new();
+        for (name, state) in resources {
+            for (_, lock) in state.locks() {
+                table.index(&lock.lock_id, &name);
+            }
+            table.resources.insert(name, state);
+        }
+        table
+    }
+
+    /// The resources, by name, including emptied ones not yet deleted by a purge.
+    #[must_use]
+    pub fn resources(&self) -> &BTreeMap<Resource, ResourceState> {
+        &self.resources
+    }
+
+    /// One resource's state.
+    #[must_use]
+    pub fn resource(&self, name: &Resource) -> Option<&ResourceState> {
+        self.resources.get(name)
+    }
+
+    /// The number of locks, live or expired.
+    #[must_use]
+    pub fn lock_count(&self) -> usize {
+        self.resources.values().map(|r| r.locks().count()).sum()
+    }
+
+    /// Grants an exclusive lock iff the resource has no live lock; expired locks are taken
+    /// over. Not re-entrant.
+    ///
+    /// # Errors
+    /// `AlreadyLocked` when a live lock (of any lock id, this one included) is present.
+    pub fn xlock(&mut self, request: &LockRequest, now: Timestamp) -> Result<LockStatus, Error> {
+        self.grant_if(Mode::Exclusive, request, now, |r| r.can_xlock(now))
+    }
+
+    /// Grants a shared lock iff there is no live exclusive lock, the lock id holds no live
+    /// lock on the resource, and fewer than `limit` live shared locks exist (`None`: no
+    /// limit). A fresh resource obeys the limit like any other.
+    ///
+    /// # Errors
+    /// `AlreadyLocked` when the rule refuses.
+    pub fn slock(
+        &mut self,
+        request: &LockRequest,
+        limit: Option<SharedLimit>,
+        now: Timestamp,
+    ) -> Result<LockStatus, Error> {
+        self.grant_if(Mode::Shared, request, now, |r| {
+            r.can_slock(&request.lock_id, limit, now)
+        })
+    }
+
+    /// Grants `request` in `mode` if `allowed` holds for the resource's state (an empty state
+    /// for a resource the table does not know). One search of the table either way; a refused
+    /// request leaves the table as it was.
+    fn grant_if(
+        &mut self,
+        mode: Mode,
+        request: &LockRequest,
+        now: Timestamp,
+        allowed: impl Fn(&ResourceState) -> bool,
+    ) -> Result<LockStatus, Error> {
+        let refused = || Error::AlreadyLocked {
+            resource: request.resource.clone(),
+        };
+        let (status, taken_over) = match self.resources.entry(request.resource.clone()) {
+            Entry::Occupied(entry) => {
+                let state = entry.into_mut();
+                if !allowed(state) {
+                    return Err(refused());
+                }
+                state.grant(mode, request, now)
+            }
+            Entry::Vacant(entry) => {
+                let mut state = ResourceState::default();
+                if !allowed(&state) {
+                    return Err(refused());
+                }
+                let granted = state.grant(mode, request, now);
+                entry.insert(state);
+                granted
+            }
+        };
+        for lock_id in &taken_over {
+            self.unindex(lock_id, &request.resource);
+        }
+        self.index(&request.lock_id, &request.resource);
+        Ok(status)
+    }
+
+    /// The locks of `lock_id`, with their resource and mode.
+    pub fn group<'a>(
+        &'a self,
+        lock_id: &LockId,
+    ) -> impl Iterator<Item = (&'a Resource, Mode, &'a StoredLock)> + 'a {
+        let lock_id = lock_id.clone();
+        self.groups
+            .get(&lock_id)
+            .into_iter()
+            .flat_map(GroupResources::iter)
+            .filter_map(move |name| {
+                let state = self.resources.get(name)?;
+                let (mode, lock) = state.lock_of(&lock_id)?;
+                Some((name, mode, lock))
+            })
+    }
+}

@@ -1,0 +1,160 @@
+//! The lock table's tests: fences across deletion, the index, and purge's two strategies.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use super::purge::{PurgeStrategy, SCAN_HASHES_OVER, purge_groups_by};
+use super::*;
+use crate::LockDetails;
+
+fn req(resource: &str, lock_id: &str, ttl_ms: Option<u64>) -> LockRequest {
+    let mut d = LockDetails::new();
+    d.ttl = ttl_ms.map(Duration::from_millis);
+    LockRequest::new(resource, lock_id, &d).unwrap()
+}
+
+fn t(ms: u64) -> Timestamp {
+    Timestamp::from_millis(ms)
+}
+
+#[test]
+fn emptied_resource_is_kept_until_the_floor_passes_its_counter() {
+    let mut table = LockTable::new();
+    // Many grants within one millisecond push the counter past the floor.
+    for i in 0..(FENCES_PER_MS + 10) {
+        let id = format!("id{i}");
+        table.slock(&req("r", &id, None), None, t(5)).unwrap();
+        table.unlock(&LockId::new(id).unwrap(), t(5));
+    }
+    let counter = table
+        .resource(&Resource::new("r").unwrap())
+        .unwrap()
+        .last_fence;
+    assert!(counter > fence_floor(t(6)));
+    table.purge(t(6));
+    assert!(
+        table.resources().contains_key(&Resource::new("r").unwrap()),
+        "kept: counter ahead of floor"
+    );
+    table.purge(t(7));
+    assert!(
+        table.resources().is_empty(),
+        "deleted once the floor passed the counter"
+    );
+    let next = table.xlock(&req("r", "again", None), t(7)).unwrap();
+    assert!(next.fence > counter);
+}
+
+#[test]
+fn index_follows_takeover_and_purge() {
+    let mut table = LockTable::new();
+    table.xlock(&req("r", "a", Some(10)), t(0)).unwrap();
+    table.xlock(&req("r", "b", None), t(10)).unwrap();
+    let a = LockId::new("a").unwrap();
+    assert_eq!(table.group(&a).count(), 0, "taken over");
+    assert!(table.unlock(&a, t(10)).is_empty());
+    let rebuilt = LockTable::from_resources(table.resources().clone());
+    assert_eq!(rebuilt, table);
+    assert_eq!(
+        rebuilt.groups, table.groups,
+        "the index is a function of the resources"
+    );
+}
+
+/// A grant or an unlock at some instant: what the purge test builds its tables with.
+#[derive(Clone, Debug)]
+enum Step {
+    Grant {
+        resource: u8,
+        lock: u8,
+        shared: bool,
+        ttl_ms: Option<u64>,
+        at: u64,
+    },
+    Unlock {
+        lock: u8,
+        at: u64,
+    },
+}
+
+/// Lock ids `g0` to `g23`: more than [`SCAN_HASHES_OVER`], so that purging all of them
+/// takes the scan's hash-set path.
+const LOCK_IDS: u8 = 24;
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => (0..12u8, 0..LOCK_IDS, any::<bool>(), proptest::option::of(1..60u64), 0..100u64)
+            .prop_map(|(resource, lock, shared, ttl_ms, at)| Step::Grant {
+                resource,
+                lock,
+                shared,
+                ttl_ms,
+                at,
+            }),
+        1 => (0..LOCK_IDS, 0..100u64).prop_map(|(lock, at)| Step::Unlock { lock, at }),
+    ]
+}
+
+fn build(steps: &[Step]) -> LockTable {
+    let mut table = LockTable::new();
+    for s in steps {
+        match *s {
+            Step::Grant {
+                resource,
+                lock,
+                shared,
+                ttl_ms,
+                at,
+            } => {
+                let r = req(&format!("r{resource}"), &format!("g{lock}"), ttl_ms);
+                // A refused grant leaves the table as it was; either outcome is a table.
+                let _ = if shared {
+                    table.slock(&r, SharedLimit::new(2).ok(), t(at))
+                } else {
+                    table.xlock(&r, t(at))
+                };
+            }
+            Step::Unlock { lock, at } => {
+                table.unlock(&LockId::new(format!("g{lock}")).unwrap(), t(at));
+            }
+        }
+    }
+    table
+}
+
+proptest::proptest! {
+    /// Purge's second phase removes the same locks, and leaves the same table and index,
+    /// whether it looks each group up or scans the table; for the expired groups, for
+    /// any other few groups (a batch of them, or ids the table does not hold), and for
+    /// every lock id.
+    #[test]
+    fn purge_by_group_and_by_scan_agree(
+        steps in proptest::collection::vec(step(), 0..80),
+        at in 0..160u64,
+        extra in proptest::collection::btree_set(0..LOCK_IDS + 4, 0..4),
+    ) {
+        let table = build(&steps);
+        let ids = |range: &mut dyn Iterator<Item = u8>| -> BTreeSet<LockId> {
+            range.map(|i| LockId::new(format!("g{i}")).unwrap()).collect()
+        };
+        let expired = expired_groups(&[&table], t(at));
+        let few = ids(&mut extra.iter().copied());
+        let all = ids(&mut (0..LOCK_IDS));
+        proptest::prop_assert!(all.len() > SCAN_HASHES_OVER);
+        for groups in [expired, few, all] {
+            let mut by_group = table.clone();
+            let mut by_scan = table.clone();
+            let a = purge_groups_by(&mut [&mut by_group], &groups, t(at), PurgeStrategy::ByGroup);
+            let b = purge_groups_by(&mut [&mut by_scan], &groups, t(at), PurgeStrategy::Scan);
+            proptest::prop_assert_eq!(&a, &b);
+            proptest::prop_assert_eq!(&by_group, &by_scan);
+            proptest::prop_assert_eq!(&by_group.groups, &by_scan.groups);
+            let rebuilt = LockTable::from_resources(by_scan.resources().clone());
+            proptest::prop_assert_eq!(&rebuilt.groups, &by_scan.groups);
+            for lock in &a {
+                proptest::prop_assert!(groups.contains(&lock.lock_id));
+            }
+        }
+    }
+}
