@@ -195,8 +195,9 @@ impl MongoStore {
     }
 }
 
-// Each operation is in the module named after its path: `one_lock` (one `findAndModify`),
-// `group` (transactions over a lock group), `status`, `purge` and `setup`.
+// Each operation opens its span here and runs in its module: `one_lock` (xlock, slock,
+// renew_one, unlock_one: one `findAndModify` each), `group` (unlock, renew, renew_many:
+// a transaction over the group), `status`, `purge`, and `setup` (create_indexes).
 impl LockStore for MongoStore {
     #[tracing::instrument(name = "mongo.xlock", skip_all, fields(resource = %request.resource))]
     async fn xlock(&self, request: &LockRequest) -> Result<LockStatus, Error> {
