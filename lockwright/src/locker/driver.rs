@@ -1,0 +1,239 @@
+//! The locker's one background task: it sends the core's requests to the store
+//! (`perform`), feeds the core commands, replies and timer expiry, and carries its events
+//! to callers and guards (`deliver`).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use lockwright_engine::lease::LeaseKey;
+use lockwright_engine::locker::{
+    Access, Ended, Event, LockerCore, Reply, Request, RequestId, Transmit,
+};
+use lockwright_engine::{Error, LockDetails, LockStore};
+use rand_core::{OsRng, UnwrapErr};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+
+use super::{Command, Inner, LeaseView, LockGuard, Locker};
+use crate::Client;
+
+type InFlight = Pin<Box<dyn Future<Output = Option<(RequestId, Reply)>> + Send>>;
+
+/// Sends one request; `None` when its deadline passed first (the core's own timer then
+/// counts it as unanswered).
+fn perform<S: LockStore>(client: Client<S>, t: Transmit, deadline: Instant) -> InFlight {
+    Box::pin(async move {
+        let work = async {
+            match t.request {
+                Request::Lock {
+                    resource,
+                    access,
+                    lock_id,
+                    ttl,
+                    details,
+                } => {
+                    let details = LockDetails::clone(&details).ttl(ttl.as_duration());
+                    let granted = match access {
+                        Access::Exclusive => {
+                            client.xlock(resource.as_str(), &lock_id, &details).await
+                        }
+                        Access::Shared(limit) => {
+                            client
+                                .slock(resource.as_str(), &lock_id, &details, limit)
+                                .await
+                        }
+                    };
+                    Reply::from_lock(granted)
+                }
+                // A guard's group is its one lock: renewed and released in one round trip.
+                Request::Renew {
+                    resource,
+                    lock_id,
+                    ttl,
+                } => {
+                    let margin = client.renew_margin();
+                    let renewed = client.store().renew_one(&resource, &lock_id, ttl, margin);
+                    Reply::from_done(renewed.await)
+                }
+                Request::RenewMany { locks } => {
+                    let margin = client.renew_margin();
+                    Reply::from_batch(client.store().renew_many(&locks, margin).await)
+                }
+                Request::Unlock { resource, lock_id } => {
+                    Reply::from_done(client.store().unlock_one(&resource, &lock_id).await)
+                }
+            }
+        };
+        let reply = tokio::time::timeout_at(deadline, work).await.ok()?;
+        Some((t.id, reply))
+    })
+}
+
+/// What the task keeps per acquire and lease, beside the core.
+struct Outlets<S: LockStore> {
+    acquiring: HashMap<LeaseKey, oneshot::Sender<Result<LockGuard<S>, Error>>>,
+    signals: HashMap<LeaseKey, watch::Sender<LeaseView>>,
+    releasing: HashMap<LeaseKey, oneshot::Sender<Result<(), Error>>>,
+}
+
+/// The one background task: feeds the core commands, replies and timer expiry; sends its
+/// requests; carries its events to callers and guards.
+pub(super) async fn drive<S: LockStore>(
+    shared: Arc<Inner<S>>,
+    mut core: LockerCore<UnwrapErr<OsRng>>,
+    commands: mpsc::WeakUnboundedSender<Command<S>>,
+    mut inbox: mpsc::UnboundedReceiver<Command<S>>,
+) {
+    let mut outlets = Outlets {
+        acquiring: HashMap::new(),
+        signals: HashMap::new(),
+        releasing: HashMap::new(),
+    };
+    let mut in_flight: FuturesUnordered<InFlight> = FuturesUnordered::new();
+    let (mut open, mut stopped) = (true, false);
+    loop {
+        while let Some(t) = core.poll_transmit() {
+            let deadline = shared.instant(t.deadline);
+            in_flight.push(perform(shared.client.clone(), t, deadline));
+        }
+        *shared
+            .stats
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = core.stats();
+        while let Some(event) = core.poll_event() {
+            deliver(&shared, &mut core, &commands, &mut outlets, event);
+        }
+        *shared
+            .stats
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = core.stats();
+        if !open && core.is_idle() && in_flight.is_empty() {
+            break;
+        }
+        let wake = core.poll_timeout().map(|ms| shared.instant(ms));
+        tokio::select! {
+            biased;
+            () = shared.stop.cancelled(), if !stopped => {
+                stopped = true;
+                core.shutdown();
+            }
+            command = inbox.recv(), if open => match command {
+                Some(Command::Acquire { key, ask, wait, reply }) => {
+                    outlets.acquiring.insert(key, reply);
+                    core.acquire(key, ask, wait, shared.now());
+                }
+                Some(Command::Cancel { key }) => {
+                    outlets.acquiring.remove(&key);
+                    core.cancel(key);
+                }
+                Some(Command::Release { key, reply }) => {
+                    if let Some(reply) = reply {
+                        outlets.releasing.insert(key, reply);
+                    }
+                    core.release(key, shared.now());
+                }
+                None => open = false,
+            },
+            Some(done) = in_flight.next(), if !in_flight.is_empty() => {
+                if let Some((id, reply)) = done {
+                    core.handle_reply(id, reply, shared.now());
+                }
+            }
+            () = sleep_until(wake) => core.handle_timeout(shared.now()),
+        }
+    }
+}
+
+/// Acts on one event of the core.
+fn deliver<S: LockStore>(
+    shared: &Arc<Inner<S>>,
+    core: &mut LockerCore<UnwrapErr<OsRng>>,
+    commands: &mpsc::WeakUnboundedSender<Command<S>>,
+    outlets: &mut Outlets<S>,
+    event: Event,
+) {
+    match event {
+        Event::Acquired {
+            key,
+            status,
+            trust_until,
+        } => {
+            let caller = outlets.acquiring.remove(&key);
+            // A caller exists only while a handle does, so the sender upgrades.
+            let (Some(caller), Some(commands)) = (caller, commands.upgrade()) else {
+                core.release(key, shared.now());
+                return;
+            };
+            // Never the lock id: it is the holder's secret. The resource is logged escaped.
+            tracing::debug!(
+                lease = key,
+                resource = %status.resource,
+                mode = ?status.mode,
+                fence = status.fence,
+                "lock acquired"
+            );
+            let (signal, view) = watch::channel(LeaseView {
+                ended: None,
+                trust_until,
+            });
+            outlets.signals.insert(key, signal);
+            let guard = LockGuard {
+                locker: Locker {
+                    shared: Arc::clone(shared),
+                    commands,
+                },
+                key,
+                status,
+                view,
+                released: AtomicBool::new(false),
+            };
+            // If the caller is gone, the guard comes back and its drop releases the lock.
+            let _ = caller.send(Ok(guard));
+        }
+        Event::AcquireFailed { key, error } => {
+            if let Some(caller) = outlets.acquiring.remove(&key) {
+                let _ = caller.send(Err(error));
+            }
+        }
+        Event::Renewed { key, trust_until } => {
+            if let Some(signal) = outlets.signals.get(&key) {
+                signal.send_modify(|v| v.trust_until = trust_until);
+            }
+        }
+        Event::RenewFailed { key, error } => {
+            tracing::debug!(lease = key, error = %crate::purger::error_chain(&error), "renewal failed");
+        }
+        Event::Ended { key, how } => {
+            if matches!(how, Ended::Refused | Ended::Expired) {
+                tracing::warn!(lease = key, cause = %how, "lock lost");
+            }
+            if let Some(signal) = outlets.signals.remove(&key) {
+                signal.send_modify(|v| v.ended = Some(how));
+            }
+        }
+        Event::Released { key, result } => {
+            let caller = key.and_then(|k| outlets.releasing.remove(&k));
+            match (caller, result) {
+                (Some(caller), result) => {
+                    let _ = caller.send(result);
+                }
+                (None, Err(e)) => tracing::warn!(
+                    error = %crate::purger::error_chain(&e),
+                    "background release failed; the lock will expire by its TTL"
+                ),
+                (None, Ok(())) => {}
+            }
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,331 @@
+//! The one-lock operations, each one `findAndModify`: `xlock` and `slock` (a grant, with
+//! upsert), `renew_one` and `unlock_one` (on the document holding the lock).
+
+use std::time::Duration;
+
+use mongodb::bson::oid::ObjectId;
+use mongodb::bson::{Bson, Document, RawDocumentBuf};
+use mongodb::error::ErrorKind;
+use mongodb::options::{Hint, ReturnDocument};
+use tokio::time::Instant;
+
+use lockwright_engine::{
+    Error, LockId, LockRequest, LockStatus, LockTable, Mode, Resource, SharedLimit, Timestamp, Ttl,
+};
+
+use crate::failure::{outcome_unknown, retryable};
+use crate::read::lossy;
+use crate::retry::{RETRY_PAUSE, RETRY_WINDOW};
+use crate::setup::{NAMESPACE_NOT_FOUND, command_code};
+use crate::{MongoStore, failure, pipeline, schema};
+
+/// The server code of a duplicate-key error.
+const DUPLICATE_KEY: i32 = 11000;
+
+/// The server code of a bad value, such as a hint naming an index that does not exist.
+const BAD_VALUE: i32 = 2;
+
+impl MongoStore {
+    /// `xlock`: the exclusive grant.
+    pub(crate) async fn lock_exclusive(&self, request: &LockRequest) -> Result<LockStatus, Error> {
+        let build = |id: &Bson, now: &Bson| pipeline::xlock(request, id, now);
+        match self.grant("xlock", request, Mode::Exclusive, build).await? {
+            Some(status) => Ok(status),
+            None => Err(Error::AlreadyLocked {
+                resource: request.resource.clone(),
+            }),
+        }
+    }
+
+    /// `slock`: the shared grant.
+    pub(crate) async fn lock_shared(
+        &self,
+        request: &LockRequest,
+        limit: Option<SharedLimit>,
+    ) -> Result<LockStatus, Error> {
+        let build = |id: &Bson, now: &Bson| pipeline::slock(request, limit, id, now);
+        match self.grant("slock", request, Mode::Shared, build).await? {
+            Some(status) => Ok(status),
+            None => Err(Error::AlreadyLocked {
+                resource: request.resource.clone(),
+            }),
+        }
+    }
+
+    /// `renew_one`: renews the one lock of `lock_id` on `resource`.
+    pub(crate) async fn renew_lock(
+        &self,
+        resource: &Resource,
+        lock_id: &LockId,
+        ttl: Ttl,
+        margin: Duration,
+    ) -> Result<LockStatus, Error> {
+        let op = "renew";
+        let margin_ms = u64::try_from(margin.as_millis()).unwrap_or(u64::MAX);
+        let update = pipeline::renew_one(lock_id, ttl.as_millis(), margin_ms, &self.now_expr());
+        let filter = pipeline::one_lock_filter(resource.as_str(), lock_id);
+        let (doc, reread) = match self
+            .modify_one(op, resource, filter, update, ReturnDocument::Before)
+            .await?
+        {
+            Modified::Reply(doc) => (doc, false),
+            Modified::Reread(doc) => (doc, true),
+            Modified::Nothing => return Err(Error::LockNotFound),
+        };
+        let now = now_of(op, &doc)?;
+        let (name, state) = schema::decode(&doc)?;
+        if reread {
+            // Read back after the command, with a later `now`: a lock still renewable was
+            // renewed (the pipeline renews every renewable lock), and is reported as it is.
+            return match state.lock_of(lock_id) {
+                Some((mode, lock))
+                    if lock
+                        .expires_at
+                        .is_none_or(|e| e > now.saturating_add(margin)) =>
+                {
+                    Ok(lock.status(&name, mode, now))
+                }
+                _ => LockTable::from_resources([(name.clone(), state)])
+                    .renew_one(&name, lock_id, ttl, margin, now),
+            };
+        }
+        // The document as the pipeline found it, at the instant it ran: the pipeline renewed
+        // iff the rules say so, and the engine says what that gave, or why not.
+        LockTable::from_resources([(name.clone(), state)])
+            .renew_one(&name, lock_id, ttl, margin, now)
+    }
+
+    /// `unlock_one`: removes the one lock of `lock_id` on `resource`.
+    pub(crate) async fn unlock_lock(
+        &self,
+        resource: &Resource,
+        lock_id: &LockId,
+    ) -> Result<Option<LockStatus>, Error> {
+        let op = "unlock";
+        let filter = pipeline::one_lock_filter(resource.as_str(), lock_id);
+        let update = pipeline::unlock_one(lock_id);
+        let doc = match self
+            .modify_one(op, resource, filter, update, ReturnDocument::Before)
+            .await?
+        {
+            Modified::Reply(doc) => doc,
+            Modified::Reread(doc) => {
+                // Read back after the removal: the lock is gone (its details with it), or the
+                // document could not be decided on and is as it was.
+                schema::decode(&doc)?;
+                return Ok(None);
+            }
+            Modified::Nothing => return Ok(None),
+        };
+        let now = now_of(op, &doc)?;
+        // A document the rules cannot decide on was left as it was: say so.
+        let (name, state) = schema::decode(&doc)?;
+        let mut table = LockTable::from_resources([(name.clone(), state)]);
+        Ok(table.unlock_one(&name, lock_id, now))
+    }
+
+    /// One grant: `findAndModify` with upsert, hinted to the trusted unique index so that
+    /// it fails rather than inserts when that index is gone. `Ok(None)` means refused by
+    /// the rule.
+    ///
+    /// A failure that is safe to retry is retried with the same request (`grant_id`)
+    /// within [`RETRY_WINDOW`]: if an earlier attempt was applied, the retry finds its own
+    /// grant in `lastGrant`. What cannot be told apart is reported as a `Backend` error whose
+    /// outcome is unknown, never as a refusal.
+    async fn grant(
+        &self,
+        op: &'static str,
+        request: &LockRequest,
+        mode: Mode,
+        build: impl Fn(&Bson, &Bson) -> (Document, Vec<Document>),
+    ) -> Result<Option<LockStatus>, Error> {
+        let index = self.ready(op).await?;
+        let grant_id = Bson::ObjectId(ObjectId::new());
+        let (filter, update) = build(&grant_id, &self.now_expr());
+        let started = Instant::now();
+        // The failure of an earlier attempt that may have been applied.
+        let mut unknown: Option<mongodb::error::Error> = None;
+        let mut duplicates = 0;
+        loop {
+            let result = self
+                .coll
+                .clone_with_type::<RawDocumentBuf>()
+                .find_one_and_update(filter.clone(), update.clone())
+                .upsert(true)
+                .return_document(ReturnDocument::After)
+                .hint(Hint::Name(index.to_string()))
+                .await;
+            let e = match result {
+                Ok(Some(raw)) => {
+                    let doc = lossy(op, &raw)?;
+                    return decide_grant(op, &doc, &grant_id, request, mode, unknown);
+                }
+                Ok(None) => return Err(Error::backend(op, "upsert returned no document")),
+                Err(e) => e,
+            };
+            if matches!(e.kind.as_ref(), ErrorKind::InvalidResponse { .. }) {
+                // The driver could not read the reply (say, text in the document that is not
+                // UTF-8): the server decided, so read the document to see what it decided.
+                return match self.read_resource(op, &request.resource).await? {
+                    Some(doc) => decide_grant(op, &doc, &grant_id, request, mode, Some(e)),
+                    None => Err(failure::unknown(op, &e)),
+                };
+            }
+            let code = command_code(&e);
+            // The server retries an insert race on the unique index as an update; should a
+            // duplicate key still come back, the document exists now, so one more try
+            // decides by the rule.
+            if code == Some(DUPLICATE_KEY) && duplicates == 0 {
+                duplicates += 1;
+                continue;
+            }
+            let maybe_applied = outcome_unknown(&e);
+            if retryable(&e) && started.elapsed() < RETRY_WINDOW {
+                if maybe_applied {
+                    unknown = Some(e);
+                }
+                tokio::time::sleep(RETRY_PAUSE).await;
+                continue;
+            }
+            if maybe_applied || unknown.is_some() {
+                return Err(failure::unknown(op, &e));
+            }
+            if code == Some(DUPLICATE_KEY) {
+                return Ok(None);
+            }
+            if code == Some(BAD_VALUE) || code == Some(NAMESPACE_NOT_FOUND) {
+                // The hinted index (or the whole collection) is gone: nothing was applied.
+                self.forget_ready();
+                return Err(match self.ready(op).await {
+                    Err(e) => e,
+                    Ok(_) => failure::backend(op, &e),
+                });
+            }
+            return Err(failure::backend(op, &e));
+        }
+    }
+
+    /// One `findAndModify` of a one-lock operation on the document holding the lock (filter
+    /// and pipeline from [`pipeline`]), returning the document before or after it with the `now`
+    /// it ran at. Retried within [`RETRY_WINDOW`] when the error allows: both one-lock
+    /// operations may be applied twice with the same effect as once.
+    ///
+    /// When the driver cannot read the reply (the document holds text that is not UTF-8),
+    /// the server has decided: the document is read back as it is now, with the server's
+    /// time, and returned as [`Modified::Reread`].
+    async fn modify_one(
+        &self,
+        op: &'static str,
+        resource: &Resource,
+        filter: Document,
+        update: Vec<Document>,
+        returned: ReturnDocument,
+    ) -> Result<Modified, Error> {
+        // No hint: nothing is inserted, so uniqueness is not at stake, and a lock can still
+        // be renewed and released after its unique index was dropped.
+        self.ready(op).await?;
+        let projection = pipeline::with_now(&self.now_expr());
+        let started = Instant::now();
+        loop {
+            let result = self
+                .coll
+                .clone_with_type::<RawDocumentBuf>()
+                .find_one_and_update(filter.clone(), update.clone())
+                .projection(projection.clone())
+                .return_document(returned.clone())
+                .await;
+            let e = match result {
+                Ok(Some(raw)) => return lossy(op, &raw).map(Modified::Reply),
+                Ok(None) => return Ok(Modified::Nothing),
+                Err(e) => e,
+            };
+            if matches!(e.kind.as_ref(), ErrorKind::InvalidResponse { .. }) {
+                let now = self.now_value(op).await?;
+                return Ok(match self.read_resource(op, resource).await? {
+                    Some(mut doc) => {
+                        doc.insert(pipeline::NOW_FIELD, pipeline::date(now));
+                        Modified::Reread(doc)
+                    }
+                    None => Modified::Nothing,
+                });
+            }
+            if retryable(&e) && started.elapsed() < RETRY_WINDOW {
+                tokio::time::sleep(RETRY_PAUSE).await;
+                continue;
+            }
+            if outcome_unknown(&e) {
+                return Err(failure::unknown(op, &e));
+            }
+            return Err(failure::backend(op, &e));
+        }
+    }
+}
+
+/// What a one-lock `findAndModify` returned.
+enum Modified {
+    /// The document (before or after, as asked), with the `now` it ran at.
+    Reply(Document),
+    /// The reply could not be read; the document as read back afterwards, with a later
+    /// `now`.
+    Reread(Document),
+    /// No document matched.
+    Nothing,
+}
+
+/// The `now` a one-lock operation ran at, from its projection.
+fn now_of(op: &'static str, doc: &Document) -> Result<Timestamp, Error> {
+    match doc.get(pipeline::NOW_FIELD) {
+        Some(Bson::DateTime(dt)) => u64::try_from(dt.timestamp_millis())
+            .map(Timestamp::from_millis)
+            .map_err(|_| Error::backend(op, "the server's clock is before the Unix epoch")),
+        _ => Err(Error::backend(op, "the reply carries no server time")),
+    }
+}
+
+/// What a grant's returned document says: granted (this request, `grant_id`, made the last
+/// grant, and the lock is decoded from its own entry alone, whatever else the document
+/// holds), refused, or malformed. After an earlier attempt whose outcome is unknown
+/// (`unknown`), a document holding a lock of this lock id that this request cannot be shown
+/// to have made is reported as unknown, not as a refusal.
+fn decide_grant(
+    op: &'static str,
+    doc: &Document,
+    grant_id: &Bson,
+    request: &LockRequest,
+    mode: Mode,
+    unknown: Option<mongodb::error::Error>,
+) -> Result<Option<LockStatus>, Error> {
+    let resource = Resource::stored(&schema::label(doc));
+    if doc.get(schema::LAST_GRANT) == Some(grant_id) {
+        return match schema::decode_own(doc, mode, &request.lock_id) {
+            Some(Ok(lock)) => Ok(Some(lock.status(&resource, mode, lock.created_at))),
+            Some(Err(m)) => Err(Error::backend(
+                op,
+                format!("the grant was applied but its own entry reads as malformed: {m}"),
+            )),
+            None => Err(Error::backend(
+                op,
+                "the grant was applied but the document does not hold the new lock",
+            )),
+        };
+    }
+    let (_, state) = schema::decode(doc).map_err(Error::from)?;
+    if state.last_fence >= schema::FENCES_EXHAUSTED {
+        return Err(Error::Malformed {
+            resource: resource.as_str().to_owned(),
+            field: schema::LAST_FENCE.into(),
+            reason: format!(
+                "is {}: every fence is used, so no grant is possible on this resource",
+                state.last_fence
+            ),
+        });
+    }
+    if let Some(e) = unknown
+        && state
+            .lock_of(&request.lock_id)
+            .is_some_and(|(m, _)| m == mode)
+    {
+        return Err(failure::unknown(op, &e));
+    }
+    Ok(None)
+}

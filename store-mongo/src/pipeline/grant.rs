@@ -1,0 +1,270 @@
+//! The one-lock pipelines, each run by one `findAndModify`: the grants (`xlock`, `slock`)
+//! and `renew_one`, `unlock_one`.
+
+use mongodb::bson::{Bson, Document, doc};
+
+use lockwright_engine::table::FENCES_PER_MS;
+use lockwright_engine::{LockId, LockRequest, SharedLimit};
+
+use super::{NOW_FIELD, in_any_lock, is_live, literal, shared_locks, valid};
+use crate::schema::{
+    ACQUIRED, COMMENT, CREATED_AT, EXCLUSIVE, EXPIRES_AT, FENCE, HOST, LAST_FENCE, LAST_GRANT,
+    LOCK_ID, OWNER, RENEWED_AT, RESOURCE, SHARED, empty_exclusive,
+};
+
+fn opt_literal(value: Option<&String>) -> Bson {
+    value.map_or(Bson::Null, |v| literal(v.as_str()))
+}
+
+fn live_exclusive(now: &Bson) -> Bson {
+    Bson::Document(doc! { "$and": [
+        { "$eq": [ "$exclusive.acquired", true ] },
+        is_live("$exclusive.expiresAt", now),
+    ] })
+}
+
+fn live_shared(now: &Bson) -> Bson {
+    Bson::Document(
+        doc! { "$filter": { "input": shared_locks(), "cond": is_live("$$this.expiresAt", now) } },
+    )
+}
+
+fn next_fence(now: &Bson) -> Bson {
+    Bson::Document(doc! { "$max": [
+        { "$add": [
+            { "$ifNull": [ "$lastFence", 0_i64 ] },
+            i64::from(!mutated!(PipelineFenceNotIncremented)),
+        ] },
+        { "$multiply": [ { "$toLong": now.clone() }, FENCES_PER_MS as i64 ] },
+    ] })
+}
+
+fn new_lock(request: &LockRequest, now: &Bson) -> Document {
+    let expires = request.ttl.map_or(Bson::Null, |t| {
+        Bson::Document(
+            doc! { "$add": [ now.clone(), i64::try_from(t.as_millis()).unwrap_or(i64::MAX) ] },
+        )
+    });
+    doc! {
+        LOCK_ID: literal(request.lock_id.as_str()),
+        OWNER: opt_literal(request.owner.as_ref()),
+        HOST: opt_literal(request.host.as_ref()),
+        COMMENT: opt_literal(request.comment.as_ref()),
+        CREATED_AT: now.clone(),
+        RENEWED_AT: Bson::Null,
+        EXPIRES_AT: expires,
+        ACQUIRED: true,
+        FENCE: NEW_FENCE,
+    }
+}
+
+/// The variable a grant pipeline's rule and install read the live shared locks from.
+const LIVE: &str = "$$live";
+
+/// The variable holding the fence of the grant being installed.
+const NEW_FENCE: &str = "$$fence";
+
+/// A grant in one `findAndModify`: the filter is the resource alone (with upsert, a fresh
+/// resource is inserted, and the server retries insert races itself), and the pipeline is
+/// one `$replaceWith` that decides and applies: with `$let` it tests that the document is
+/// one the rules can decide on (`valid`), computes the live shared locks once (`live`: the
+/// rule and the install both read them), decides the rule with `now`, and only where it
+/// allows computes the fence and merges the grant into the document: the fence counter,
+/// the takeover of expired locks, the new lock, and `grant_id` in `lastGrant` so the
+/// caller can tell its grant from a refusal. A refusal replaces the document by itself,
+/// which MongoDB treats as no write at all. No temporary field is written, so no stored
+/// field is touched by a refusal, whatever its name.
+///
+/// A resource whose fence counter is at the top of the 64-bit range is refused (the
+/// caller reports it as malformed at `lastFence`) before its fence could overflow.
+fn grant(
+    request: &LockRequest,
+    rule: Bson,
+    install: Document,
+    grant_id: &Bson,
+    now: &Bson,
+) -> (Document, Vec<Document>) {
+    let mut changes = install;
+    changes.insert(LAST_FENCE, NEW_FENCE);
+    changes.insert(LAST_GRANT, grant_id.clone());
+    let apply = doc! { "$let": {
+        "vars": { "fence": next_fence(now) },
+        "in": { "$mergeObjects": [ "$$ROOT", changes ] },
+    } };
+    let room = doc! { "$lt": [ { "$ifNull": [ "$lastFence", 0_i64 ] }, i64::MAX ] };
+    // `$and` stops at the first false operand and `$cond` evaluates only the branch it
+    // takes: nothing that could fail on a wrong type is computed on a document that is not
+    // valid, and no fence is computed for a refusal.
+    let decided = doc! { "$and": [ "$$valid", room, rule ] };
+    let body = doc! { "$let": {
+        "vars": { "valid": valid() },
+        "in": { "$let": {
+            "vars": { "live": { "$cond": [ "$$valid", live_shared(now), [] ] } },
+            "in": { "$cond": [ decided, apply, "$$ROOT" ] },
+        } },
+    } };
+    (
+        doc! { RESOURCE: request.resource.as_str() },
+        vec![doc! { "$replaceWith": body }],
+    )
+}
+
+/// The exclusive grant: no live exclusive lock and no live shared lock.
+pub(crate) fn xlock(
+    request: &LockRequest,
+    grant_id: &Bson,
+    now: &Bson,
+) -> (Document, Vec<Document>) {
+    let mut rule = Vec::new();
+    if !mutated!(PipelineTakeoverLive) {
+        rule.push(Bson::Document(doc! { "$not": [ live_exclusive(now) ] }));
+    }
+    if !mutated!(PipelineExclusiveIgnoresShared) {
+        rule.push(Bson::Document(doc! { "$eq": [ { "$size": LIVE }, 0 ] }));
+    }
+    let rule = Bson::Document(doc! { "$and": rule });
+    let install = doc! {
+        EXCLUSIVE: new_lock(request, now),
+        SHARED: { "$literal": { "count": 0, "locks": [] } },
+    };
+    grant(request, rule, install, grant_id, now)
+}
+
+/// The shared grant: no live exclusive lock, no live lock of this lock id, and (with a
+/// limit) fewer live shared locks than the limit.
+pub(crate) fn slock(
+    request: &LockRequest,
+    limit: Option<SharedLimit>,
+    grant_id: &Bson,
+    now: &Bson,
+) -> (Document, Vec<Document>) {
+    let live = LIVE;
+    let mut conditions = vec![
+        Bson::Document(doc! { "$not": [ live_exclusive(now) ] }),
+        Bson::Document(doc! { "$not": [ { "$in": [
+            literal(request.lock_id.as_str()),
+            format!("{live}.{LOCK_ID}"),
+        ] } ] }),
+    ];
+    if let Some(m) = limit.filter(|_| !mutated!(PipelineSharedIgnoresLimit)) {
+        conditions.push(Bson::Document(
+            doc! { "$lt": [ { "$size": live }, i64::from(m.get()) ] },
+        ));
+    }
+    let install = doc! {
+        EXCLUSIVE: { "$literal": empty_exclusive() },
+        SHARED: {
+            "locks": { "$concatArrays": [ live, [ new_lock(request, now) ] ] },
+            "count": { "$add": [ { "$size": live }, 1 ] },
+        },
+    };
+    grant(
+        request,
+        Bson::Document(doc! { "$and": conditions }),
+        install,
+        grant_id,
+        now,
+    )
+}
+
+/// Whether the lock entry at `prefix` (`$exclusive` or `$$this`) is held by `id` (a
+/// `$literal`); an exclusive slot also has to be `acquired`.
+fn held_by(prefix: &str, id: &Bson) -> Bson {
+    let own = Bson::Document(doc! { "$eq": [ format!("{prefix}.{LOCK_ID}"), id.clone() ] });
+    if prefix == "$exclusive" {
+        Bson::Document(doc! { "$and": [ { "$eq": [ "$exclusive.acquired", true ] }, own ] })
+    } else {
+        own
+    }
+}
+
+/// Applies `change` to the lock of `id` in the exclusive slot and in the shared list (at
+/// most one of them holds it on a valid document), on a valid document for which `decided`
+/// holds; any other document is left exactly as it is.
+fn one_lock(id: &Bson, decided: Bson, exclusive: Bson, shared: Bson) -> Vec<Document> {
+    let changed = doc! { "$mergeObjects": [ "$$ROOT", {
+        EXCLUSIVE: { "$cond": [ held_by("$exclusive", id), exclusive, "$exclusive" ] },
+        SHARED: { "$mergeObjects": [ "$shared", shared ] },
+    } ] };
+    let body = doc! { "$let": {
+        "vars": { "valid": valid() },
+        "in": { "$cond": [ { "$and": [ "$$valid", decided ] }, changed, "$$ROOT" ] },
+    } };
+    vec![doc! { "$replaceWith": body }]
+}
+
+/// Renews the one lock of `lock_id` on the document (the filter names the resource): sets
+/// its `expiresAt = now + ttl` and `renewedAt = now` if it expires after `now + margin` (or
+/// never), as the engine's `renew_one`; otherwise changes nothing.
+pub(crate) fn renew_one(
+    lock_id: &LockId,
+    ttl_ms: u64,
+    margin_ms: u64,
+    now: &Bson,
+) -> Vec<Document> {
+    let id = literal(lock_id.as_str());
+    let ms = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    let margin_ms = if mutated!(PipelineRenewOneWithoutMargin) {
+        0
+    } else {
+        margin_ms
+    };
+    let deadline = Bson::Document(doc! { "$add": [ now.clone(), ms(margin_ms) ] });
+    let renewable = |prefix: &str| {
+        let expires = format!("{prefix}.{EXPIRES_AT}");
+        Bson::Document(doc! { "$and": [
+            held_by(prefix, &id),
+            { "$not": [ { "$and": [
+                { "$eq": [ { "$type": expires.as_str() }, "date" ] },
+                { "$lte": [ expires.as_str(), deadline.clone() ] },
+            ] } ] },
+        ] })
+    };
+    let decided = Bson::Document(doc! { "$or": [
+        renewable("$exclusive"),
+        { "$anyElementTrue": [ { "$map": { "input": shared_locks(), "in": renewable("$$this") } } ] },
+    ] });
+    let fresh = doc! {
+        EXPIRES_AT: { "$add": [ now.clone(), ms(ttl_ms) ] },
+        RENEWED_AT: now.clone(),
+    };
+    let shared = doc! { "locks": { "$map": { "input": shared_locks(), "in": { "$cond": [
+        held_by("$$this", &id),
+        { "$mergeObjects": [ "$$this", fresh.clone() ] },
+        "$$this",
+    ] } } } };
+    one_lock(
+        &id,
+        decided,
+        Bson::Document(doc! { "$mergeObjects": [ "$exclusive", fresh ] }),
+        Bson::Document(shared),
+    )
+}
+
+/// Removes the one lock of `lock_id`, live or expired, from the document (the filter names
+/// the resource and the lock id), as the engine's `unlock_one`; a document the rules cannot
+/// decide on is left as it is.
+pub(crate) fn unlock_one(lock_id: &LockId) -> Vec<Document> {
+    let id = literal(lock_id.as_str());
+    let keep = doc! { "$filter": { "input": shared_locks(), "cond": { "$not": [ held_by("$$this", &id) ] } } };
+    let shared = doc! { "locks": keep.clone(), "count": { "$size": keep } };
+    one_lock(
+        &id,
+        Bson::Boolean(true),
+        Bson::Document(doc! { "$literal": empty_exclusive() }),
+        Bson::Document(shared),
+    )
+}
+
+/// The filter of a one-lock operation: the resource's document, if it holds a lock of
+/// `lock_id`.
+pub(crate) fn one_lock_filter(resource: &str, lock_id: &LockId) -> Document {
+    let mut filter = in_any_lock(LOCK_ID, lock_id.as_str().into());
+    filter.insert(RESOURCE, resource);
+    filter
+}
+
+/// The projection of a one-lock operation: the whole document, and the `now` it ran at.
+pub(crate) fn with_now(now: &Bson) -> Document {
+    doc! { NOW_FIELD: now.clone(), RESOURCE: 1, EXCLUSIVE: 1, SHARED: 1, LAST_FENCE: 1 }
+}

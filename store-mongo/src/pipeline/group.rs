@@ -1,0 +1,192 @@
+//! The group pipelines: the filters and updates of `unlock`, `renew` and `renew_many`
+//! transactions, and the three phases of `purge`.
+
+use mongodb::bson::{Bson, Document, doc};
+
+use lockwright_engine::{LockId, Timestamp};
+
+use super::{date, in_any_lock, is_expired, literal, shared_locks, valid};
+use crate::schema::{
+    EXCLUSIVE, EXPIRES_AT, LAST_FENCE, LOCK_ID, RENEWED_AT, SHARED, empty_exclusive,
+};
+
+fn recount() -> Document {
+    doc! { "$set": { "shared.count": { "$size": "$shared.locks" } } }
+}
+
+/// The documents holding a lock of `lock_id` (uses the lock-id indexes of both modes).
+pub(crate) fn group_filter(lock_id: &LockId) -> Document {
+    in_any_lock(LOCK_ID, lock_id.as_str().into())
+}
+
+/// Removes the locks for which `doomed` (an expression over `$$this` for shared locks, and
+/// the same over the exclusive slot) holds.
+fn remove_where(doomed_exclusive: Bson, doomed_shared: Bson) -> Vec<Document> {
+    vec![
+        doc! { "$set": {
+            EXCLUSIVE: { "$cond": [ doomed_exclusive, empty_exclusive(), "$exclusive" ] },
+            "shared.locks": { "$filter": { "input": shared_locks(), "cond": { "$not": [ doomed_shared ] } } },
+        } },
+        recount(),
+    ]
+}
+
+/// Removes every lock of `lock_id`.
+pub(crate) fn unlock(lock_id: &LockId) -> Vec<Document> {
+    let id = literal(lock_id.as_str());
+    remove_where(
+        Bson::Document(doc! { "$eq": [ "$exclusive.lockId", id.clone() ] }),
+        Bson::Document(doc! { "$eq": [ "$$this.lockId", id ] }),
+    )
+}
+
+/// Sets `expiresAt` and `renewedAt` on every lock of `lock_id` (decided renewable by the
+/// engine on the documents read in the same transaction).
+pub(crate) fn renew(lock_id: &LockId, expires_at: Timestamp, now: Timestamp) -> Vec<Document> {
+    let id = literal(lock_id.as_str());
+    let fresh = doc! { EXPIRES_AT: date(expires_at), RENEWED_AT: date(now) };
+    vec![
+        doc! { "$set": {
+            EXCLUSIVE: { "$cond": [
+                { "$eq": [ "$exclusive.lockId", id.clone() ] },
+                { "$mergeObjects": [ "$exclusive", fresh.clone() ] },
+                "$exclusive",
+            ] },
+            "shared.locks": { "$map": { "input": shared_locks(), "in": { "$cond": [
+                { "$eq": [ "$$this.lockId", id ] },
+                { "$mergeObjects": [ "$$this", fresh ] },
+                "$$this",
+            ] } } },
+        } },
+        recount(),
+    ]
+}
+
+/// Renews, on the documents it runs over, exactly the locks named in `renewed` (documents
+/// `{r: resource, l: lock id, e: new expiry}`, each decided renewable by the engine at `now`
+/// on the documents read in the same transaction): their `expiresAt` becomes `e` and their
+/// `renewedAt` `now`. Every other lock, and every other field, is left as it is. A lock
+/// named more than once takes its last renewal, as renewing one after another would.
+pub(crate) fn renew_pairs(renewed: Vec<Document>, now: Timestamp) -> Vec<Document> {
+    let now = date(now);
+    let renew = |prefix: &str, also: Bson| {
+        let same_lock = if mutated!(PipelineRenewManyWholeDocuments) {
+            Bson::Boolean(true)
+        } else {
+            Bson::Document(doc! { "$eq": [ "$$p.l", format!("{prefix}.{LOCK_ID}") ] })
+        };
+        let hit = doc! { "$filter": { "input": "$$pairs", "as": "p", "cond": { "$and": [
+            { "$eq": [ "$$p.r", "$resource" ] },
+            same_lock,
+        ] } } };
+        Bson::Document(doc! { "$let": {
+            "vars": { "m": hit },
+            "in": { "$cond": [
+                { "$and": [ also, { "$gt": [ { "$size": "$$m" }, 0 ] } ] },
+                { "$mergeObjects": [ prefix, {
+                    EXPIRES_AT: { "$arrayElemAt": [ "$$m.e", -1 ] },
+                    RENEWED_AT: now.clone(),
+                } ] },
+                prefix,
+            ] },
+        } })
+    };
+    let shared = doc! { "$cond": [
+        { "$eq": [ { "$type": "$shared" }, "object" ] },
+        { "$mergeObjects": [ "$shared", {
+            "locks": { "$map": { "input": shared_locks(), "in": renew("$$this", Bson::Boolean(true)) } },
+        } ] },
+        "$shared",
+    ] };
+    let exclusive = renew(
+        "$exclusive",
+        Bson::Document(doc! { "$eq": [ "$exclusive.acquired", true ] }),
+    );
+    vec![doc! { "$replaceWith": { "$let": {
+        "vars": { "pairs": { "$literal": renewed } },
+        "in": { "$mergeObjects": [ "$$ROOT", { EXCLUSIVE: exclusive, SHARED: shared } ] },
+    } } }]
+}
+
+/// Purge, phase one: for each document holding a lock expired at `t`, the lock ids of its
+/// expired locks (`ids`), or, for a document the rules cannot decide on, the whole document
+/// (`bad`) so that the caller can say what is wrong with it.
+pub(crate) fn expired_groups(t: Timestamp) -> Vec<Document> {
+    let t = date(t);
+    let ids = doc! { "$concatArrays": [
+        { "$cond": [
+            { "$and": [ { "$eq": [ "$exclusive.acquired", true ] }, is_expired("$exclusive.expiresAt", &t) ] },
+            [ "$exclusive.lockId" ],
+            [],
+        ] },
+        { "$map": {
+            "input": { "$filter": { "input": shared_locks(), "cond": is_expired("$$this.expiresAt", &t) } },
+            "in": "$$this.lockId",
+        } },
+    ] };
+    vec![
+        doc! { "$match": { "$or": [
+            { "exclusive.expiresAt": { "$lte": t.clone() } },
+            { "shared.locks.expiresAt": { "$lte": t.clone() } },
+        ] } },
+        doc! { "$replaceWith": { "$let": {
+            "vars": { "valid": valid() },
+            "in": { "$cond": [
+                "$$valid",
+                { "resource": "$resource", "ids": ids },
+                { "bad": "$$ROOT" },
+            ] },
+        } } },
+    ]
+}
+
+/// Purge, phase two, for one batch of groups: the documents involved.
+pub(crate) fn batch_filter(ids: &[LockId]) -> Document {
+    let ids: Vec<Bson> = ids
+        .iter()
+        .map(|i| Bson::String(i.as_str().to_owned()))
+        .collect();
+    in_any_lock(LOCK_ID, Bson::Document(doc! { "$in": ids }))
+}
+
+/// Purge, phase two: removes the locks of `ids` created before `t`.
+pub(crate) fn purge_batch(ids: &[LockId], t: Timestamp) -> Vec<Document> {
+    let ids: Vec<Bson> = ids
+        .iter()
+        .map(|i| Bson::String(i.as_str().to_owned()))
+        .collect();
+    let ids = literal(ids);
+    let t = date(t);
+    let doomed = |lock: &str| {
+        Bson::Document(doc! { "$and": [
+            { "$in": [ format!("{lock}.lockId"), ids.clone() ] },
+            { "$eq": [ { "$type": format!("{lock}.createdAt") }, "date" ] },
+            { "$lt": [ format!("{lock}.createdAt"), t.clone() ] },
+        ] })
+    };
+    let mut doomed_exclusive = doomed("$exclusive");
+    if let Bson::Document(d) = &mut doomed_exclusive
+        && let Ok(all) = d.get_array_mut("$and")
+    {
+        all.push(Bson::Document(
+            doc! { "$eq": [ "$exclusive.acquired", true ] },
+        ));
+    }
+    remove_where(doomed_exclusive, doomed("$$this"))
+}
+
+/// Purge, phase three: documents with no lock whose fence counter is below the floor at `t`.
+pub(crate) fn deletable(t: Timestamp) -> Document {
+    let floor = i64::try_from(lockwright_engine::table::fence_floor(t)).unwrap_or(i64::MAX);
+    let mut deletable = doc! {
+        "exclusive.acquired": { "$ne": true },
+        "shared.locks.0": { "$exists": false },
+        "$or": [ { LAST_FENCE: { "$lt": floor } }, { LAST_FENCE: Bson::Null } ],
+        // Nothing malformed is deleted: a document the rules cannot read is left as it is.
+        "$expr": valid(),
+    };
+    if mutated!(PipelinePurgeDeletesHeld) {
+        deletable.remove("exclusive.acquired");
+    }
+    deletable
+}

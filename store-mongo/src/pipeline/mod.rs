@@ -1,0 +1,163 @@
+//! Every filter and update pipeline the store sends, built as data.
+//!
+//! `now` is an expression: `"$$NOW"` (the server's clock, the default) or a fixed date (the
+//! test-time override). The same builders serve both, so the pipelines under test are the
+//! ones that ship. The rules mirror `lockwright-engine` (the conformance and differential
+//! tests hold them to it): expired means `expiresAt <= now`; a grant takes over every expired
+//! lock on its resource; fences are `max(lastFence + 1, now_ms * 1024)`.
+//!
+//! User strings never reach an expression unquoted: inside pipelines they are wrapped in
+//! `$literal`, so a lock id such as `"$foo"` is data, not a field path.
+
+use mongodb::bson::{Bson, DateTime, Document, doc};
+
+use lockwright_engine::Timestamp;
+
+use crate::schema::{CREATED_AT, EXCLUSIVE, EXPIRES_AT, FENCE, LOCK_ID, RENEWED_AT, SHARED};
+
+/// Whether the pipeline mutant `$name` (see the engine's `mutants` module) is switched on:
+/// never, outside builds with `--cfg lockwright_mutants`.
+macro_rules! mutated {
+    ($name:ident) => {{
+        #[cfg(lockwright_mutants)]
+        let on = lockwright_engine::mutants::active(lockwright_engine::mutants::Mutant::$name);
+        #[cfg(not(lockwright_mutants))]
+        let on = false;
+        on
+    }};
+}
+
+mod filter;
+mod grant;
+mod group;
+
+pub(crate) use filter::status_prefilter;
+pub(crate) use grant::{one_lock_filter, renew_one, slock, unlock_one, with_now, xlock};
+pub(crate) use group::{
+    batch_filter, deletable, expired_groups, group_filter, purge_batch, renew, renew_pairs, unlock,
+};
+
+/// The server's clock inside a pipeline.
+pub(crate) const SERVER_NOW: &str = "$$NOW";
+
+/// The field an aggregation adds to each document to report the `now` it ran at.
+pub(crate) const NOW_FIELD: &str = "__lockwright_now";
+
+pub(crate) fn date(t: Timestamp) -> Bson {
+    // Timestamps come from the store's clock or a validated TTL sum: well inside i64 ms.
+    Bson::DateTime(DateTime::from_millis(
+        i64::try_from(t.as_millis()).unwrap_or(i64::MAX),
+    ))
+}
+
+fn literal(value: impl Into<Bson>) -> Bson {
+    Bson::Document(doc! { "$literal": value.into() })
+}
+
+fn shared_locks() -> Bson {
+    Bson::Document(doc! { "$ifNull": ["$shared.locks", []] })
+}
+
+/// `path` holds a date that is `<= now`.
+fn is_expired(path: &str, now: &Bson) -> Bson {
+    let at_or_before = if mutated!(PipelineExpiryStrict) {
+        "$lt"
+    } else {
+        "$lte"
+    };
+    Bson::Document(doc! { "$and": [
+        { "$eq": [ { "$type": path }, "date" ] },
+        { at_or_before: [ path, now.clone() ] },
+    ] })
+}
+
+fn is_live(path: &str, now: &Bson) -> Bson {
+    Bson::Document(doc! { "$not": [ is_expired(path, now) ] })
+}
+
+fn type_in(path: &str, types: &[&str]) -> Bson {
+    Bson::Document(doc! { "$in": [ { "$type": path }, types ] })
+}
+
+/// A lock entry (`prefix` is `$exclusive` or `$$this`) the rules can decide on.
+fn valid_lock(prefix: &str) -> Bson {
+    let field = |f: &str| format!("{prefix}.{f}");
+    let fence = field(FENCE);
+    Bson::Document(doc! { "$and": [
+        type_in(&field(LOCK_ID), &["string"]),
+        type_in(&field(CREATED_AT), &["date"]),
+        type_in(&field(EXPIRES_AT), &["missing", "null", "date"]),
+        type_in(&field(RENEWED_AT), &["missing", "null", "date"]),
+        { "$or": [
+            type_in(&fence, &["missing", "null"]),
+            { "$and": [ type_in(&fence, &["int", "long"]), { "$gte": [ fence.as_str(), 0 ] } ] },
+        ] },
+    ] })
+}
+
+/// The server's copy of `schema::decode`'s test: the document is one every rule can decide
+/// on. Written with `$type` tests ahead of every operator that would fail on a wrong type
+/// (`$and` and `$or` stop at the first decisive operand), so it never raises a server
+/// error, whatever the document holds.
+pub(crate) fn valid() -> Bson {
+    let locks = shared_locks();
+    let n = Bson::Document(doc! { "$size": locks.clone() });
+    let exclusive = doc! { "$or": [
+        type_in("$exclusive", &["missing", "null"]),
+        { "$and": [
+            type_in("$exclusive", &["object"]),
+            type_in("$exclusive.acquired", &["missing", "null", "bool"]),
+            { "$or": [ { "$ne": [ "$exclusive.acquired", true ] }, valid_lock("$exclusive") ] },
+        ] },
+    ] };
+    let shared = doc! { "$or": [
+        type_in("$shared", &["missing", "null"]),
+        { "$and": [
+            type_in("$shared", &["object"]),
+            type_in("$shared.locks", &["missing", "null", "array"]),
+            { "$allElementsTrue": [ { "$map": { "input": locks.clone(), "in": valid_lock("$$this") } } ] },
+            { "$or": [
+                { "$and": [ { "$eq": [ n.clone(), 0 ] }, type_in("$shared.count", &["missing", "null"]) ] },
+                { "$and": [ type_in("$shared.count", &["int", "long"]), { "$eq": [ "$shared.count", n.clone() ] } ] },
+            ] },
+            { "$eq": [ { "$size": { "$setUnion": [ { "$map": { "input": locks, "in": "$$this.lockId" } } ] } }, n.clone() ] },
+        ] },
+    ] };
+    let fence = doc! { "$or": [
+        type_in("$lastFence", &["missing", "null"]),
+        { "$and": [
+            type_in("$lastFence", &["int", "long"]),
+            { "$gte": [ "$lastFence", 0 ] },
+        ] },
+    ] };
+    Bson::Document(doc! { "$and": [
+        type_in("$resource", &["string"]),
+        exclusive,
+        shared,
+        { "$not": [ { "$and": [ { "$eq": [ "$exclusive.acquired", true ] }, { "$gt": [ n, 0 ] } ] } ] },
+        fence,
+    ] })
+}
+
+/// Documents where the exclusive lock or some shared lock has `field` matching `cond`.
+fn in_any_lock(field: &str, cond: Bson) -> Document {
+    doc! { "$or": [
+        { format!("{EXCLUSIVE}.{field}"): cond.clone() },
+        { format!("{SHARED}.locks.{field}"): cond },
+    ] }
+}
+
+/// An aggregation returning the documents matching `filter`, each with the `now` it ran at.
+pub(crate) fn read_with_now(filter: Document, now: &Bson) -> Vec<Document> {
+    vec![
+        doc! { "$match": filter },
+        doc! { "$set": { NOW_FIELD: now.clone() } },
+    ]
+}
+
+/// The documents whose `_id` is one of `ids`: the documents a transaction read and
+/// decided on. The transaction makes that decision hold: a concurrent write to one of them
+/// is a write conflict, and the transaction is retried.
+pub(crate) fn ids_in(ids: &[Bson]) -> Document {
+    doc! { "_id": { "$in": ids } }
+}

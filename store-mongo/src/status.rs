@@ -1,0 +1,58 @@
+//! `status`: the locks matching a filter, read in one command.
+
+use futures_util::TryStreamExt;
+use mongodb::bson::RawDocumentBuf;
+
+use lockwright_engine::table;
+use lockwright_engine::{Error, Filter, LockStatus};
+
+use crate::read::{CURSOR_BATCH, Read, lossy, unless_skipped};
+use crate::{MongoStore, failure, pipeline};
+
+impl MongoStore {
+    /// `status`: the locks matching `filter`.
+    pub(crate) async fn status_of(&self, filter: &Filter) -> Result<Vec<LockStatus>, Error> {
+        filter.validate()?;
+        self.ready("status").await?;
+        // One command: the documents and the server's `now` in one aggregation. A filter
+        // with a TTL bound needs `now` before the query to use the expiry indexes: then the
+        // server's time is asked for first (`hello`), and the query is a `find`.
+        let ttl_bound = filter.ttl_lt.is_some() || filter.ttl_gte.is_some();
+        let now = if ttl_bound {
+            Some(self.now_value("status").await?)
+        } else {
+            None
+        };
+        let prefilter = pipeline::status_prefilter(filter, now);
+        let raw: Vec<RawDocumentBuf> = if ttl_bound {
+            self.coll
+                .clone_with_type::<RawDocumentBuf>()
+                .find(prefilter)
+                .batch_size(CURSOR_BATCH)
+                .await
+                .map_err(|e| failure::backend("status", &e))?
+                .try_collect()
+                .await
+        } else {
+            self.coll
+                .aggregate(pipeline::read_with_now(prefilter, &self.now_expr()))
+                .with_type::<RawDocumentBuf>()
+                .batch_size(CURSOR_BATCH)
+                .await
+                .map_err(|e| failure::backend("status", &e))?
+                .try_collect()
+                .await
+        }
+        .map_err(|e| failure::backend("status", &e))?;
+        let docs = raw
+            .iter()
+            .map(|r| lossy("status", r))
+            .collect::<Result<Vec<_>, _>>()?;
+        let read = Read::from_docs(&docs);
+        // No document, no lock (and no `now` needed).
+        let Some(now) = now.or(read.now) else {
+            return unless_skipped(Vec::new(), read.skipped);
+        };
+        unless_skipped(table::status(&[&read.table], filter, now), read.skipped)
+    }
+}
