@@ -5,103 +5,107 @@
 //! lockwright-sim --seed S [--svg FILE]             replay one seed, print its timeline
 //! options: --clients C --resources R --ttl MS --margin MS --drift-ppm P --duration MS --no-fencing
 //! ```
+//!
+//! Run `lockwright-sim --help` for the options and their defaults.
 
 use std::process::ExitCode;
 use std::time::Instant;
 
+use clap::{CommandFactory, Parser};
 use indicatif::{ProgressBar, ProgressStyle};
 use lockwright_sim::{Options, run_seed, sweep, timeline_svg};
 
+/// Deterministic simulation of Lockwright's Locker under faults: sweep seeds and print a
+/// summary table, or replay one seed and print its timeline.
+///
+/// Exit status: 0 when no invariant broke, 1 when one did (a sweep then prints the command
+/// that replays each failing seed), 2 for bad arguments.
+#[derive(Parser, Debug)]
+#[command(name = "lockwright-sim", version)]
 struct Args {
-    opts: Options,
+    /// Sweep N seeds.
+    #[arg(long, value_name = "N", default_value_t = 1_000)]
     seeds: u64,
+    /// The first seed of the sweep.
+    #[arg(long, value_name = "S", default_value_t = 0)]
     start: u64,
+    /// Replay this one seed and print its timeline, instead of sweeping.
+    #[arg(long, value_name = "S")]
     seed: Option<u64>,
+    /// Draw the replayed seed's timeline to this SVG file.
+    #[arg(long, value_name = "FILE", requires = "seed")]
     svg: Option<String>,
+    /// Clients contending (2-16).
+    #[arg(long, value_name = "C", default_value_t = Options::default().clients)]
+    clients: usize,
+    /// Resources they lock (1-64).
+    #[arg(long, value_name = "R", default_value_t = Options::default().resources)]
+    resources: usize,
+    /// The TTL of every lock, in ms (at least 20).
+    #[arg(long, value_name = "MS", default_value_t = Options::default().ttl_ms)]
+    ttl: u64,
+    /// The holders' drift margin, in ms (below the TTL).
+    #[arg(long, value_name = "MS", default_value_t = Options::default().drift_margin_ms)]
+    margin: u64,
+    /// The largest clock-rate drift a seed may give a client, in parts per million (below
+    /// 500000).
+    #[arg(long, value_name = "P", default_value_t = Options::default().max_drift_ppm)]
+    drift_ppm: i64,
+    /// How long faults are injected, in ms of virtual time.
+    #[arg(long, value_name = "MS", default_value_t = Options::default().duration_ms)]
+    duration: u64,
+    /// The downstream store accepts any fence (stale writes get through).
+    #[arg(long)]
+    no_fencing: bool,
 }
 
-fn parse() -> Result<Args, String> {
-    let mut a = Args {
-        opts: Options::default(),
-        seeds: 1_000,
-        start: 0,
-        seed: None,
-        svg: None,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
-        let number = |name: &str, v: String| {
-            v.parse::<u64>()
-                .map_err(|_| format!("{name}: `{v}` is not a number"))
+impl Args {
+    /// The simulation options, or exits with a usage error (status 2) when the arguments
+    /// are out of range or do not fit together.
+    fn options(&self) -> Options {
+        let problem = if self.clients < 2 || self.clients > 16 {
+            Some("--clients must be between 2 and 16")
+        } else if self.resources == 0 || self.resources > 64 {
+            Some("--resources must be between 1 and 64")
+        } else if self.ttl < 20 {
+            Some("--ttl must be at least 20 ms")
+        } else if self.margin >= self.ttl {
+            Some("--margin must be below --ttl")
+        } else if !(0..500_000).contains(&self.drift_ppm) {
+            Some("--drift-ppm must be below 500000")
+        } else if self.seeds == 0 {
+            Some("--seeds must be at least 1")
+        } else {
+            None
         };
-        match flag.as_str() {
-            "--seeds" => a.seeds = number("--seeds", value("--seeds")?)?,
-            "--start" => a.start = number("--start", value("--start")?)?,
-            "--seed" => a.seed = Some(number("--seed", value("--seed")?)?),
-            "--svg" => a.svg = Some(value("--svg")?),
-            "--clients" => a.opts.clients = number("--clients", value("--clients")?)? as usize,
-            "--resources" => {
-                a.opts.resources = number("--resources", value("--resources")?)? as usize
-            }
-            "--ttl" => a.opts.ttl_ms = number("--ttl", value("--ttl")?)?,
-            "--margin" => a.opts.drift_margin_ms = number("--margin", value("--margin")?)?,
-            "--drift-ppm" => {
-                a.opts.max_drift_ppm = number("--drift-ppm", value("--drift-ppm")?)? as i64
-            }
-            "--duration" => a.opts.duration_ms = number("--duration", value("--duration")?)?,
-            "--no-fencing" => a.opts.fencing = false,
-            "-h" | "--help" => return Err(String::new()),
-            other => return Err(format!("unknown argument `{other}`")),
+        if let Some(problem) = problem {
+            Args::command()
+                .error(clap::error::ErrorKind::ValueValidation, problem)
+                .exit();
+        }
+        Options {
+            clients: self.clients,
+            resources: self.resources,
+            ttl_ms: self.ttl,
+            drift_margin_ms: self.margin,
+            max_drift_ppm: self.drift_ppm,
+            fencing: !self.no_fencing,
+            duration_ms: self.duration,
         }
     }
-    let o = &a.opts;
-    if o.clients < 2 || o.clients > 16 {
-        return Err("--clients must be between 2 and 16".into());
-    }
-    if o.resources == 0 || o.resources > 64 {
-        return Err("--resources must be between 1 and 64".into());
-    }
-    if o.ttl_ms < 20 {
-        return Err("--ttl must be at least 20 ms".into());
-    }
-    if o.drift_margin_ms >= o.ttl_ms {
-        return Err("--margin must be below --ttl".into());
-    }
-    if !(0..500_000).contains(&o.max_drift_ppm) {
-        return Err("--drift-ppm must be below 500000".into());
-    }
-    if a.seeds == 0 {
-        return Err("--seeds must be at least 1".into());
-    }
-    if a.svg.is_some() && a.seed.is_none() {
-        return Err("--svg draws one seed: give --seed too".into());
-    }
-    Ok(a)
 }
 
 fn main() -> ExitCode {
-    let args = match parse() {
-        Ok(a) => a,
-        Err(e) => {
-            if !e.is_empty() {
-                eprintln!("error: {e}\n");
-            }
-            eprintln!("usage: lockwright-sim [--seeds N] [--start S] | --seed S [--svg FILE]");
-            eprintln!(
-                "       [--clients C] [--resources R] [--ttl MS] [--margin MS] [--drift-ppm P] [--duration MS] [--no-fencing]"
-            );
-            return ExitCode::from(2);
-        }
-    };
+    let args = Args::parse();
+    let opts = args.options();
     let replay = |seed: u64| {
         format!(
             "cargo run -p lockwright-sim --release -- --seed {seed}{}",
-            args.opts.flags()
+            opts.flags()
         )
     };
     if let Some(seed) = args.seed {
-        let report = run_seed(&args.opts, seed, true);
+        let report = run_seed(&opts, seed, true);
         println!("seed {seed}: {}", report.mix);
         for e in &report.timeline {
             let who = e
@@ -125,7 +129,7 @@ fn main() -> ExitCode {
             report.renew_batches, report.batched_renewals, report.largest_batch
         );
         if let Some(path) = &args.svg {
-            if let Err(e) = std::fs::write(path, timeline_svg(&args.opts, &report)) {
+            if let Err(e) = std::fs::write(path, timeline_svg(&opts, &report)) {
                 eprintln!("error: cannot write {path}: {e}");
                 return ExitCode::FAILURE;
             }
@@ -149,7 +153,7 @@ fn main() -> ExitCode {
     );
     let started = Instant::now();
     let mut violations = 0;
-    let summary = sweep(&args.opts, args.start, args.seeds, |r| {
+    let summary = sweep(&opts, args.start, args.seeds, |r| {
         bar.inc(1);
         if !r.violations.is_empty() {
             violations += r.violations.len();
@@ -160,10 +164,10 @@ fn main() -> ExitCode {
     let secs = started.elapsed().as_secs_f64();
     println!(
         "options:{}",
-        if args.opts.flags().is_empty() {
+        if opts.flags().is_empty() {
             " defaults".to_string()
         } else {
-            args.opts.flags()
+            opts.flags()
         }
     );
     println!(

@@ -1,0 +1,150 @@
+//! What the run is told: the command line, checked, and `MONGODB_URI`, given the harness's
+//! timeouts.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use rand::Rng;
+use rand::rngs::StdRng;
+
+/// Contending lock clients on a three-member replica set while its primary fails over.
+#[derive(Parser, Debug, Clone)]
+#[command(version, about)]
+pub(crate) struct Args {
+    /// Contending clients: half through `Locker`, half through `Client`.
+    #[arg(long, default_value_t = 32)]
+    pub(crate) clients: usize,
+    /// How long the clients contend, in seconds.
+    #[arg(long, default_value_t = 60)]
+    pub(crate) seconds: u64,
+    /// Seconds between failovers, alternately a step-down and a SIGKILL + restart of the
+    /// primary. The first comes after this long; the last at least this long before the end.
+    #[arg(long, default_value_t = 10)]
+    pub(crate) every: u64,
+    /// Resources the clients contend for.
+    #[arg(long, default_value_t = 4)]
+    pub(crate) resources: usize,
+    /// TTL of every lock, in milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    pub(crate) ttl_ms: u64,
+    /// The drift margin, in milliseconds: a holder trusts a lock until
+    /// `sent + ttl - margin` (the `Locker`'s `drift_margin`, and the `Client` holders' rule).
+    #[arg(long, default_value_t = 100)]
+    pub(crate) drift_margin_ms: u64,
+    /// The limit of every shared lock.
+    #[arg(long, default_value_t = 2)]
+    pub(crate) shared_limit: u32,
+    /// The share of grants asked for as exclusive locks (the rest are shared).
+    #[arg(long, default_value_t = 0.6)]
+    pub(crate) exclusive_share: f64,
+    /// A client that has made no grant for this long (ms) asks next for a resource of its
+    /// own, which no other client contends for, so that its recovery after a failover shows
+    /// within this bound instead of hiding behind contention.
+    #[arg(long, default_value_t = 2000)]
+    pub(crate) starve_ms: u64,
+    /// How long a `Locker` client waits in `acquire_until` for a contended resource (ms).
+    #[arg(long, default_value_t = 2000)]
+    pub(crate) acquire_wait_ms: u64,
+    /// Bound on every single store call made by the harness, in seconds (a call that takes
+    /// longer counts as a `Timeout` error).
+    #[arg(long, default_value_t = 15)]
+    pub(crate) op_timeout: u64,
+    /// Seconds every task has, after the run ends, to finish before it counts as hung.
+    #[arg(long, default_value_t = 60)]
+    pub(crate) join_timeout: u64,
+    /// The database to use; each run uses a fresh collection in it.
+    #[arg(long, default_value = "lockwright_failover")]
+    pub(crate) database: String,
+    /// Contend without any failover (a baseline for the numbers).
+    #[arg(long)]
+    pub(crate) no_failover: bool,
+    /// Checks the observer: `Client` holders break the holding rule (they hold every lock
+    /// for its TTL plus 500 ms without renewing it, trusting it throughout), so the run must
+    /// FAIL with overlaps.
+    #[arg(long)]
+    pub(crate) break_holding_rule: bool,
+}
+
+impl Args {
+    pub(crate) fn ttl(&self) -> Duration {
+        Duration::from_millis(self.ttl_ms)
+    }
+    pub(crate) fn margin(&self) -> Duration {
+        Duration::from_millis(self.drift_margin_ms)
+    }
+    pub(crate) fn op_timeout(&self) -> Duration {
+        Duration::from_secs(self.op_timeout)
+    }
+    /// The next resource for client `id`: its own after `starve_ms` without a grant, else a
+    /// contended one.
+    pub(crate) fn pick_resource(&self, id: usize, last_grant: Instant, rng: &mut StdRng) -> usize {
+        if last_grant.elapsed() >= Duration::from_millis(self.starve_ms) {
+            self.resources + id
+        } else {
+            rng.random_range(0..self.resources)
+        }
+    }
+}
+
+/// The renew margin of every client: below half the TTL, so that the `Locker`'s renewals (at
+/// half the TTL) are allowed.
+pub(crate) const RENEW_MARGIN: Duration = Duration::from_millis(200);
+
+pub(crate) fn check_args(args: &Args) -> Result<(), String> {
+    if args.clients < 2 {
+        return Err("--clients must be at least 2 (half Locker, half Client)".into());
+    }
+    if args.resources == 0 || args.shared_limit == 0 || args.every == 0 || args.seconds == 0 {
+        return Err("--resources, --shared-limit, --every and --seconds must be positive".into());
+    }
+    if !(0.0..=1.0).contains(&args.exclusive_share) {
+        return Err("--exclusive-share must be between 0 and 1".into());
+    }
+    if args.ttl() <= args.margin() || args.ttl() / 2 <= RENEW_MARGIN {
+        return Err(format!(
+            "--ttl-ms must be above --drift-margin-ms and above {} ms (twice the renew margin)",
+            RENEW_MARGIN.as_millis() * 2
+        ));
+    }
+    Ok(())
+}
+
+/// MONGODB_URI with the harness's timeouts, after checking that it names 127.0.0.1 only.
+pub(crate) fn harness_uri(uri: &str) -> Result<String, String> {
+    let rest = uri.strip_prefix("mongodb://").ok_or(
+        "MONGODB_URI must start with mongodb:// and name 127.0.0.1 (this harness kills servers)",
+    )?;
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let hosts = &rest[..end];
+    let hosts = hosts.rsplit_once('@').map_or(hosts, |(_, h)| h);
+    for h in hosts.split(',') {
+        let host = h.rsplit_once(':').map_or(h, |(host, _)| host);
+        if host != "127.0.0.1" {
+            return Err(format!(
+                "MONGODB_URI names {h}: this harness kills and restarts servers, so it runs \
+                 against 127.0.0.1 only"
+            ));
+        }
+    }
+    let tail = &rest[end..];
+    let mut sep = if tail.contains('?') {
+        if tail.ends_with(['?', '&']) { "" } else { "&" }
+    } else if tail.is_empty() {
+        "/?"
+    } else {
+        "?"
+    };
+    let mut out = uri.to_string();
+    let lower = uri.to_ascii_lowercase();
+    for (key, value) in [
+        ("serverSelectionTimeoutMS", "5000"),
+        ("connectTimeoutMS", "2000"),
+    ] {
+        if !lower.contains(&key.to_ascii_lowercase()) {
+            let _ = write!(out, "{sep}{key}={value}");
+            sep = "&";
+        }
+    }
+    Ok(out)
+}

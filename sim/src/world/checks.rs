@@ -1,0 +1,136 @@
+//! The invariants checked during a run (`past_trust_deadline`, `holder_safety`) and at its
+//! end (`leaked`, `stuck`). `fence_monotonic` and `stale_write` are checked where grants and
+//! writes happen (the store and the downstream), `needless_loss` where a lease ends.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use lockwright_engine::{Filter, LockStore};
+
+use super::client::Hold;
+use super::{EPOCH, World, at_once};
+use crate::ViolationKind;
+
+impl World {
+    /// past_trust_deadline: every client that can act (neither paused nor crashed) has had
+    /// its due timeouts handled at this instant, so a lease its application still holds
+    /// must still be trusted on its clock.
+    pub(super) fn check_trust_deadlines(&mut self) {
+        for client in 0..self.clients.len() {
+            if !self.clients[client].is_active() {
+                continue;
+            }
+            let local = self.local(client);
+            if self.clients[client]
+                .core
+                .poll_timeout()
+                .is_some_and(|t| t <= local)
+            {
+                self.clients[client].core.handle_timeout(local);
+                self.flush(client);
+                self.schedule_wake(client);
+            }
+            let c = &self.clients[client];
+            let past: Vec<Hold> = c
+                .holds
+                .iter()
+                .filter(|h| local >= h.trust_until && !c.reported_past.contains(&h.key))
+                .copied()
+                .collect();
+            for Hold {
+                key,
+                resource,
+                trust_until,
+                ..
+            } in past
+            {
+                self.clients[client].reported_past.insert(key);
+                self.violation(
+                    ViolationKind::PastTrustDeadline,
+                    format!(
+                        "client {client} still holds r{resource} at local {local}, past its \
+                         trust deadline {trust_until}, without being told it ended"
+                    ),
+                );
+            }
+        }
+    }
+
+    /// holder_safety: at this real instant, no two clients both believe they hold one
+    /// resource.
+    pub(super) fn check_holders(&mut self) {
+        let mut holders: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (i, c) in self.clients.iter().enumerate() {
+            for r in c.believes(self.now) {
+                holders.entry(r).or_default().push(i);
+            }
+        }
+        for (r, who) in holders {
+            if who.len() > 1 {
+                self.violation(
+                    ViolationKind::HolderSafety,
+                    format!("clients {who:?} all believe they hold r{r}"),
+                );
+            }
+        }
+    }
+
+    /// leaked: every lock id granted to an incarnation that did not crash was unlocked at
+    /// the store, and the world settled.
+    pub(super) fn check_leaks(&mut self, limit: u64) {
+        if let Some(&Reverse((at, _, _))) = self.queue.peek() {
+            let busy: Vec<usize> = (0..self.clients.len())
+                .filter(|&c| {
+                    let c = &self.clients[c];
+                    c.crashed || c.paused_until.is_some() || !c.core.is_idle()
+                })
+                .collect();
+            self.violation(
+                ViolationKind::Leaked,
+                format!(
+                    "the healed world did not settle by {limit} ms (next event at {at} ms; \
+                     clients not idle: {busy:?})"
+                ),
+            );
+        }
+        let leaked: Vec<(usize, u32)> = self
+            .grants
+            .iter()
+            .filter(|(id, who)| !self.unlocked.contains(*id) && !self.crashed.contains(who))
+            .map(|(_, who)| *who)
+            .collect();
+        if !leaked.is_empty() {
+            let clients: BTreeSet<usize> = leaked.iter().map(|(c, _)| *c).collect();
+            self.violation(
+                ViolationKind::Leaked,
+                format!(
+                    "{} granted lock id(s) never unlocked, of clients {clients:?} (which did \
+                     not crash)",
+                    leaked.len()
+                ),
+            );
+        }
+    }
+
+    /// stuck: once every lease has run out, a purge leaves nothing.
+    pub(super) fn check_stuck(&mut self) {
+        let after = self.now + self.opts.ttl_ms * 3;
+        self.now = after;
+        self.clock
+            .set(EPOCH.saturating_add(Duration::from_millis(after)));
+        at_once(self.store.purge()).unwrap_or_else(|e| panic!("store-mem failed: {e}"));
+        let left = at_once(self.store.status(&Filter::new()))
+            .unwrap_or_else(|e| panic!("store-mem failed: {e}"));
+        if !left.is_empty() {
+            let names: Vec<String> = left
+                .iter()
+                .map(|l| l.resource.as_str().to_owned())
+                .collect();
+            self.violation(
+                ViolationKind::Stuck,
+                format!("locks left after healing: {names:?}"),
+            );
+        }
+    }
+}

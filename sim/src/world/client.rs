@@ -1,0 +1,209 @@
+//! A simulated client: its drifting clock, its core, the guards its application holds; and
+//! how the world drives its core (hands it replies, takes its requests and events, wakes it
+//! when it asks).
+
+use std::collections::BTreeSet;
+
+use lockwright_engine::lease::LeaseKey;
+use lockwright_engine::locker::{LockerCore, Reply, RequestId};
+use rand::Rng;
+
+use super::app::App;
+use super::{Event, World};
+use crate::SimRng;
+
+/// A guard the application was handed and still holds (no `Ended` for it yet).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Hold {
+    pub(super) key: LeaseKey,
+    pub(super) resource: usize,
+    pub(super) fence: u64,
+    /// Local time.
+    pub(super) trust_until: u64,
+}
+
+/// A reply that reached a paused client, handled when it resumes.
+pub(super) type Buffered = (RequestId, Reply, Option<u64>);
+
+/// A simulated client, across its incarnations: a crash keeps its clock, the restart gives
+/// it a new core.
+pub(super) struct Client {
+    pub(super) drift_ppm: i64,
+    pub(super) offset: u64,
+    pub(super) core: LockerCore<SimRng>,
+    pub(super) app: App,
+    /// The guards the application holds, in the order it got them.
+    pub(super) holds: Vec<Hold>,
+    /// The resources the job under way still has to acquire after the one it is acquiring.
+    pub(super) to_acquire: Vec<usize>,
+    pub(super) paused_until: Option<u64>,
+    /// Replies that arrived during a pause.
+    pub(super) inbox: Vec<Buffered>,
+    /// Writes (resource, fence) decided before a pause, sent when the client resumes.
+    pub(super) queued_writes: Vec<(usize, u64)>,
+    pub(super) crashed: bool,
+    pub(super) incarnation: u32,
+    pub(super) next_key: LeaseKey,
+    /// The one wake that counts: its real instant and token (older wakes are stale).
+    pub(super) wake_at: Option<u64>,
+    pub(super) wake_token: u64,
+    /// The leases already reported past their trust deadline (each reported once).
+    pub(super) reported_past: BTreeSet<LeaseKey>,
+}
+
+impl Client {
+    /// The client's monotonic clock at real time `real` (ms), running `drift_ppm` fast.
+    pub(super) fn local(&self, real: u64) -> u64 {
+        let real = i128::from(real);
+        let local = real + real * i128::from(self.drift_ppm) / 1_000_000;
+        self.offset + u64::try_from(local.max(0)).unwrap_or(0)
+    }
+
+    /// The first real instant at which the local clock reads at least `local`.
+    pub(super) fn real_at(&self, local: u64) -> u64 {
+        let want = i128::from(local.saturating_sub(self.offset));
+        let real = want * 1_000_000 / (1_000_000 + i128::from(self.drift_ppm));
+        let mut r = u64::try_from(real.max(0)).unwrap_or(u64::MAX);
+        while self.local(r) < local {
+            r += 1;
+        }
+        r
+    }
+
+    /// The resources this client believes it holds at real time `real`: each a guard it
+    /// was handed that did not end, while its clock is before that guard's trust deadline
+    /// (what `LockGuard::is_held` says).
+    pub(super) fn believes(&self, real: u64) -> impl Iterator<Item = usize> + '_ {
+        let local = self.local(real);
+        self.holds
+            .iter()
+            .filter(move |h| !self.crashed && local < h.trust_until)
+            .map(|h| h.resource)
+    }
+
+    /// The index in `holds` of the guard of lease `key`.
+    pub(super) fn hold_of(&self, key: LeaseKey) -> Option<usize> {
+        self.holds.iter().position(|h| h.key == key)
+    }
+
+    pub(super) fn is_active(&self) -> bool {
+        !self.crashed && self.paused_until.is_none()
+    }
+}
+
+impl World {
+    /// Sends what the core asks for, acts on what it says, and runs the application until
+    /// neither has anything left to do at this instant; then schedules the next wake.
+    pub(super) fn settle(&mut self, client: usize) {
+        loop {
+            if !self.clients[client].is_active() {
+                return;
+            }
+            if self.flush(client) {
+                continue;
+            }
+            if !self.app_step(client) {
+                break;
+            }
+        }
+        self.schedule_wake(client);
+    }
+
+    /// Takes the core's requests and events. Returns whether there were any.
+    pub(super) fn flush(&mut self, client: usize) -> bool {
+        let mut any = false;
+        loop {
+            if let Some(t) = self.clients[client].core.poll_transmit() {
+                self.transmit(client, t);
+            } else if let Some(e) = self.clients[client].core.poll_event() {
+                self.on_core_event(client, e);
+            } else {
+                return any;
+            }
+            any = true;
+        }
+    }
+
+    /// Wakes the client when its core or its application next has something due.
+    pub(super) fn schedule_wake(&mut self, client: usize) {
+        let healing = self.healing;
+        let now = self.now;
+        let c = &mut self.clients[client];
+        if !c.is_active() {
+            return;
+        }
+        let mut next = c.core.poll_timeout();
+        let mut consider = |t: u64| next = Some(next.map_or(t, |n: u64| n.min(t)));
+        match c.app {
+            App::Idle { until } if !healing => consider(until),
+            App::Holding {
+                work_until,
+                next_write,
+            } => {
+                consider(work_until);
+                consider(next_write);
+            }
+            _ => {}
+        }
+        let Some(local) = next else {
+            c.wake_at = None;
+            c.wake_token += 1;
+            return;
+        };
+        let at = c.real_at(local).max(now);
+        if c.wake_at == Some(at) {
+            return;
+        }
+        c.wake_at = Some(at);
+        c.wake_token += 1;
+        let (incarnation, token) = (c.incarnation, c.wake_token);
+        self.push(
+            at,
+            Event::Wake {
+                client,
+                incarnation,
+                token,
+            },
+        );
+    }
+
+    /// Hands a reply to the client's core.
+    pub(super) fn deliver(
+        &mut self,
+        client: usize,
+        id: RequestId,
+        reply: Reply,
+        lock_deadline: Option<u64>,
+    ) {
+        let local = self.local(client);
+        if matches!(reply, Reply::Granted(_)) && lock_deadline.is_some_and(|d| local >= d) {
+            self.report.late_grants += 1;
+            self.note(Some(client), "a grant arrives after its trust deadline");
+        }
+        self.clients[client].core.handle_reply(id, reply, local);
+    }
+
+    /// The client wakes from a pause: the write it decided on before the pause leaves, and
+    /// its core sees the replies that arrived meanwhile and the timeouts that passed, in
+    /// either order (as a driver polling both after a stall may).
+    pub(super) fn resume(&mut self, client: usize) {
+        self.clients[client].paused_until = None;
+        self.note(Some(client), "resumes");
+        for (resource, fence) in std::mem::take(&mut self.clients[client].queued_writes) {
+            self.send_write(client, resource, fence);
+        }
+        let inbox = std::mem::take(&mut self.clients[client].inbox);
+        let timeouts_first = self.rng.random_bool(0.5);
+        let local = self.local(client);
+        if timeouts_first {
+            self.clients[client].core.handle_timeout(local);
+        }
+        for (id, reply, lock_deadline) in inbox {
+            self.deliver(client, id, reply, lock_deadline);
+        }
+        if !timeouts_first {
+            self.clients[client].core.handle_timeout(local);
+        }
+        self.settle(client);
+    }
+}

@@ -1,0 +1,376 @@
+//! The simulated world: clients, network, store, downstream; one seeded PRNG, virtual time.
+//!
+//! Each client owns a [`LockerCore`], the engine's Locker state machine. The world is its
+//! driver (it carries the core's requests to the store and the replies back over a faulty
+//! network, and wakes the core when it asks) and runs the client's application on top of
+//! it. Acquiring, renewing, losing and releasing are the core's business alone.
+
+mod app;
+mod apply;
+mod checks;
+mod client;
+mod network;
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use lockwright_engine::locker::{LockerConfig, LockerCore, Reply, Request, RequestId};
+use lockwright_engine::{LockId, ManualClock, Resource, Timestamp, Ttl};
+use lockwright_store_mem::MemStore;
+use rand::{Rng, SeedableRng};
+
+use crate::SimRng;
+use crate::{FaultMix, Options, SeedReport, TimelineEntry, Violation, ViolationKind};
+use app::App;
+use client::Client;
+
+/// Real time zero of every run, as the store's clock shows it.
+const EPOCH: Timestamp = Timestamp::from_millis(1_800_000_000_000);
+
+/// How long after the faults stop the healed world may take to settle, in TTLs. Releases
+/// and cancelled acquires need a few round trips; pauses and restarts under way end within
+/// three TTLs.
+const SETTLE_TTLS: u64 = 20;
+
+/// The value of a store-mem call, which never waits (it takes a mutex and returns).
+fn at_once<T>(f: impl Future<Output = T>) -> T {
+    f.now_or_never().expect("a store-mem operation suspended")
+}
+
+#[derive(Debug)]
+enum Event {
+    /// The client's core or application has something due.
+    Wake {
+        client: usize,
+        incarnation: u32,
+        token: u64,
+    },
+    AtStore {
+        client: usize,
+        incarnation: u32,
+        id: RequestId,
+        request: Request,
+        deadline: u64,
+    },
+    Reply {
+        client: usize,
+        incarnation: u32,
+        id: RequestId,
+        reply: Reply,
+        /// The request's deadline when it was a lock request (to count late grants).
+        lock_deadline: Option<u64>,
+    },
+    AtDownstream {
+        client: usize,
+        resource: usize,
+        fence: u64,
+    },
+    Resume {
+        client: usize,
+    },
+    Restart {
+        client: usize,
+    },
+}
+
+/// One simulated run.
+pub(crate) struct World {
+    opts: Options,
+    mix: FaultMix,
+    rng: SimRng,
+    now: u64,
+    seq: u64,
+    queue: BinaryHeap<Reverse<(u64, u64, usize)>>,
+    events: Vec<Option<Event>>,
+    clock: Arc<ManualClock>,
+    store: MemStore,
+    config: LockerConfig,
+    ttl: Ttl,
+    resources: Vec<Resource>,
+    clients: Vec<Client>,
+    /// Highest fence the downstream accepted per resource, and the highest granted.
+    accepted: Vec<u64>,
+    granted: Vec<u64>,
+    /// The faults have stopped; clients stop acquiring and give back what they hold.
+    healing: bool,
+    /// Every lock id the store granted, with the client incarnation that asked.
+    grants: BTreeMap<LockId, (usize, u32)>,
+    /// Every lock id an unlock reached the store for.
+    unlocked: BTreeSet<LockId>,
+    /// Client incarnations that crashed.
+    crashed: BTreeSet<(usize, u32)>,
+    /// Granted lock ids whose reply was lost, and lock ids whose unlock request was lost
+    /// (to count releases after unknown outcomes and release retries).
+    lost_grants: BTreeSet<LockId>,
+    lost_unlocks: BTreeSet<LockId>,
+    pub(crate) report: SeedReport,
+    record: bool,
+}
+
+impl World {
+    pub(crate) fn new(opts: &Options, seed: u64, record: bool) -> Self {
+        let mut rng = SimRng::seed_from_u64(seed);
+        let mix = FaultMix::from_rng(&mut rng, opts);
+        let clock = Arc::new(ManualClock::new(EPOCH));
+        let store = MemStore::with_clock_and_shards(Arc::clone(&clock), 1);
+        let ttl_ms = opts.ttl_ms;
+        let mut config = LockerConfig::default();
+        config.renew_fraction = 0.5;
+        config.drift_margin = Duration::from_millis(opts.drift_margin_ms);
+        config.max_renew_attempts = 3;
+        config.renew_retry = Duration::from_millis((ttl_ms / 20).max(1));
+        config.initial_backoff = Duration::from_millis((ttl_ms / 50).max(1));
+        config.max_backoff = Duration::from_millis((ttl_ms / 2).max(1));
+        // A release never legitimately gives up within a run.
+        config.release_timeout = Duration::from_millis(ttl_ms.saturating_mul(100));
+        let ttl = Ttl::new(Duration::from_millis(ttl_ms))
+            .unwrap_or_else(|e| panic!("invalid simulation options: ttl: {e}"));
+        let resources = (0..opts.resources)
+            .map(|r| {
+                Resource::new(format!("r{r}")).unwrap_or_else(|e| panic!("resource name: {e}"))
+            })
+            .collect();
+        let report = SeedReport {
+            seed,
+            mix,
+            ..SeedReport::default()
+        };
+        let mut world = World {
+            opts: opts.clone(),
+            mix,
+            rng,
+            now: 0,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            events: Vec::new(),
+            clock,
+            store,
+            config,
+            ttl,
+            resources,
+            clients: Vec::new(),
+            accepted: vec![0; opts.resources],
+            granted: vec![0; opts.resources],
+            healing: false,
+            grants: BTreeMap::new(),
+            unlocked: BTreeSet::new(),
+            crashed: BTreeSet::new(),
+            lost_grants: BTreeSet::new(),
+            lost_unlocks: BTreeSet::new(),
+            report,
+            record,
+        };
+        for _ in 0..opts.clients {
+            let drift_ppm = if mix.drift_ppm == 0 {
+                0
+            } else {
+                world.rng.random_range(-mix.drift_ppm..=mix.drift_ppm)
+            };
+            let offset = world.rng.random_range(0..1_000_000);
+            let core = world.new_core();
+            let mut client = Client {
+                drift_ppm,
+                offset,
+                core,
+                app: App::Idle { until: 0 },
+                holds: Vec::new(),
+                to_acquire: Vec::new(),
+                paused_until: None,
+                inbox: Vec::new(),
+                queued_writes: Vec::new(),
+                crashed: false,
+                incarnation: 0,
+                next_key: 0,
+                wake_at: None,
+                wake_token: 0,
+                reported_past: BTreeSet::new(),
+            };
+            let start = world.rng.random_range(0..opts.ttl_ms);
+            client.app = App::Idle {
+                until: client.local(start),
+            };
+            world.clients.push(client);
+        }
+        for c in 0..opts.clients {
+            world.schedule_wake(c);
+        }
+        world
+    }
+
+    /// A fresh core, its generator seeded from the world's.
+    fn new_core(&mut self) -> LockerCore<SimRng> {
+        let rng = SimRng::seed_from_u64(self.rng.random());
+        LockerCore::new(self.config.clone(), rng)
+            .unwrap_or_else(|e| panic!("invalid simulation options: {e}"))
+    }
+
+    fn push(&mut self, at: u64, event: Event) {
+        self.seq += 1;
+        self.events.push(Some(event));
+        self.queue
+            .push(Reverse((at, self.seq, self.events.len() - 1)));
+    }
+
+    fn note(&mut self, client: Option<usize>, what: impl Into<String>) {
+        if self.record {
+            self.report.timeline.push(TimelineEntry {
+                at: self.now,
+                client,
+                what: what.into(),
+            });
+        }
+    }
+
+    fn violation(&mut self, kind: ViolationKind, detail: String) {
+        self.note(None, format!("VIOLATION {kind:?}: {detail}"));
+        self.report.violations.push(Violation {
+            at: self.now,
+            kind,
+            detail,
+        });
+    }
+
+    fn latency(&mut self) -> u64 {
+        let (lo, hi) = self.mix.latency_ms;
+        self.rng.random_range(lo..=hi)
+    }
+
+    fn local(&self, client: usize) -> u64 {
+        self.clients[client].local(self.now)
+    }
+
+    fn resource_index(&self, resource: &Resource) -> usize {
+        self.resources
+            .iter()
+            .position(|r| r == resource)
+            .unwrap_or_else(|| panic!("the core asked for an unknown resource {resource}"))
+    }
+
+    /// Runs until the end of the fault phase, heals, lets the world settle, and checks that
+    /// nothing leaked and, once every lease has run out, that nothing is stuck.
+    pub(crate) fn run(mut self) -> SeedReport {
+        let end = self.opts.duration_ms;
+        self.run_until(end);
+        self.now = self.now.max(end);
+        self.heal();
+        let limit = end + self.opts.ttl_ms * SETTLE_TTLS;
+        self.run_until(limit);
+        self.check_leaks(limit);
+        self.check_stuck();
+        self.report
+    }
+
+    /// Processes events up to real time `until`, checking after each.
+    fn run_until(&mut self, until: u64) {
+        while let Some(&Reverse((at, _, idx))) = self.queue.peek() {
+            if at > until {
+                break;
+            }
+            self.queue.pop();
+            self.now = at;
+            let Some(event) = self.events[idx].take() else {
+                continue;
+            };
+            self.report.events += 1;
+            self.handle(event);
+            self.check_trust_deadlines();
+            self.check_holders();
+        }
+    }
+
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::Wake {
+                client,
+                incarnation,
+                token,
+            } => {
+                let c = &mut self.clients[client];
+                if c.incarnation != incarnation || c.wake_token != token || !c.is_active() {
+                    return;
+                }
+                c.wake_at = None;
+                if !self.healing {
+                    self.maybe_fault(client);
+                    if !self.clients[client].is_active() {
+                        return;
+                    }
+                }
+                let local = self.local(client);
+                self.clients[client].core.handle_timeout(local);
+                self.settle(client);
+            }
+            Event::AtStore {
+                client,
+                incarnation,
+                id,
+                request,
+                deadline,
+            } => self.at_store(client, incarnation, id, request, deadline),
+            Event::Reply {
+                client,
+                incarnation,
+                id,
+                reply,
+                lock_deadline,
+            } => {
+                let c = &self.clients[client];
+                if c.incarnation != incarnation || c.crashed {
+                    return;
+                }
+                // A pause or crash may also strike while a reply is on its way in.
+                if c.paused_until.is_none() && !self.healing {
+                    self.maybe_fault(client);
+                }
+                let c = &mut self.clients[client];
+                if c.crashed {
+                    return;
+                }
+                if c.paused_until.is_some() {
+                    // The process is frozen: the reply waits in its socket.
+                    c.inbox.push((id, reply, lock_deadline));
+                    return;
+                }
+                self.deliver(client, id, reply, lock_deadline);
+                self.settle(client);
+            }
+            Event::AtDownstream {
+                client,
+                resource,
+                fence,
+            } => self.downstream(client, resource, fence),
+            Event::Resume { client } => self.resume(client),
+            Event::Restart { client } => {
+                let core = self.new_core();
+                let until = self.rng.random_range(0..self.opts.ttl_ms);
+                let c = &mut self.clients[client];
+                c.crashed = false;
+                c.core = core;
+                c.app = App::Idle {
+                    until: c.local(self.now) + until,
+                };
+                self.note(Some(client), "restarts");
+                self.settle(client);
+            }
+        }
+    }
+
+    /// The faults stop: no more losses, pauses or crashes; every client that can act stops
+    /// acquiring, cancels its acquire and releases what it holds (paused and crashed ones
+    /// do so when they resume or restart).
+    fn heal(&mut self) {
+        self.healing = true;
+        self.note(None, "the faults stop; clients give back what they hold");
+        for client in 0..self.clients.len() {
+            if self.clients[client].is_active() {
+                let local = self.local(client);
+                self.clients[client].core.handle_timeout(local);
+                self.settle(client);
+            }
+        }
+    }
+}

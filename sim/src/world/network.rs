@@ -1,0 +1,158 @@
+//! The network between the clients and the store: requests and replies travel with
+//! latency and may be lost (the driver then sees silence or a connection error); and the
+//! client faults, pauses longer than the TTL and crashes.
+
+use lockwright_engine::Error;
+use lockwright_engine::locker::{Reply, Request, RequestId, Transmit};
+use rand::Rng;
+
+use super::app::App;
+use super::{Event, World};
+
+impl World {
+    pub(super) fn describe(&self, request: &Request) -> String {
+        match request {
+            Request::Lock { resource, .. } => format!("xlock {resource}"),
+            Request::Renew { .. } => "renew".into(),
+            Request::RenewMany { locks } => format!("renew of {} locks", locks.len()),
+            Request::Unlock { .. } => "unlock".into(),
+        }
+    }
+
+    /// Sends one request over the network: it may be lost on the way (the driver then sees
+    /// silence or a connection error), or reach the store after latency.
+    pub(super) fn transmit(&mut self, client: usize, t: Transmit) {
+        let incarnation = self.clients[client].incarnation;
+        if let Request::RenewMany { locks } = &t.request {
+            self.report.renew_batches += 1;
+            self.report.batched_renewals += locks.len() as u64;
+            self.report.largest_batch = self.report.largest_batch.max(locks.len() as u64);
+            self.note(
+                Some(client),
+                format!("renews {} locks in one batch", locks.len()),
+            );
+        }
+        let lock_deadline = matches!(t.request, Request::Lock { .. }).then_some(t.deadline);
+        if !self.healing && self.rng.random_range(0..100) < self.mix.lost_request_pct {
+            self.report.faults.lost_requests += 1;
+            let what = self.describe(&t.request);
+            self.note(Some(client), format!("request {what} lost"));
+            if let Request::Unlock { lock_id, .. } = &t.request {
+                self.lost_unlocks.insert(lock_id.clone());
+            }
+            self.maybe_connection_error(client, incarnation, t.id, &t.request, lock_deadline);
+            return;
+        }
+        let at = self.now + self.latency();
+        self.push(
+            at,
+            Event::AtStore {
+                client,
+                incarnation,
+                id: t.id,
+                request: t.request,
+                deadline: t.deadline,
+            },
+        );
+    }
+
+    /// After a lost message, the driver sees either nothing (the core's deadline passes)
+    /// or, half the time, a connection error after a network delay.
+    pub(super) fn maybe_connection_error(
+        &mut self,
+        client: usize,
+        incarnation: u32,
+        id: RequestId,
+        request: &Request,
+        lock_deadline: Option<u64>,
+    ) {
+        if !self.rng.random_bool(0.5) {
+            return;
+        }
+        let operation = match request {
+            Request::Lock { .. } => "lock",
+            Request::Renew { .. } | Request::RenewMany { .. } => "renew",
+            Request::Unlock { .. } => "unlock",
+        };
+        let at = self.now + self.latency();
+        self.push(
+            at,
+            Event::Reply {
+                client,
+                incarnation,
+                id,
+                reply: Reply::Failed(Error::backend(operation, "connection reset")),
+                lock_deadline,
+            },
+        );
+    }
+
+    /// The store applies a request; the reply may be lost on the way back.
+    pub(super) fn at_store(
+        &mut self,
+        client: usize,
+        incarnation: u32,
+        id: RequestId,
+        request: Request,
+        deadline: u64,
+    ) {
+        let reply = self.apply(client, incarnation, &request);
+        let lock_deadline = matches!(request, Request::Lock { .. }).then_some(deadline);
+        if !self.healing && self.rng.random_range(0..100) < self.mix.lost_reply_pct {
+            self.report.faults.lost_replies += 1;
+            let what = self.describe(&request);
+            self.note(Some(client), format!("reply to {what} lost"));
+            if let (Request::Lock { lock_id, .. }, Reply::Granted(_)) = (&request, &reply) {
+                self.lost_grants.insert(lock_id.clone());
+            }
+            self.maybe_connection_error(client, incarnation, id, &request, lock_deadline);
+            return;
+        }
+        let at = self.now + self.latency();
+        self.push(
+            at,
+            Event::Reply {
+                client,
+                incarnation,
+                id,
+                reply,
+                lock_deadline,
+            },
+        );
+    }
+
+    /// Pauses `client` for longer than a TTL (a garbage-collection pause): it stops acting
+    /// while its clock keeps running.
+    pub(super) fn pause(&mut self, client: usize, why: &str) {
+        let length = self
+            .rng
+            .random_range(self.opts.ttl_ms..self.opts.ttl_ms * 3);
+        self.clients[client].paused_until = Some(self.now + length);
+        self.report.faults.pauses += 1;
+        self.note(Some(client), format!("pauses for {length} ms{why}"));
+        self.push(self.now + length, Event::Resume { client });
+    }
+
+    pub(super) fn maybe_fault(&mut self, client: usize) {
+        let roll = self.rng.random_range(0..1000);
+        if roll < u32::from(self.mix.pause_permille) {
+            self.pause(client, "");
+        } else if roll < u32::from(self.mix.pause_permille) + u32::from(self.mix.crash_permille) {
+            let c = &mut self.clients[client];
+            self.crashed.insert((client, c.incarnation));
+            c.crashed = true;
+            c.incarnation += 1;
+            c.app = App::Idle { until: 0 };
+            c.holds.clear();
+            c.to_acquire.clear();
+            c.inbox.clear();
+            c.queued_writes.clear();
+            c.wake_at = None;
+            c.reported_past.clear();
+            self.report.faults.crashes += 1;
+            self.note(Some(client), "crashes");
+            let back = self.now + self.rng.random_range(1..self.opts.ttl_ms * 2);
+            self.push(back, Event::Restart { client });
+        }
+    }
+}
