@@ -22,6 +22,7 @@ use lockwright_engine::{
     Timestamp, Ttl,
 };
 use lockwright_store_mem::MemStore;
+use lockwright_testkit::{FencedStore, Verdict};
 use rand::{Rng, SeedableRng};
 
 use crate::SimRng;
@@ -189,8 +190,9 @@ pub(crate) struct World {
     ttl: Ttl,
     resources: Vec<Resource>,
     clients: Vec<Client>,
-    /// Highest fence the downstream accepted per resource, and the highest granted.
-    accepted: Vec<u64>,
+    /// The downstream store (fenced, or not with fencing off), and the highest fence
+    /// granted per resource.
+    fenced: FencedStore<usize>,
     granted: Vec<u64>,
     /// The faults have stopped; clients stop acquiring and give back what they hold.
     healing: bool,
@@ -250,7 +252,11 @@ impl World {
             ttl,
             resources,
             clients: Vec::new(),
-            accepted: vec![0; opts.resources],
+            fenced: if opts.fencing {
+                FencedStore::new()
+            } else {
+                FencedStore::unchecked()
+            },
             granted: vec![0; opts.resources],
             healing: false,
             grants: BTreeMap::new(),
@@ -997,28 +1003,26 @@ impl World {
     }
 
     fn downstream(&mut self, client: usize, resource: usize, fence: u64) {
-        let best = self.accepted[resource];
-        let accept = !self.opts.fencing || fence >= best;
-        if accept {
-            if fence < best {
-                self.violation(
-                    ViolationKind::StaleWrite,
-                    format!("downstream accepted fence {fence} on r{resource} after {best}"),
-                );
-            }
-            self.accepted[resource] = best.max(fence);
-            self.report.writes_accepted += 1;
-            self.note(
-                Some(client),
-                format!("write r{resource} fence {fence} accepted"),
-            );
-        } else {
+        let verdict = self.fenced.write(resource, fence);
+        if let Verdict::Rejected { highest } = verdict {
             self.report.writes_rejected += 1;
             self.note(
                 Some(client),
-                format!("write r{resource} fence {fence} rejected (saw {best})"),
+                format!("write r{resource} fence {fence} rejected (saw {highest})"),
+            );
+            return;
+        }
+        if let Verdict::AcceptedStale { highest } = verdict {
+            self.violation(
+                ViolationKind::StaleWrite,
+                format!("downstream accepted fence {fence} on r{resource} after {highest}"),
             );
         }
+        self.report.writes_accepted += 1;
+        self.note(
+            Some(client),
+            format!("write r{resource} fence {fence} accepted"),
+        );
     }
 
     /// Sends a write to the downstream store, which it reaches after network latency.
