@@ -21,7 +21,8 @@
 //!   groups no client uses ([`Workload::OwnedIds`] says why);
 //!   `LINEARIZABILITY_MONGO_WORKLOAD=shared-ids` runs the store-mem workload instead, which
 //!   store-mongo fails.
-//! - A deliberately non-atomic store (a read-modify-write xlock) must be caught.
+//! - A deliberately non-atomic store (a read-modify-write xlock: the test kit's
+//!   `NonAtomicStore`) must be caught.
 //!
 //! The operations of a round come from a seeded PRNG; a failing round prints its seed, its
 //! initial locks and its history, and `LINEARIZABILITY_SEED=<seed>` reruns those operations
