@@ -7,7 +7,8 @@
 //!
 //! The cases live in `cases/`, one file per operation, each written inside `cases! { ... }`:
 //! the macro both defines a case and enters it in the suite, so a case cannot be left out.
-//! A new file of cases is entered in the `case_files!` list of `cases/mod.rs`.
+//! A new file of cases is entered in the `case_files!` list of `cases/mod.rs`. rustfmt does
+//! not format inside `cases! { ... }`: lay a case out as rustfmt would, four columns in.
 
 use std::sync::Arc;
 
