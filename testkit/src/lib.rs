@@ -4,9 +4,9 @@
 //! - [`Backend`]: how a test gets a fresh store of a backend, reads its whole table and
 //!   cleans up, with the backend's tuning for the Locker tests. The conformance suite, the
 //!   differential tests and the Locker tests of `lockwright` all run through it.
-//! - [`Mem`] (feature `mem`) and [`Mongo`] (feature `mongo`, on store-mongo's
-//!   [`fixture`](mongo::fixture): a fresh collection on `MONGODB_URI`): the backends. The
-//!   features mirror `lockwright`'s, so a test built without a backend does not build it.
+//! - `Mem` (feature `mem`) and `Mongo` (feature `mongo`, on store-mongo's fixture,
+//!   `mongo::fixture`: a fresh collection on `MONGODB_URI`): the backends. The features
+//!   mirror `lockwright`'s, so a test built without a backend does not build it.
 //! - [`NonAtomicStore`]: an engine-backed store whose `xlock` is deliberately not atomic,
 //!   which a linearizability checker must catch.
 //! - [`FencedStore`]: a downstream store that accepts a write only with a fence at least as
