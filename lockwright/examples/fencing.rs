@@ -7,40 +7,32 @@
 //!
 //! Run: `cargo run --example fencing -p lockwright`
 
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use lockwright::{Client, Error, LockOptions, Locker, LockerConfig, MemStore};
+use lockwright_testkit::{FencedStore, Verdict};
 
-/// A downstream system that accepts a write only with a fence at least as high as every
-/// fence it accepted before for the same key.
-#[derive(Default)]
-struct FencedStore {
-    highest: Mutex<HashMap<String, u64>>,
-}
-
-impl FencedStore {
-    fn write(&self, key: &str, fence: u64, value: &str) -> Result<(), String> {
-        let mut highest = self
-            .highest
-            .lock()
-            .expect("no writer panics while holding this mutex");
-        let seen = highest.entry(key.to_string()).or_insert(0);
-        if fence < *seen {
-            return Err(format!(
-                "rejected {value:?}: fence {fence} is older than {seen}"
-            ));
+/// Writes `value` to `key` of the downstream store with `fence`, saying what happened.
+fn write(
+    downstream: &FencedStore<&'static str>,
+    key: &'static str,
+    fence: u64,
+    value: &str,
+) -> Result<(), String> {
+    match downstream.write(key, fence) {
+        Verdict::Rejected { highest } => Err(format!(
+            "rejected {value:?}: fence {fence} is older than {highest}"
+        )),
+        Verdict::Accepted | Verdict::AcceptedStale { .. } => {
+            println!("  downstream accepted {value:?} with fence {fence}");
+            Ok(())
         }
-        *seen = fence;
-        println!("  downstream accepted {value:?} with fence {fence}");
-        Ok(())
     }
 }
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    let downstream = FencedStore::default();
+    let downstream = FencedStore::new();
     let client = Client::with_renew_margin(MemStore::new(), Duration::from_millis(20))?;
     let mut config = LockerConfig::default();
     config.drift_margin = Duration::from_millis(30);
@@ -57,8 +49,7 @@ async fn main() -> Result<(), Error> {
         )
         .await?;
     println!("A holds invoice-42 with fence {}", a.fence);
-    downstream
-        .write("invoice-42", a.fence, "A: draft")
+    write(&downstream, "invoice-42", a.fence, "A: draft")
         .map_err(|e| Error::invalid("example", e))?;
     println!("A prepares its next write... and pauses for 500 ms");
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -71,12 +62,11 @@ async fn main() -> Result<(), Error> {
         )
         .await?;
     println!("B took invoice-42 over with fence {}", b.fence());
-    downstream
-        .write("invoice-42", b.fence(), "B: final")
+    write(&downstream, "invoice-42", b.fence(), "B: final")
         .map_err(|e| Error::invalid("example", e))?;
 
     // A wakes up and sends the write it prepared before its pause.
-    match downstream.write("invoice-42", a.fence, "A: stale") {
+    match write(&downstream, "invoice-42", a.fence, "A: stale") {
         Ok(()) => println!("A's stale write got through: fencing failed"),
         Err(why) => println!("A's late write: {why}"),
     }

@@ -29,14 +29,15 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-#[cfg(feature = "mem")]
-use lockwright::MemStore;
 use lockwright::engine::{
     Error, Filter, LockDetails, LockId, LockRequest, LockStatus, LockStore, LockTable, ManualClock,
     Mode, Renewal, Resource, SharedLimit, Timestamp, Ttl,
 };
+use lockwright_testkit::Backend;
+#[cfg(feature = "mem")]
+use lockwright_testkit::Mem;
 #[cfg(feature = "mongo")]
-use lockwright::{MongoStore, store_mongo::test_support};
+use lockwright_testkit::Mongo;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence};
 use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state_machine};
@@ -46,6 +47,8 @@ const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);
 const MARGIN: Duration = Duration::from_millis(1);
 const RESOURCES: [&str; 3] = ["a", "b", "c"];
 const IDS: [&str; 4] = ["k0", "k1", "k2", "k3"];
+/// Shards of an in-memory store.
+const SHARDS: usize = 2;
 
 /// One operation of a generated sequence.
 #[derive(Clone, Debug)]
@@ -312,14 +315,6 @@ impl ReferenceStateMachine for Engine {
     }
 }
 
-/// A backend under test.
-trait Backend: 'static {
-    type Store: LockStore;
-    fn make(clock: Arc<ManualClock>) -> Self::Store;
-    fn snapshot(store: &Self::Store) -> LockTable;
-    fn teardown(store: Self::Store);
-}
-
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RT.get_or_init(|| {
@@ -329,38 +324,6 @@ fn runtime() -> &'static tokio::runtime::Runtime {
             .build()
             .unwrap()
     })
-}
-
-#[cfg(feature = "mem")]
-struct Mem;
-
-#[cfg(feature = "mem")]
-impl Backend for Mem {
-    type Store = MemStore;
-    fn make(clock: Arc<ManualClock>) -> MemStore {
-        MemStore::with_clock_and_shards(clock, 2)
-    }
-    fn snapshot(store: &MemStore) -> LockTable {
-        store.snapshot()
-    }
-    fn teardown(_store: MemStore) {}
-}
-
-#[cfg(feature = "mongo")]
-struct Mongo;
-
-#[cfg(feature = "mongo")]
-impl Backend for Mongo {
-    type Store = MongoStore;
-    fn make(clock: Arc<ManualClock>) -> MongoStore {
-        runtime().block_on(test_support::fresh_store(Some(clock)))
-    }
-    fn snapshot(store: &MongoStore) -> LockTable {
-        runtime().block_on(test_support::snapshot(store))
-    }
-    fn teardown(store: MongoStore) {
-        runtime().block_on(test_support::teardown(&store));
-    }
 }
 
 /// The store, its clock, and what the property checks need to remember.
@@ -627,7 +590,7 @@ impl<B: Backend> StateMachineTest for Differential<B> {
         lockwright::engine::mutants::activate_from_env();
         let clock = Arc::new(ManualClock::new(T0));
         System {
-            store: B::make(Arc::clone(&clock)),
+            store: runtime().block_on(B::store(Arc::clone(&clock), SHARDS)),
             clock,
             fences: BTreeMap::new(),
             before: RefCell::new(LockTable::new()),
@@ -708,7 +671,7 @@ impl<B: Backend> StateMachineTest for Differential<B> {
     }
 
     fn check_invariants(sys: &System<B>, reference: &Reference) {
-        let after = B::snapshot(&sys.store);
+        let after = runtime().block_on(B::snapshot(&sys.store));
         assert_eq!(
             after, reference.table,
             "the store's table differs from the engine's"
@@ -720,7 +683,7 @@ impl<B: Backend> StateMachineTest for Differential<B> {
     }
 
     fn teardown(sys: System<B>, _reference: Reference) {
-        B::teardown(sys.store);
+        runtime().block_on(B::teardown(&sys.store));
     }
 }
 

@@ -21,7 +21,8 @@
 //!   groups no client uses ([`Workload::OwnedIds`] says why);
 //!   `LINEARIZABILITY_MONGO_WORKLOAD=shared-ids` runs the store-mem workload instead, which
 //!   store-mongo fails.
-//! - A deliberately non-atomic store (a read-modify-write xlock) must be caught.
+//! - A deliberately non-atomic store (a read-modify-write xlock: the test kit's
+//!   `NonAtomicStore`) must be caught.
 //!
 //! The operations of a round come from a seeded PRNG; a failing round prints its seed, its
 //! initial locks and its history, and `LINEARIZABILITY_SEED=<seed>` reruns those operations
@@ -46,6 +47,7 @@ use lockwright::engine::{
 };
 #[cfg(feature = "mongo")]
 use lockwright::store_mongo::test_support;
+use lockwright_testkit::NonAtomicStore;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use stateright::semantics::{ConsistencyTester, LinearizabilityTester, SequentialSpec};
@@ -624,115 +626,6 @@ fn runtime() -> Runtime {
 }
 
 // ---------------------------------------------------------------------------------------
-// A deliberately non-atomic store.
-
-/// A store whose `xlock` is a read-modify-write split in two: it decides on a copy of the
-/// table, pauses, then writes the resource's state as it decided, over whatever other
-/// clients did meanwhile (check-then-act). Every other operation is atomic.
-struct NonAtomicStore {
-    table: Mutex<LockTable>,
-    clock: Arc<ManualClock>,
-}
-
-impl NonAtomicStore {
-    /// The table, locked.
-    fn table(&self) -> std::sync::MutexGuard<'_, LockTable> {
-        self.table.lock().unwrap()
-    }
-}
-
-impl LockStore for NonAtomicStore {
-    async fn xlock(&self, request: &LockRequest) -> Result<LockStatus, Error> {
-        let now = self.clock.now();
-        let mut copy = self.table().clone();
-        let outcome = copy.xlock(request, now);
-        tokio::time::sleep(Duration::from_millis(1)).await;
-        if outcome.is_ok() {
-            let decided = copy
-                .resource(&request.resource)
-                .cloned()
-                .unwrap_or_default();
-            let mut table = self.table();
-            let mut resources = table.resources().clone();
-            resources.insert(request.resource.clone(), decided);
-            *table = LockTable::from_resources(resources);
-        }
-        outcome
-    }
-
-    async fn slock(
-        &self,
-        request: &LockRequest,
-        limit: Option<SharedLimit>,
-    ) -> Result<LockStatus, Error> {
-        let now = self.clock.now();
-        self.table().slock(request, limit, now)
-    }
-
-    async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>, Error> {
-        let now = self.clock.now();
-        Ok(self.table().unlock(lock_id, now))
-    }
-
-    async fn renew(
-        &self,
-        lock_id: &LockId,
-        ttl: Ttl,
-        margin: Duration,
-    ) -> Result<Vec<LockStatus>, Error> {
-        let now = self.clock.now();
-        self.table().renew(lock_id, ttl, margin, now)
-    }
-
-    async fn renew_one(
-        &self,
-        resource: &Resource,
-        lock_id: &LockId,
-        ttl: Ttl,
-        margin: Duration,
-    ) -> Result<LockStatus, Error> {
-        let now = self.clock.now();
-        self.table().renew_one(resource, lock_id, ttl, margin, now)
-    }
-
-    async fn unlock_one(
-        &self,
-        resource: &Resource,
-        lock_id: &LockId,
-    ) -> Result<Option<LockStatus>, Error> {
-        let now = self.clock.now();
-        Ok(self.table().unlock_one(resource, lock_id, now))
-    }
-
-    async fn renew_many(
-        &self,
-        locks: &[Renewal],
-        margin: Duration,
-    ) -> Result<Vec<Result<LockStatus, Error>>, Error> {
-        let now = self.clock.now();
-        let mut table = self.table();
-        Ok(locks
-            .iter()
-            .map(|r| table.renew_one(&r.resource, &r.lock_id, r.ttl, margin, now))
-            .collect())
-    }
-
-    async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>, Error> {
-        let now = self.clock.now();
-        Ok(self.table().status(filter, now))
-    }
-
-    async fn purge(&self) -> Result<Vec<LockStatus>, Error> {
-        let now = self.clock.now();
-        Ok(self.table().purge(now))
-    }
-
-    async fn create_indexes(&self) -> Result<(), Error> {
-        Ok(())
-    }
-}
-
-// ---------------------------------------------------------------------------------------
 // The tests.
 
 /// Rounds against the in-memory store.
@@ -808,12 +701,9 @@ fn non_atomic_store_is_not_linearizable() {
     let rt = runtime();
     let (failure, ran) = rounds(NON_ATOMIC_ROUNDS, Workload::SharedIds, 3, |plan| {
         let clock = Arc::new(ManualClock::new(NOW));
-        let store = NonAtomicStore {
-            table: Mutex::new(LockTable::new()),
-            clock: Arc::clone(&clock),
-        };
+        let store = NonAtomicStore::new(Arc::clone(&clock));
         rt.block_on(plan.preload(&store, &clock));
-        let init = store.table().clone();
+        let init = store.snapshot();
         run_round(rt.handle(), &store, init.clone(), &plan).verdict(&plan, &init)
     });
     let account = failure.unwrap_or_else(|| {

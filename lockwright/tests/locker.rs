@@ -7,26 +7,18 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+#[cfg(feature = "mem")]
+use lockwright::MemStore;
 use lockwright::engine::{LockRequest, Renewal, Resource, SharedLimit, Ttl};
 use lockwright::{
     Client, Ended, Error, Filter, LockId, LockOptions, LockStatus, LockStore, Locker, LockerConfig,
 };
+use lockwright_testkit::Backend;
 #[cfg(feature = "mem")]
-use lockwright::{MemStore, Timestamp, store_mem::Clock};
+use lockwright_testkit::Mem;
 #[cfg(feature = "mongo")]
-use lockwright::{MongoStore, store_mongo::test_support};
+use lockwright_testkit::Mongo;
 use tokio::time::Instant;
-
-/// The store's clock as tokio sees time, so paused tests move both together.
-#[cfg(feature = "mem")]
-struct TokioClock(Instant);
-
-#[cfg(feature = "mem")]
-impl Clock for TokioClock {
-    fn now(&self) -> Timestamp {
-        Timestamp::from_millis(1_800_000_000_000).saturating_add(self.0.elapsed())
-    }
-}
 
 /// A store whose renewals (and optionally grants) can be broken on demand.
 struct Faulty<S> {
@@ -135,50 +127,6 @@ impl<S: LockStore> LockStore for Faulty<S> {
     }
 }
 
-/// A backend for the Locker tests: a store and how long a TTL is there.
-trait Backend {
-    type Store: LockStore;
-    const TTL: Duration;
-    /// Whether the runtime's task count measures the locker alone. Not on MongoDB: the
-    /// driver runs each in-flight operation as a task of its own.
-    const COUNTS_TASKS: bool;
-    /// How many locks the many-locks test holds: renewing 1,000 locks every 400 ms is more
-    /// transactions than a small test server sustains, and lost leases would be correct.
-    const MANY: usize;
-    async fn store() -> Self::Store;
-    async fn teardown(store: &Self::Store);
-}
-
-#[cfg(feature = "mem")]
-struct Mem;
-#[cfg(feature = "mem")]
-impl Backend for Mem {
-    type Store = MemStore;
-    const TTL: Duration = Duration::from_secs(1);
-    const COUNTS_TASKS: bool = true;
-    const MANY: usize = 1_000;
-    async fn store() -> MemStore {
-        MemStore::with_clock(TokioClock(Instant::now()))
-    }
-    async fn teardown(_: &MemStore) {}
-}
-
-#[cfg(feature = "mongo")]
-struct Mongo;
-#[cfg(feature = "mongo")]
-impl Backend for Mongo {
-    type Store = MongoStore;
-    const TTL: Duration = Duration::from_secs(2);
-    const COUNTS_TASKS: bool = false;
-    const MANY: usize = 20;
-    async fn store() -> MongoStore {
-        test_support::fresh_store(None).await
-    }
-    async fn teardown(store: &MongoStore) {
-        test_support::teardown(store).await;
-    }
-}
-
 fn config(ttl: Duration) -> LockerConfig {
     let mut c = LockerConfig::default();
     c.drift_margin = ttl / 5;
@@ -187,7 +135,8 @@ fn config(ttl: Duration) -> LockerConfig {
 }
 
 async fn locker<B: Backend>() -> Locker<Faulty<B::Store>> {
-    let client = Client::with_renew_margin(faulty(B::store().await), B::TTL / 10).unwrap();
+    let client =
+        Client::with_renew_margin(faulty(B::real_time_store().await), B::TTL / 10).unwrap();
     Locker::new(client, config(B::TTL)).unwrap()
 }
 
@@ -304,7 +253,7 @@ async fn many_locks_one_task<B: Backend>(n: usize) {
             .metrics()
             .num_alive_tasks()
     };
-    let store = faulty(B::store().await);
+    let store = faulty(B::real_time_store().await);
     store.status(&Filter::new()).await.unwrap(); // the backend's own tasks (driver pools) start
     let before = alive();
     let client = Client::with_renew_margin(store, B::TTL / 10).unwrap();

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use lockwright_engine::LockDetails;
+use lockwright_testkit::Verdict;
 use lockwright_engine::lease::LeaseKey;
 use lockwright_engine::locker::{Access, Ask, Ended, Event as CoreEvent, Wait, Who};
 use rand::Rng;
@@ -265,28 +266,26 @@ impl World {
     }
 
     pub(super) fn downstream(&mut self, client: usize, resource: usize, fence: u64) {
-        let best = self.accepted[resource];
-        let accept = !self.opts.fencing || fence >= best;
-        if accept {
-            if fence < best {
-                self.violation(
-                    ViolationKind::StaleWrite,
-                    format!("downstream accepted fence {fence} on r{resource} after {best}"),
-                );
-            }
-            self.accepted[resource] = best.max(fence);
-            self.report.writes_accepted += 1;
-            self.note(
-                Some(client),
-                format!("write r{resource} fence {fence} accepted"),
-            );
-        } else {
+        let verdict = self.fenced.write(resource, fence);
+        if let Verdict::Rejected { highest } = verdict {
             self.report.writes_rejected += 1;
             self.note(
                 Some(client),
-                format!("write r{resource} fence {fence} rejected (saw {best})"),
+                format!("write r{resource} fence {fence} rejected (saw {highest})"),
+            );
+            return;
+        }
+        if let Verdict::AcceptedStale { highest } = verdict {
+            self.violation(
+                ViolationKind::StaleWrite,
+                format!("downstream accepted fence {fence} on r{resource} after {highest}"),
             );
         }
+        self.report.writes_accepted += 1;
+        self.note(
+            Some(client),
+            format!("write r{resource} fence {fence} accepted"),
+        );
     }
 
     /// Sends a write to the downstream store, which it reaches after network latency.

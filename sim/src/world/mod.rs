@@ -21,6 +21,7 @@ use futures_util::FutureExt;
 use lockwright_engine::locker::{LockerConfig, LockerCore, Reply, Request, RequestId};
 use lockwright_engine::{LockId, ManualClock, Resource, Timestamp, Ttl};
 use lockwright_store_mem::MemStore;
+use lockwright_testkit::FencedStore;
 use rand::{Rng, SeedableRng};
 
 use crate::SimRng;
@@ -92,8 +93,9 @@ pub(crate) struct World {
     ttl: Ttl,
     resources: Vec<Resource>,
     clients: Vec<Client>,
-    /// Highest fence the downstream accepted per resource, and the highest granted.
-    accepted: Vec<u64>,
+    /// The downstream store (fenced, or not with fencing off), and the highest fence
+    /// granted per resource.
+    fenced: FencedStore<usize>,
     granted: Vec<u64>,
     /// The faults have stopped; clients stop acquiring and give back what they hold.
     healing: bool,
@@ -153,7 +155,11 @@ impl World {
             ttl,
             resources,
             clients: Vec::new(),
-            accepted: vec![0; opts.resources],
+            fenced: if opts.fencing {
+                FencedStore::new()
+            } else {
+                FencedStore::unchecked()
+            },
             granted: vec![0; opts.resources],
             healing: false,
             grants: BTreeMap::new(),

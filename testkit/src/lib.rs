@@ -1,0 +1,64 @@
+//! The test kit of the Lockwright workspace (never published): what the store tests of
+//! several crates share.
+//!
+//! - [`Backend`]: how a test gets a fresh store of a backend, reads its whole table and
+//!   cleans up, with the backend's tuning for the Locker tests. The conformance suite, the
+//!   differential tests and the Locker tests of `lockwright` all run through it.
+//! - `Mem` (feature `mem`) and `Mongo` (feature `mongo`, on store-mongo's fixture,
+//!   `mongo::fixture`: a fresh collection on `MONGODB_URI`): the backends. The features
+//!   mirror `lockwright`'s, so a test built without a backend does not build it.
+//! - [`NonAtomicStore`]: an engine-backed store whose `xlock` is deliberately not atomic,
+//!   which a linearizability checker must catch.
+//! - [`FencedStore`]: a downstream store that accepts a write only with a fence at least as
+//!   high as any it accepted for that key.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lockwright_engine::{LockStore, LockTable, ManualClock};
+
+mod downstream;
+#[cfg(feature = "mem")]
+mod mem;
+#[cfg(feature = "mongo")]
+pub mod mongo;
+mod non_atomic;
+
+pub use downstream::{FencedStore, Verdict};
+#[cfg(feature = "mem")]
+pub use mem::{Mem, TokioClock};
+#[cfg(feature = "mongo")]
+pub use mongo::Mongo;
+pub use non_atomic::NonAtomicStore;
+
+/// A backend under test: how a test gets a fresh, empty store of it, reads it back and
+/// releases it, and how the Locker tests tune themselves to it.
+pub trait Backend: 'static {
+    /// The store type.
+    type Store: LockStore;
+
+    /// How long a TTL is in the Locker tests on this backend.
+    const TTL: Duration;
+    /// Whether the runtime's task count measures the locker alone. Not on MongoDB: the
+    /// driver runs each in-flight operation as a task of its own.
+    const COUNTS_TASKS: bool;
+    /// How many locks the Locker's many-locks test holds: renewing 1,000 locks every 400 ms
+    /// is more transactions than a small test server sustains, and lost leases would be
+    /// correct.
+    const MANY: usize;
+
+    /// A fresh, empty store whose every time decision uses `clock`, split into `shards`
+    /// shards where the backend has shards (the in-memory store; MongoDB has none).
+    fn store(clock: Arc<ManualClock>, shards: usize) -> impl Future<Output = Self::Store> + Send;
+
+    /// A fresh, empty store on real time: the in-memory store's clock follows tokio's (so
+    /// tests on paused tokio time move both together), MongoDB's is the server's.
+    fn real_time_store() -> impl Future<Output = Self::Store> + Send;
+
+    /// The whole lock table as stored, for comparison with the engine's.
+    fn snapshot(store: &Self::Store) -> impl Future<Output = LockTable> + Send;
+
+    /// Releases what `store` holds outside the process (a collection, say).
+    fn teardown(store: &Self::Store) -> impl Future<Output = ()> + Send;
+}

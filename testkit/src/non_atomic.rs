@@ -1,0 +1,133 @@
+//! An engine-backed store whose `xlock` is deliberately not atomic.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use lockwright_engine::{
+    Error, Filter, LockId, LockRequest, LockStatus, LockStore, LockTable, ManualClock, Renewal,
+    Resource, SharedLimit, Ttl,
+};
+
+/// A store whose `xlock` is a read-modify-write split in two: it decides on a copy of the
+/// table, pauses, then writes the resource's state as it decided, over whatever other
+/// clients did meanwhile (check-then-act). Every other operation is atomic.
+#[derive(Debug)]
+pub struct NonAtomicStore {
+    table: Mutex<LockTable>,
+    clock: Arc<ManualClock>,
+}
+
+impl NonAtomicStore {
+    /// An empty store on `clock`.
+    #[must_use]
+    pub fn new(clock: Arc<ManualClock>) -> Self {
+        NonAtomicStore {
+            table: Mutex::new(LockTable::new()),
+            clock,
+        }
+    }
+
+    /// A copy of the whole table.
+    #[must_use]
+    pub fn snapshot(&self) -> LockTable {
+        self.table().clone()
+    }
+
+    /// The table, locked.
+    fn table(&self) -> MutexGuard<'_, LockTable> {
+        self.table
+            .lock()
+            .expect("no engine transition panics while holding the table")
+    }
+}
+
+impl LockStore for NonAtomicStore {
+    async fn xlock(&self, request: &LockRequest) -> Result<LockStatus, Error> {
+        let now = self.clock.now();
+        let mut copy = self.table().clone();
+        let outcome = copy.xlock(request, now);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        if outcome.is_ok() {
+            let decided = copy
+                .resource(&request.resource)
+                .cloned()
+                .unwrap_or_default();
+            let mut table = self.table();
+            let mut resources = table.resources().clone();
+            resources.insert(request.resource.clone(), decided);
+            *table = LockTable::from_resources(resources);
+        }
+        outcome
+    }
+
+    async fn slock(
+        &self,
+        request: &LockRequest,
+        limit: Option<SharedLimit>,
+    ) -> Result<LockStatus, Error> {
+        let now = self.clock.now();
+        self.table().slock(request, limit, now)
+    }
+
+    async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>, Error> {
+        let now = self.clock.now();
+        Ok(self.table().unlock(lock_id, now))
+    }
+
+    async fn renew(
+        &self,
+        lock_id: &LockId,
+        ttl: Ttl,
+        margin: Duration,
+    ) -> Result<Vec<LockStatus>, Error> {
+        let now = self.clock.now();
+        self.table().renew(lock_id, ttl, margin, now)
+    }
+
+    async fn renew_one(
+        &self,
+        resource: &Resource,
+        lock_id: &LockId,
+        ttl: Ttl,
+        margin: Duration,
+    ) -> Result<LockStatus, Error> {
+        let now = self.clock.now();
+        self.table().renew_one(resource, lock_id, ttl, margin, now)
+    }
+
+    async fn unlock_one(
+        &self,
+        resource: &Resource,
+        lock_id: &LockId,
+    ) -> Result<Option<LockStatus>, Error> {
+        let now = self.clock.now();
+        Ok(self.table().unlock_one(resource, lock_id, now))
+    }
+
+    async fn renew_many(
+        &self,
+        locks: &[Renewal],
+        margin: Duration,
+    ) -> Result<Vec<Result<LockStatus, Error>>, Error> {
+        let now = self.clock.now();
+        let mut table = self.table();
+        Ok(locks
+            .iter()
+            .map(|r| table.renew_one(&r.resource, &r.lock_id, r.ttl, margin, now))
+            .collect())
+    }
+
+    async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>, Error> {
+        let now = self.clock.now();
+        Ok(self.table().status(filter, now))
+    }
+
+    async fn purge(&self) -> Result<Vec<LockStatus>, Error> {
+        let now = self.clock.now();
+        Ok(self.table().purge(now))
+    }
+
+    async fn create_indexes(&self) -> Result<(), Error> {
+        Ok(())
+    }
+}
