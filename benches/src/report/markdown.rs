@@ -108,12 +108,7 @@ impl Run<'_> {
             // A lag may be slightly negative (the Locker's timers count whole ms).
             let lag = |k: &str| x(k).map_or_else(|| "-".into(), |v| format!("{v:.1} ms"));
             let num = |k: &str| x(k).map_or_else(|| "-".into(), fmt_num);
-            let times = r
-                .command_time_us
-                .iter()
-                .map(|(c, us)| format!("{c} {}", fmt_us(*us)))
-                .collect::<Vec<_>>()
-                .join("<br>");
+            let times = round_trips(r);
             let mut note = r.note.clone().unwrap_or_default();
             if x("settled") == Some(0.0) {
                 note += "; no round renewed every guard together before the count began";
@@ -191,12 +186,7 @@ impl Run<'_> {
             let note = r.note.clone().unwrap_or_default();
             let name = r.id().trim_start_matches(&format!("{group}/")).to_string();
             if mongo {
-                let times = r
-                    .command_time_us
-                    .iter()
-                    .map(|(c, us)| format!("{c} {}", fmt_us(*us)))
-                    .collect::<Vec<_>>()
-                    .join("<br>");
+                let times = round_trips(r);
                 let _ = writeln!(
                     out,
                     "| {name} | {} | {per_el} | {rate} | {ratio} | {} | {} | {times} | {} | {note} |",
@@ -215,4 +205,13 @@ impl Run<'_> {
         }
         out.push('\n');
     }
+}
+
+/// The record's round-trip time per command name, one per line.
+fn round_trips(r: &Record) -> String {
+    r.command_time_us
+        .iter()
+        .map(|(c, us)| format!("{c} {}", fmt_us(*us)))
+        .collect::<Vec<_>>()
+        .join("<br>")
 }
