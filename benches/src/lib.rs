@@ -3,7 +3,7 @@
 //! reads them back next to criterion's medians and judges them against the targets in `benches/README.md`.
 //!
 //! The benches themselves are the `[[bench]]` targets of this package (`engine.rs`,
-//! `store_mem.rs`, `store_mongo.rs`); `scripts/bench` runs them and then the `bench-report`
+//! `store_mem.rs`, `store_mongo/`); `scripts/bench` runs them and then the `bench-report`
 //! binary, which writes `target/bench-report.md`.
 
 pub mod report;

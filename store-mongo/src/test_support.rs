@@ -163,6 +163,13 @@ pub fn decode_check(doc: &Document) -> Result<(), lockwright_engine::MalformedDo
     crate::schema::decode(doc).map(|_| ())
 }
 
+/// The exclusive slot of a resource document when nobody holds it, as the store writes it
+/// (for tests and benches that insert documents of the store's schema).
+#[must_use]
+pub fn empty_exclusive() -> Document {
+    crate::schema::empty_exclusive()
+}
+
 /// A lock request on `resource` for `lock_id`, with `ttl`.
 ///
 /// # Panics

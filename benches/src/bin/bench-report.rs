@@ -12,25 +12,32 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::UNIX_EPOCH;
 
+use clap::Parser;
 use lockwright_benches::report::Run;
 use lockwright_benches::results::{
     META_FILE, RECORDS_FILE, criterion_dir, machine, results_dir, target_dir,
 };
 use lockwright_benches::{Meta, Record};
 
+/// Writes the Markdown report of the last bench run (scripts/bench) and prints it: every
+/// benchmark's median, ratio, commands and query plans, and each target of benches/README.md
+/// with its verdict.
+///
+/// Reads `<target>/bench-results/*.jsonl` and criterion's estimates (`CRITERION_HOME`, or
+/// `<target>/criterion`); `<target>` is `CARGO_TARGET_DIR`, or the workspace's `target`.
+#[derive(Debug, Parser)]
+#[command(name = "bench-report")]
+struct Args {
+    /// Where to write the report (default: `<target>/bench-report.md`)
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+}
+
 fn main() -> ExitCode {
-    let mut out = target_dir().join("bench-report.md");
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--out" => match args.next() {
-                Some(path) => out = PathBuf::from(path),
-                None => return usage("--out needs a file"),
-            },
-            "-h" | "--help" => return usage(""),
-            other => return usage(&format!("unknown argument {other}")),
-        }
-    }
+    let args = Args::parse();
+    let out = args
+        .out
+        .unwrap_or_else(|| target_dir().join("bench-report.md"));
     match run(&out) {
         Ok(markdown) => {
             print!("{markdown}");
@@ -41,18 +48,6 @@ fn main() -> ExitCode {
             eprintln!("bench-report: {e}");
             ExitCode::FAILURE
         }
-    }
-}
-
-fn usage(problem: &str) -> ExitCode {
-    if !problem.is_empty() {
-        eprintln!("bench-report: {problem}");
-    }
-    eprintln!("usage: bench-report [--out FILE]   (default: target/bench-report.md)");
-    if problem.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(2)
     }
 }
 

@@ -1,0 +1,131 @@
+//! The one-lock cycle as a holder runs it (`acquire_release`, `acquire_renew_release`) and
+//! the one-lock operations alone (`renew_one`, `unlock_one`).
+
+use std::time::Duration;
+
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, BenchmarkId};
+use lockwright::DEFAULT_RENEW_MARGIN;
+use lockwright_benches::Record;
+use lockwright_engine::{Error, LockRequest, LockStatus, LockStore, Ttl};
+use lockwright_store_mongo::MongoStore;
+use lockwright_store_mongo::test_support::request;
+
+use crate::GROUP;
+use crate::grants::Single;
+use crate::harness::fresh_id;
+
+/// The TTL of the one-lock cycle's grant and renewal.
+fn cycle_ttl() -> Ttl {
+    Ttl::new(Duration::from_secs(60)).unwrap()
+}
+
+/// A grant, then (with `renew`) a renewal for that TTL, then the one-lock release of the
+/// lock the grant returned: what a holder of one lock sends.
+async fn one_lock_cycle(
+    store: &MongoStore,
+    req: &LockRequest,
+    renew: Option<Ttl>,
+) -> Result<Option<LockStatus>, Error> {
+    let lock = store.xlock(req).await?;
+    if let Some(ttl) = renew {
+        store
+            .renew_one(&lock.resource, &lock.lock_id, ttl, DEFAULT_RENEW_MARGIN)
+            .await?;
+    }
+    store.unlock_one(&lock.resource, &lock.lock_id).await
+}
+
+/// `acquire_release` and `acquire_renew_release`, each also interleaved with the baseline.
+pub fn cycles(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) {
+    // The one-lock cycle as a holder runs it: a grant, then the one-lock release of the
+    // lock it returned (and a renewal between), each also interleaved with the baseline.
+    let cycle_ttl = cycle_ttl();
+    for (name, renew, note) in [
+        (
+            "acquire_release",
+            false,
+            "xlock, then unlock_one of the returned lock",
+        ),
+        (
+            "acquire_renew_release",
+            true,
+            "xlock, renew_one (same TTL, 1 s margin), then unlock_one",
+        ),
+    ] {
+        let prepare = async |seq| request("c", &fresh_id(seq), Some(cycle_ttl.as_duration()));
+        let mut record = Record::new(GROUP, name, None, 1);
+        record.note = Some(format!(
+            "one lock (60 s TTL) on an existing free resource: {note}"
+        ));
+        record.extra = s.bench.paired(
+            s.paired_rounds,
+            async || s.plain_baseline().await,
+            prepare,
+            async |req: &LockRequest| {
+                one_lock_cycle(&s.plain, req, renew.then_some(cycle_ttl)).await
+            },
+            async |_, _| (),
+        );
+        s.bench.run(
+            group,
+            record,
+            BenchmarkId::from_parameter(name),
+            prepare,
+            async |req| one_lock_cycle(&s.latency, req, renew.then_some(cycle_ttl)).await,
+            async |_, _| (),
+            |r| assert!(matches!(r, Ok(Some(_))), "{r:?}"),
+        );
+    }
+}
+
+/// `renew_one` and `unlock_one`.
+pub fn one_lock_operations(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) {
+    let (bench, latency, cycle_ttl) = (s.bench, &s.latency, cycle_ttl());
+    // The one-lock operations alone: renew_one of a held lock, unlock_one of a lock granted
+    // (untimed) just before.
+    let renewed = bench.rt.block_on(async {
+        latency
+            .xlock(&request(
+                "r-one",
+                "renew-one",
+                Some(cycle_ttl.as_duration()),
+            ))
+            .await
+            .unwrap()
+    });
+    let mut record = Record::new(GROUP, "renew_one", None, 1);
+    record.note = Some("a held lock, renewed for 60 s with a 1 s margin".into());
+    bench.run(
+        group,
+        record,
+        BenchmarkId::from_parameter("renew_one"),
+        async |_| (),
+        async |_| {
+            latency
+                .renew_one(
+                    &renewed.resource,
+                    &renewed.lock_id,
+                    cycle_ttl,
+                    DEFAULT_RENEW_MARGIN,
+                )
+                .await
+        },
+        async |_, _| (),
+        |r| assert!(r.is_ok(), "{r:?}"),
+    );
+    let mut record = Record::new(GROUP, "unlock_one", None, 1);
+    record.note = Some("a lock granted (untimed) just before, released".into());
+    bench.run(
+        group,
+        record,
+        BenchmarkId::from_parameter("unlock_one"),
+        async |seq| {
+            let req = request("u-one", &fresh_id(seq), Some(cycle_ttl.as_duration()));
+            latency.xlock(&req).await.unwrap()
+        },
+        async |lock| latency.unlock_one(&lock.resource, &lock.lock_id).await,
+        async |_, _| (),
+        |r| assert!(matches!(r, Ok(Some(_))), "{r:?}"),
+    );
+}

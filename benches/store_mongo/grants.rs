@@ -1,0 +1,206 @@
+//! Grants of one resource against the bare upsert (the baseline): `baseline`, `xlock`,
+//! `xlock_unlock`, `slock_at_limit` and `slock_refused_full`, and the stores and
+//! collections every single-resource benchmark shares.
+
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, BenchmarkId};
+use lockwright_benches::Record;
+use lockwright_engine::{Error, LockRequest, LockStore, SharedLimit};
+use lockwright_store_mongo::MongoStore;
+use lockwright_store_mongo::test_support::request;
+use mongodb::bson::{Document, doc};
+use mongodb::options::ReturnDocument;
+use mongodb::{Client, Collection};
+
+use crate::GROUP;
+use crate::harness::{Bench, fresh_id};
+
+/// The single-resource paths' set-up: a store on the monitored client and the collection
+/// it shares with the baseline, and the same two on a client without command monitoring,
+/// for the measurements interleaved with the baseline.
+pub struct Single<'a> {
+    /// The benches' runtime, monitor and mode.
+    pub bench: &'a Bench<'a>,
+    /// The store on the monitored client.
+    pub latency: MongoStore,
+    /// Its collection, where the baseline's document lives too.
+    pub coll: Collection<Document>,
+    /// The same collection on the client without command monitoring.
+    pub plain_coll: Collection<Document>,
+    /// A store on `plain_coll`.
+    pub plain: MongoStore,
+    /// Rounds of each interleaved measurement.
+    pub paired_rounds: usize,
+}
+
+impl<'a> Single<'a> {
+    /// The set-up around `latency` (already used by the baseline), with `plain_client` for
+    /// the interleaved measurements.
+    pub fn new(bench: &'a Bench<'a>, latency: MongoStore, plain_client: &Client) -> Self {
+        let coll = latency.collection().clone();
+        let plain_coll = plain_client
+            .database(&coll.namespace().db)
+            .collection::<Document>(&coll.namespace().coll);
+        let plain = MongoStore::from_collection(plain_coll.clone());
+        Single {
+            bench,
+            latency,
+            coll,
+            plain_coll,
+            plain,
+            paired_rounds: bench.mode.pick(3, 300, 1_000),
+        }
+    }
+
+    /// The baseline on the monitored client.
+    pub async fn baseline(&self) -> Option<Document> {
+        bump_baseline(&self.coll).await
+    }
+
+    /// The baseline on the client without command monitoring.
+    pub async fn plain_baseline(&self) -> Option<Document> {
+        bump_baseline(&self.plain_coll).await
+    }
+
+    /// Releases the group of `req` through the monitored store.
+    pub async fn release(&self, req: LockRequest) {
+        self.latency.unlock(&req.lock_id).await.unwrap();
+    }
+
+    /// Releases the group of `req` through the plain store.
+    pub async fn plain_release(&self, req: LockRequest) {
+        self.plain.unlock(&req.lock_id).await.unwrap();
+    }
+}
+
+/// The baseline: a bare `find_one_and_update` upsert of one small document on `coll`.
+pub async fn bump_baseline(coll: &Collection<Document>) -> Option<Document> {
+    upsert(coll, "baseline", doc! { "$inc": { "n": 1_i64 } }).await
+}
+
+/// The baseline's command: a `find_one_and_update` upsert of `update` to the small document
+/// of `resource`, returning the document after it.
+pub async fn upsert(
+    coll: &Collection<Document>,
+    resource: &str,
+    update: Document,
+) -> Option<Document> {
+    coll.find_one_and_update(doc! { "resource": resource }, update)
+        .upsert(true)
+        .return_document(ReturnDocument::After)
+        .await
+        .unwrap()
+}
+
+/// The shared limit of the slock benchmarks.
+pub fn limit() -> Option<SharedLimit> {
+    Some(SharedLimit::new(4).unwrap())
+}
+
+/// `baseline`: the bare upsert on `coll`, the yardstick of every grant.
+pub fn baseline(
+    bench: &Bench<'_>,
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    coll: &Collection<Document>,
+) {
+    bench.run(
+        group,
+        Record::new(GROUP, "baseline", None, 1),
+        BenchmarkId::from_parameter("baseline"),
+        async |_| (),
+        async |_| bump_baseline(coll).await,
+        async |_, _| (),
+        |d| assert!(d.is_some()),
+    );
+}
+
+/// `xlock` (also interleaved with the baseline) and `xlock_unlock`.
+pub fn xlock(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) {
+    let bench = s.bench;
+    let xlock_prepare = async |seq| request("x", &fresh_id(seq), None);
+    let mut record = Record::new(GROUP, "xlock", None, 1);
+    record.extra = bench.paired(
+        s.paired_rounds,
+        async || s.plain_baseline().await,
+        xlock_prepare,
+        async |req: &LockRequest| s.plain.xlock(req).await,
+        async |req: LockRequest, _| s.plain_release(req).await,
+    );
+    bench.run(
+        group,
+        record,
+        BenchmarkId::from_parameter("xlock"),
+        xlock_prepare,
+        async |req: &LockRequest| s.latency.xlock(req).await,
+        async |req: LockRequest, _| s.release(req).await,
+        |r| assert!(r.is_ok(), "{r:?}"),
+    );
+    bench.run(
+        group,
+        Record::new(GROUP, "xlock_unlock", None, 1),
+        BenchmarkId::from_parameter("xlock_unlock"),
+        async |seq| request("xu", &fresh_id(seq), None),
+        async |req| {
+            s.latency.xlock(req).await.unwrap();
+            s.latency.unlock(&req.lock_id).await
+        },
+        async |_, _| (),
+        |r| assert_eq!(r.as_ref().map(Vec::len).ok(), Some(1)),
+    );
+}
+
+/// `slock_at_limit` (also interleaved with the baseline): sets up the resource it fills,
+/// `s-limit` (3 shared locks of 4), and the one [`slock_refused_full`] is refused on,
+/// `s-full` (4 of 4).
+pub fn slock_at_limit(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) {
+    let (bench, latency, limit) = (s.bench, &s.latency, limit());
+    bench.rt.block_on(async {
+        for j in 0..3 {
+            latency
+                .slock(&request("s-limit", &format!("holder-{j}"), None), limit)
+                .await
+                .unwrap();
+        }
+        for j in 0..4 {
+            latency
+                .slock(&request("s-full", &format!("holder-{j}"), None), limit)
+                .await
+                .unwrap();
+        }
+    });
+    let slock_prepare = async |seq| request("s-limit", &fresh_id(seq), None);
+    let mut record = Record::new(GROUP, "slock_at_limit", None, 1);
+    record.note = Some("limit 4, 3 held: the grant fills the resource".into());
+    record.extra = bench.paired(
+        s.paired_rounds,
+        async || s.plain_baseline().await,
+        slock_prepare,
+        async |req: &LockRequest| s.plain.slock(req, limit).await,
+        async |req: LockRequest, _| s.plain_release(req).await,
+    );
+    bench.run(
+        group,
+        record,
+        BenchmarkId::from_parameter("slock_at_limit"),
+        slock_prepare,
+        async |req: &LockRequest| latency.slock(req, limit).await,
+        async |req: LockRequest, _| s.release(req).await,
+        |r| assert!(r.is_ok(), "{r:?}"),
+    );
+}
+
+/// `slock_refused_full`: the same request on a resource already holding 4 of 4.
+pub fn slock_refused_full(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) {
+    let limit = limit();
+    let mut record = Record::new(GROUP, "slock_refused_full", None, 1);
+    record.note = Some("limit 4, 4 held: refused".into());
+    s.bench.run(
+        group,
+        record,
+        BenchmarkId::from_parameter("slock_refused_full"),
+        async |seq| request("s-full", &fresh_id(seq), None),
+        async |req| s.latency.slock(req, limit).await,
+        async |_, _| (),
+        |r| assert!(matches!(r, Err(Error::AlreadyLocked { .. })), "{r:?}"),
+    );
+}

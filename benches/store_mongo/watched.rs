@@ -1,0 +1,191 @@
+//! The store under the measured Locker: the MongoDB store, noting when each grant and
+//! renewal reaches it, so that each renewal round's lag can be reported.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use lockwright_engine::{
+    Error, Filter, LockId, LockRequest, LockStatus, LockStore, Renewal, Resource, SharedLimit, Ttl,
+};
+use lockwright_store_mongo::MongoStore;
+
+use crate::locker::RENEW_FRACTION;
+
+/// One renewal round as it reached the store.
+#[derive(Clone, Copy, Debug)]
+pub struct Round {
+    /// Locks in the request (1: `renew_one`; more: `renew_many`).
+    pub locks: usize,
+    /// Locks it renewed.
+    pub renewed: usize,
+    /// How long after the earliest of its locks was due it reached the store, in ms
+    /// (negative: early).
+    pub lag_ms: f64,
+    /// The store call's duration.
+    pub took: Duration,
+}
+
+#[derive(Default)]
+struct RenewLog {
+    /// When each lock's grant or last successful renewal reached the store.
+    sent: HashMap<Resource, Instant>,
+    rounds: Vec<Round>,
+}
+
+/// The store under the measured Locker, noting when each grant and renewal reaches it. A
+/// lock is due for renewal at `sent + TTL x renew_fraction`, `sent` being when its grant or
+/// last successful renewal reached the store (the Locker counts from when it sent the
+/// request, a few µs earlier); a round's lag is how long after the earliest due lock in it
+/// the round reached the store.
+pub struct Watched {
+    inner: MongoStore,
+    log: Mutex<RenewLog>,
+}
+
+impl Watched {
+    /// `inner`, watched from now on.
+    pub fn new(inner: MongoStore) -> Self {
+        Watched {
+            inner,
+            log: Mutex::default(),
+        }
+    }
+
+    /// The instant a round reaches the store, and its lag.
+    fn begin<'a>(&self, locks: impl Iterator<Item = (&'a Resource, Ttl)>) -> (Instant, f64) {
+        let at = Instant::now();
+        let log = self.log.lock().unwrap();
+        let due = locks
+            .filter_map(|(r, ttl)| {
+                Some(*log.sent.get(r)? + ttl.as_duration().mul_f64(RENEW_FRACTION))
+            })
+            .min();
+        let lag_ms = due.map_or(0.0, |due| {
+            if at >= due {
+                (at - due).as_secs_f64() * 1e3
+            } else {
+                -(due - at).as_secs_f64() * 1e3
+            }
+        });
+        (at, lag_ms)
+    }
+
+    fn end<'a>(
+        &self,
+        at: Instant,
+        lag_ms: f64,
+        locks: usize,
+        renewed: impl Iterator<Item = &'a Resource>,
+    ) {
+        let took = at.elapsed();
+        let mut log = self.log.lock().unwrap();
+        let mut count = 0;
+        for r in renewed {
+            log.sent.insert(r.clone(), at);
+            count += 1;
+        }
+        log.rounds.push(Round {
+            locks,
+            renewed: count,
+            lag_ms,
+            took,
+        });
+    }
+
+    /// The rounds so far, in the order they reached the store.
+    pub fn rounds(&self) -> Vec<Round> {
+        self.log.lock().unwrap().rounds.clone()
+    }
+}
+
+impl LockStore for Watched {
+    async fn xlock(&self, request: &LockRequest) -> Result<LockStatus, Error> {
+        let at = Instant::now();
+        let granted = self.inner.xlock(request).await;
+        if granted.is_ok() {
+            let mut log = self.log.lock().unwrap();
+            log.sent.insert(request.resource.clone(), at);
+        }
+        granted
+    }
+
+    async fn slock(
+        &self,
+        request: &LockRequest,
+        limit: Option<SharedLimit>,
+    ) -> Result<LockStatus, Error> {
+        self.inner.slock(request, limit).await
+    }
+
+    async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>, Error> {
+        self.inner.unlock(lock_id).await
+    }
+
+    async fn renew(
+        &self,
+        lock_id: &LockId,
+        ttl: Ttl,
+        margin: Duration,
+    ) -> Result<Vec<LockStatus>, Error> {
+        self.inner.renew(lock_id, ttl, margin).await
+    }
+
+    async fn renew_one(
+        &self,
+        resource: &Resource,
+        lock_id: &LockId,
+        ttl: Ttl,
+        margin: Duration,
+    ) -> Result<LockStatus, Error> {
+        let (at, lag_ms) = self.begin(std::iter::once((resource, ttl)));
+        let renewed = self.inner.renew_one(resource, lock_id, ttl, margin).await;
+        self.end(
+            at,
+            lag_ms,
+            1,
+            renewed.is_ok().then_some(resource).into_iter(),
+        );
+        renewed
+    }
+
+    async fn renew_many(
+        &self,
+        locks: &[Renewal],
+        margin: Duration,
+    ) -> Result<Vec<Result<LockStatus, Error>>, Error> {
+        let (at, lag_ms) = self.begin(locks.iter().map(|r| (&r.resource, r.ttl)));
+        let outcomes = self.inner.renew_many(locks, margin).await;
+        let renewed: Vec<&Resource> = match &outcomes {
+            Ok(each) => locks
+                .iter()
+                .zip(each)
+                .filter(|(_, outcome)| outcome.is_ok())
+                .map(|(r, _)| &r.resource)
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        self.end(at, lag_ms, locks.len(), renewed.into_iter());
+        outcomes
+    }
+
+    async fn unlock_one(
+        &self,
+        resource: &Resource,
+        lock_id: &LockId,
+    ) -> Result<Option<LockStatus>, Error> {
+        self.inner.unlock_one(resource, lock_id).await
+    }
+
+    async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>, Error> {
+        self.inner.status(filter).await
+    }
+
+    async fn purge(&self) -> Result<Vec<LockStatus>, Error> {
+        self.inner.purge().await
+    }
+
+    async fn create_indexes(&self) -> Result<(), Error> {
+        self.inner.create_indexes().await
+    }
+}
