@@ -5,9 +5,9 @@
 use std::collections::BTreeSet;
 
 use lockwright_engine::LockDetails;
-use lockwright_testkit::Verdict;
 use lockwright_engine::lease::LeaseKey;
 use lockwright_engine::locker::{Access, Ask, Ended, Event as CoreEvent, Wait, Who};
+use lockwright_testkit::Verdict;
 use rand::Rng;
 
 use super::client::Hold;
