@@ -273,9 +273,20 @@ pub struct SeedReport {
     pub events: u64,
     /// Faults injected.
     pub faults: Faults,
+    /// What it counted.
+    pub tally: Tally,
+    /// Broken invariants.
+    pub violations: Vec<Violation>,
+    /// Everything that happened (only when recorded).
+    pub timeline: Vec<TimelineEntry>,
+}
+
+/// What a seed counted, or a sweep summed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
     /// Leases a client stopped trusting before releasing them.
     pub losses: u64,
-    /// Downstream writes accepted and rejected.
+    /// Downstream writes accepted.
     pub writes_accepted: u64,
     /// Downstream writes rejected for a stale fence.
     pub writes_rejected: u64,
@@ -298,10 +309,22 @@ pub struct SeedReport {
     /// Renewals of a batch that reached the store and that it refused (the lock within
     /// the margin, expired, or gone) while it decided the others on their own.
     pub batched_refusals: u64,
-    /// Broken invariants.
-    pub violations: Vec<Violation>,
-    /// Everything that happened (only when recorded).
-    pub timeline: Vec<TimelineEntry>,
+}
+
+impl Tally {
+    /// Adds `other` (the largest batch is the larger of the two).
+    pub fn add(&mut self, other: &Tally) {
+        self.losses += other.losses;
+        self.writes_accepted += other.writes_accepted;
+        self.writes_rejected += other.writes_rejected;
+        self.unknown_grants_released += other.unknown_grants_released;
+        self.releases_retried += other.releases_retried;
+        self.late_grants += other.late_grants;
+        self.renew_batches += other.renew_batches;
+        self.batched_renewals += other.batched_renewals;
+        self.largest_batch = self.largest_batch.max(other.largest_batch);
+        self.batched_refusals += other.batched_refusals;
+    }
 }
 
 /// Runs one seed; `record` keeps the timeline.
@@ -322,26 +345,10 @@ pub struct SweepSummary {
     /// Seeds that enabled each fault kind: lost replies, pauses, crashes, drift, lost
     /// requests.
     pub seeds_with: [u64; 5],
-    /// Leases lost.
-    pub losses: u64,
-    /// Grants with a lost reply that were later unlocked at the store.
-    pub unknown_grants_released: u64,
-    /// Lock ids unlocked after an earlier unlock request for them was lost.
-    pub releases_retried: u64,
-    /// Grant replies that reached a core at or after their trust deadline.
-    pub late_grants: u64,
-    /// `RenewMany` requests sent (each of two renewals or more), retries included.
-    pub renew_batches: u64,
-    /// Renewals sent in batches.
-    pub batched_renewals: u64,
-    /// The most renewals in one batch.
-    pub largest_batch: u64,
-    /// Renewals in batches that the store refused.
-    pub batched_refusals: u64,
+    /// What the seeds counted, summed (`largest_batch`: the largest of any seed).
+    pub tally: Tally,
     /// Seeds without faults that can cost a lease (checked for needless losses).
     pub seeds_without_lease_faults: u64,
-    /// Downstream writes accepted and rejected.
-    pub writes: (u64, u64),
     /// Violations by kind.
     pub violations: std::collections::BTreeMap<ViolationKind, u64>,
     /// The first few failing seeds.
@@ -369,17 +376,8 @@ impl SweepSummary {
         {
             self.seeds_with[i] += u64::from(on);
         }
-        self.losses += r.losses;
-        self.unknown_grants_released += r.unknown_grants_released;
-        self.releases_retried += r.releases_retried;
-        self.late_grants += r.late_grants;
-        self.renew_batches += r.renew_batches;
-        self.batched_renewals += r.batched_renewals;
-        self.largest_batch = self.largest_batch.max(r.largest_batch);
-        self.batched_refusals += r.batched_refusals;
+        self.tally.add(&r.tally);
         self.seeds_without_lease_faults += u64::from(!r.mix.can_cost_a_lease());
-        self.writes.0 += r.writes_accepted;
-        self.writes.1 += r.writes_rejected;
         for v in &r.violations {
             *self.violations.entry(v.kind).or_default() += 1;
         }

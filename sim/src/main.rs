@@ -120,13 +120,13 @@ fn main() -> ExitCode {
             report.faults.lost_requests,
             report.faults.pauses,
             report.faults.crashes,
-            report.losses,
-            report.writes_accepted,
-            report.writes_rejected
+            report.tally.losses,
+            report.tally.writes_accepted,
+            report.tally.writes_rejected
         );
         println!(
             "{} renewal batches sent ({} renewals, at most {} in one)",
-            report.renew_batches, report.batched_renewals, report.largest_batch
+            report.tally.renew_batches, report.tally.batched_renewals, report.tally.largest_batch
         );
         if let Some(path) = &args.svg {
             if let Err(e) = std::fs::write(path, timeline_svg(&opts, &report)) {
@@ -186,24 +186,26 @@ fn main() -> ExitCode {
         summary.seeds_with[1],
         summary.faults.crashes,
         summary.seeds_with[2],
-        summary.losses,
-        summary.writes.0,
-        summary.writes.1,
+        summary.tally.losses,
+        summary.tally.writes_accepted,
+        summary.tally.writes_rejected,
         summary.violation_count(),
         summary.seeds as f64 / secs
     );
     println!("{} seeds had drifting clocks", summary.seeds_with[3]);
     println!(
         "{} grants with a lost reply released, {} releases retried after a lost unlock, {} grants arrived after their trust deadline",
-        summary.unknown_grants_released, summary.releases_retried, summary.late_grants
+        summary.tally.unknown_grants_released,
+        summary.tally.releases_retried,
+        summary.tally.late_grants
     );
     println!(
         "{} renewal batches sent ({} renewals, {:.2} a batch, at most {}; {} renewals of a batch refused by the store)",
-        summary.renew_batches,
-        summary.batched_renewals,
-        summary.batched_renewals as f64 / summary.renew_batches.max(1) as f64,
-        summary.largest_batch,
-        summary.batched_refusals
+        summary.tally.renew_batches,
+        summary.tally.batched_renewals,
+        summary.tally.batched_renewals as f64 / summary.tally.renew_batches.max(1) as f64,
+        summary.tally.largest_batch,
+        summary.tally.batched_refusals
     );
     if summary.violation_count() == 0 {
         println!("no violation in {} seeds ({:.1} s)", summary.seeds, secs);

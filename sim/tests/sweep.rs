@@ -30,15 +30,15 @@ fn sweep_of_2000_seeds_finds_no_violation() {
     // reply was lost were released, releases whose request was lost were retried, and
     // grants arrived too late to be trusted.
     assert!(
-        summary.unknown_grants_released > 0,
+        summary.tally.unknown_grants_released > 0,
         "no grant with an unknown outcome was ever released"
     );
     assert!(
-        summary.releases_retried > 0,
+        summary.tally.releases_retried > 0,
         "no release was ever retried after a lost unlock"
     );
     assert!(
-        summary.late_grants > 0,
+        summary.tally.late_grants > 0,
         "no grant ever arrived after its trust deadline"
     );
     // Seeds without faults that can cost a lease exist, so needless losses can be seen.
@@ -47,26 +47,27 @@ fn sweep_of_2000_seeds_finds_no_violation() {
         "no seed checked for needless losses"
     );
     assert!(
-        summary.writes.1 > 0,
+        summary.tally.writes_rejected > 0,
         "no stale write was ever rejected: the fencing check is vacuous"
     );
-    assert!(summary.losses > 0, "no lease was ever lost");
+    assert!(summary.tally.losses > 0, "no lease was ever lost");
     // Clients held several locks at once, so their cores renewed them in batches.
     assert!(
-        summary.renew_batches > 0 && summary.batched_renewals >= 2 * summary.renew_batches,
+        summary.tally.renew_batches > 0
+            && summary.tally.batched_renewals >= 2 * summary.tally.renew_batches,
         "no batch of two renewals or more was ever sent: {} batches, {} renewals",
-        summary.renew_batches,
-        summary.batched_renewals
+        summary.tally.renew_batches,
+        summary.tally.batched_renewals
     );
     assert!(
-        summary.largest_batch >= 3,
+        summary.tally.largest_batch >= 3,
         "no batch of three renewals or more: the largest had {}",
-        summary.largest_batch
+        summary.tally.largest_batch
     );
     // ... and the store refused some renewals of a batch, whose outcomes the cores had to
     // take lock by lock.
     assert!(
-        summary.batched_refusals > 0,
+        summary.tally.batched_refusals > 0,
         "the store never refused a renewal of a batch"
     );
 }

@@ -113,7 +113,7 @@ impl World {
                 };
                 let Hold { resource, .. } = self.clients[client].holds.remove(i);
                 if matches!(how, Ended::Refused | Ended::Expired) {
-                    self.report.losses += 1;
+                    self.report.tally.losses += 1;
                     if !self.mix.can_cost_a_lease() {
                         self.violation(
                             ViolationKind::NeedlessLoss,
@@ -268,7 +268,7 @@ impl World {
     pub(super) fn downstream(&mut self, client: usize, resource: usize, fence: u64) {
         let verdict = self.fenced.write(resource, fence);
         if let Verdict::Rejected { highest } = verdict {
-            self.report.writes_rejected += 1;
+            self.report.tally.writes_rejected += 1;
             self.note(
                 Some(client),
                 format!("write r{resource} fence {fence} rejected (saw {highest})"),
@@ -281,7 +281,7 @@ impl World {
                 format!("downstream accepted fence {fence} on r{resource} after {highest}"),
             );
         }
-        self.report.writes_accepted += 1;
+        self.report.tally.writes_accepted += 1;
         self.note(
             Some(client),
             format!("write r{resource} fence {fence} accepted"),

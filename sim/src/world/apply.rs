@@ -79,7 +79,7 @@ impl World {
                         if !matches!(e, Error::NotRenewable { .. } | Error::LockNotFound) {
                             panic!("store-mem failed: {e}");
                         }
-                        self.report.batched_refusals += 1;
+                        self.report.tally.batched_refusals += 1;
                     }
                 }
                 Reply::from_batch(result)
@@ -91,10 +91,10 @@ impl World {
                 }
                 self.unlocked.insert(lock_id.clone());
                 if self.lost_grants.remove(lock_id) {
-                    self.report.unknown_grants_released += 1;
+                    self.report.tally.unknown_grants_released += 1;
                 }
                 if self.lost_unlocks.remove(lock_id) {
-                    self.report.releases_retried += 1;
+                    self.report.tally.releases_retried += 1;
                 }
                 Reply::from_done(result)
             }

@@ -177,7 +177,7 @@ impl World {
     ) {
         let local = self.local(client);
         if matches!(reply, Reply::Granted(_)) && lock_deadline.is_some_and(|d| local >= d) {
-            self.report.late_grants += 1;
+            self.report.tally.late_grants += 1;
             self.note(Some(client), "a grant arrives after its trust deadline");
         }
         self.clients[client].core.handle_reply(id, reply, local);

@@ -24,9 +24,10 @@ impl World {
     pub(super) fn transmit(&mut self, client: usize, t: Transmit) {
         let incarnation = self.clients[client].incarnation;
         if let Request::RenewMany { locks } = &t.request {
-            self.report.renew_batches += 1;
-            self.report.batched_renewals += locks.len() as u64;
-            self.report.largest_batch = self.report.largest_batch.max(locks.len() as u64);
+            self.report.tally.renew_batches += 1;
+            self.report.tally.batched_renewals += locks.len() as u64;
+            self.report.tally.largest_batch =
+                self.report.tally.largest_batch.max(locks.len() as u64);
             self.note(
                 Some(client),
                 format!("renews {} locks in one batch", locks.len()),
