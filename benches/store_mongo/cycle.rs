@@ -30,7 +30,7 @@ async fn one_lock_cycle(
     let lock = store.xlock(req).await?;
     if let Some(ttl) = renew {
         store
-            .renew_one(&lock.resource, &lock.lock_id, ttl, DEFAULT_RENEW_MARGIN)
+            .renew_one(&lock.renewal(ttl), DEFAULT_RENEW_MARGIN)
             .await?;
     }
     store.unlock_one(&lock.resource, &lock.lock_id).await
@@ -103,12 +103,7 @@ pub fn one_lock_operations(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTi
         async |_| (),
         async |_| {
             latency
-                .renew_one(
-                    &renewed.resource,
-                    &renewed.lock_id,
-                    cycle_ttl,
-                    DEFAULT_RENEW_MARGIN,
-                )
+                .renew_one(&renewed.renewal(cycle_ttl), DEFAULT_RENEW_MARGIN)
                 .await
         },
         async |_, _| (),

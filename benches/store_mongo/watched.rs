@@ -131,20 +131,14 @@ impl LockStore for Watched {
         self.inner.renew(lock_id, ttl, margin).await
     }
 
-    async fn renew_one(
-        &self,
-        resource: &Resource,
-        lock_id: &LockId,
-        ttl: Ttl,
-        margin: Duration,
-    ) -> Result<LockStatus, Error> {
-        let (at, lag_ms) = self.begin(std::iter::once((resource, ttl)));
-        let renewed = self.inner.renew_one(resource, lock_id, ttl, margin).await;
+    async fn renew_one(&self, lock: &Renewal, margin: Duration) -> Result<LockStatus, Error> {
+        let (at, lag_ms) = self.begin(std::iter::once((&lock.resource, lock.ttl)));
+        let renewed = self.inner.renew_one(lock, margin).await;
         self.end(
             at,
             lag_ms,
             1,
-            renewed.is_ok().then_some(resource).into_iter(),
+            renewed.is_ok().then_some(&lock.resource).into_iter(),
         );
         renewed
     }

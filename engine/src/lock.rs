@@ -316,6 +316,16 @@ pub struct LockStatus {
 }
 
 impl LockStatus {
+    /// The renewal of this lock (its resource and lock id) for `ttl`.
+    #[must_use]
+    pub fn renewal(&self, ttl: Ttl) -> Renewal {
+        Renewal {
+            resource: self.resource.clone(),
+            lock_id: self.lock_id.clone(),
+            ttl,
+        }
+    }
+
     /// The creation order of locks: by creation time, then resource name, then fence (the
     /// per-resource grant sequence). Every operation that orders locks uses this key.
     #[must_use]

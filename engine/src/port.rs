@@ -41,13 +41,11 @@ pub trait LockStore: Send + Sync + 'static {
         margin: Duration,
     ) -> impl Future<Output = Result<Vec<LockStatus>, Error>> + Send;
 
-    /// Renews the one lock `lock_id` holds on `resource` ([`crate::LockTable::renew_one`]).
-    /// One round trip where the backend allows.
+    /// Renews the one lock `lock.lock_id` holds on `lock.resource` for `lock.ttl`
+    /// ([`crate::LockTable::renew_one`]). One round trip where the backend allows.
     fn renew_one(
         &self,
-        resource: &Resource,
-        lock_id: &LockId,
-        ttl: Ttl,
+        lock: &Renewal,
         margin: Duration,
     ) -> impl Future<Output = Result<LockStatus, Error>> + Send;
 

@@ -168,10 +168,10 @@ impl<S: LockStore> Client<S> {
     /// `LockNotFound` (released, purged or taken over), `NotRenewable { locks }` when it
     /// expires within the renew margin, `InvalidArgument` (`ttl`), or a backend error.
     pub async fn renew_one(&self, lock: &LockStatus, ttl: Duration) -> Result<LockStatus, Error> {
-        let ttl = Ttl::new(ttl)?;
+        let renewal = lock.renewal(Ttl::new(ttl)?);
         self.inner
             .store
-            .renew_one(&lock.resource, &lock.lock_id, ttl, self.inner.renew_margin)
+            .renew_one(&renewal, self.inner.renew_margin)
             .await
     }
 

@@ -628,7 +628,14 @@ impl<B: Backend> StateMachineTest for Differential<B> {
                     id,
                     ttl: ms,
                 } => Some(one(store
-                    .renew_one(&resource(*r), &lock_id(*id), ttl(*ms), MARGIN)
+                    .renew_one(
+                        &Renewal {
+                            resource: resource(*r),
+                            lock_id: lock_id(*id),
+                            ttl: ttl(*ms),
+                        },
+                        MARGIN,
+                    )
                     .await
                     .map(Some))),
                 Step::RenewMany { locks } => {

@@ -307,7 +307,14 @@ async fn apply<S: LockStore>(store: &S, op: &Op) -> Ret {
         Op::Unlock { lock_id } => locks(store.unlock(&id(lock_id)).await),
         Op::Renew { lock_id } => locks(store.renew(&id(lock_id), renew_ttl(), MARGIN).await),
         Op::RenewOne { resource, lock_id } => one(store
-            .renew_one(&res(resource), &id(lock_id), renew_ttl(), MARGIN)
+            .renew_one(
+                &Renewal {
+                    resource: res(resource),
+                    lock_id: id(lock_id),
+                    ttl: renew_ttl(),
+                },
+                MARGIN,
+            )
             .await
             .map(Some)),
         Op::UnlockOne { resource, lock_id } => {

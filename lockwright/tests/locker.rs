@@ -98,15 +98,9 @@ impl<S: LockStore> LockStore for Faulty<S> {
     async fn renew(&self, id: &LockId, t: Ttl, m: Duration) -> Result<Vec<LockStatus>, Error> {
         self.inner.renew(id, t, m).await
     }
-    async fn renew_one(
-        &self,
-        r: &Resource,
-        id: &LockId,
-        t: Ttl,
-        m: Duration,
-    ) -> Result<LockStatus, Error> {
+    async fn renew_one(&self, lock: &Renewal, m: Duration) -> Result<LockStatus, Error> {
         self.renew_fault().await?;
-        self.inner.renew_one(r, id, t, m).await
+        self.inner.renew_one(lock, m).await
     }
     async fn renew_many(
         &self,

@@ -90,14 +90,8 @@ impl LockStore for HalfBrokenStore {
     async fn renew(&self, id: &LockId, t: Ttl, m: Duration) -> Result<Vec<LockStatus>, Error> {
         self.inner.renew(id, t, m).await
     }
-    async fn renew_one(
-        &self,
-        r: &Resource,
-        id: &LockId,
-        t: Ttl,
-        m: Duration,
-    ) -> Result<LockStatus, Error> {
-        self.inner.renew_one(r, id, t, m).await
+    async fn renew_one(&self, lock: &Renewal, m: Duration) -> Result<LockStatus, Error> {
+        self.inner.renew_one(lock, m).await
     }
     async fn unlock_one(&self, r: &Resource, id: &LockId) -> Result<Option<LockStatus>, Error> {
         self.inner.unlock_one(r, id).await

@@ -161,18 +161,12 @@ impl LockStore for MemStore {
         table::renew(&mut shards, lock_id, ttl, margin, self.clock.now())
     }
 
-    async fn renew_one(
-        &self,
-        resource: &Resource,
-        lock_id: &LockId,
-        ttl: Ttl,
-        margin: Duration,
-    ) -> Result<LockStatus, Error> {
+    async fn renew_one(&self, r: &Renewal, margin: Duration) -> Result<LockStatus, Error> {
         let _span =
-            tracing::debug_span!("mem.renew_one", resource = %resource, ttl_ms = ttl.as_millis())
+            tracing::debug_span!("mem.renew_one", resource = %r.resource, ttl_ms = r.ttl.as_millis())
                 .entered();
-        let mut shard = lock(self.shard_of(resource.as_str()));
-        shard.renew_one(resource, lock_id, ttl, margin, self.clock.now())
+        let mut shard = lock(self.shard_of(r.resource.as_str()));
+        shard.renew_one(&r.resource, &r.lock_id, r.ttl, margin, self.clock.now())
     }
 
     async fn renew_many(

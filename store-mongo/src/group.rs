@@ -68,7 +68,12 @@ impl MongoStore {
         match self.group_shape(lock_id).await {
             GroupShape::Empty => return Err(Error::LockNotFound),
             GroupShape::One(resource) => {
-                return Ok(vec![self.renew_one(&resource, lock_id, ttl, margin).await?]);
+                let lock = Renewal {
+                    resource,
+                    lock_id: lock_id.clone(),
+                    ttl,
+                };
+                return Ok(vec![self.renew_one(&lock, margin).await?]);
             }
             GroupShape::More => {}
         }

@@ -228,15 +228,9 @@ impl LockStore for MongoStore {
         self.renew_group(lock_id, ttl, margin).await
     }
 
-    #[tracing::instrument(name = "mongo.renew_one", skip_all, fields(resource = %resource, ttl_ms = ttl.as_millis()))]
-    async fn renew_one(
-        &self,
-        resource: &Resource,
-        lock_id: &LockId,
-        ttl: Ttl,
-        margin: Duration,
-    ) -> Result<LockStatus, Error> {
-        self.renew_lock(resource, lock_id, ttl, margin).await
+    #[tracing::instrument(name = "mongo.renew_one", skip_all, fields(resource = %lock.resource, ttl_ms = lock.ttl.as_millis()))]
+    async fn renew_one(&self, lock: &Renewal, margin: Duration) -> Result<LockStatus, Error> {
+        self.renew_lock(lock, margin).await
     }
 
     #[tracing::instrument(name = "mongo.renew_many", skip_all, fields(locks = locks.len()))]

@@ -10,7 +10,8 @@ use mongodb::options::{Hint, ReturnDocument};
 use tokio::time::Instant;
 
 use lockwright_engine::{
-    Error, LockId, LockRequest, LockStatus, LockTable, Mode, Resource, SharedLimit, Timestamp, Ttl,
+    Error, LockId, LockRequest, LockStatus, LockTable, Mode, Renewal, Resource, SharedLimit,
+    Timestamp,
 };
 
 use crate::failure::{outcome_unknown, retryable};
@@ -55,11 +56,15 @@ impl MongoStore {
     /// `renew_one`: renews the one lock of `lock_id` on `resource`.
     pub(crate) async fn renew_lock(
         &self,
-        resource: &Resource,
-        lock_id: &LockId,
-        ttl: Ttl,
+        lock: &Renewal,
         margin: Duration,
     ) -> Result<LockStatus, Error> {
+        let Renewal {
+            resource,
+            lock_id,
+            ttl,
+        } = lock;
+        let ttl = *ttl;
         let op = "renew";
         let margin_ms = u64::try_from(margin.as_millis()).unwrap_or(u64::MAX);
         let update = pipeline::renew_one(lock_id, ttl.as_millis(), margin_ms, &self.now_expr());

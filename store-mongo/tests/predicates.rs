@@ -337,7 +337,14 @@ async fn check(store: &MongoStore, c: &Case) -> Result<(), TestCaseError> {
             let margin = Duration::from_millis(*margin_ms);
             (
                 store
-                    .renew_one(&r, &lock_id, ttl, margin)
+                    .renew_one(
+                        &Renewal {
+                            resource: r.clone(),
+                            lock_id: lock_id.clone(),
+                            ttl,
+                        },
+                        margin,
+                    )
                     .await
                     .map(|l| vec![l]),
                 table

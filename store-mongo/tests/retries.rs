@@ -547,12 +547,8 @@ async fn one_lock_operations_are_retried_after_shutdown_in_progress() {
             .await;
         let renewed = guarded(
             "renew_one",
-            fx.store.renew_one(
-                &granted.resource,
-                &granted.lock_id,
-                ttl(600),
-                Duration::ZERO,
-            ),
+            fx.store
+                .renew_one(&granted.renewal(ttl(600)), Duration::ZERO),
         )
         .await
         .unwrap();

@@ -203,12 +203,7 @@ async fn round_trips_per_operation() {
         .unwrap();
     commands.take();
     let renewed = store
-        .renew_one(
-            &lock.resource,
-            &lock.lock_id,
-            ttl(60),
-            Duration::from_secs(1),
-        )
+        .renew_one(&lock.renewal(ttl(60)), Duration::from_secs(1))
         .await
         .unwrap();
     assert_eq!(renewed.fence, lock.fence);
@@ -218,12 +213,7 @@ async fn round_trips_per_operation() {
         "renew_one is one command"
     );
     let refused = store
-        .renew_one(
-            &lock.resource,
-            &lock.lock_id,
-            ttl(60),
-            Duration::from_secs(120),
-        )
+        .renew_one(&lock.renewal(ttl(60)), Duration::from_secs(120))
         .await;
     assert!(
         matches!(refused, Err(Error::NotRenewable { .. })),
@@ -252,7 +242,7 @@ async fn round_trips_per_operation() {
         None
     );
     let gone = store
-        .renew_one(&lock.resource, &lock.lock_id, ttl(60), Duration::ZERO)
+        .renew_one(&lock.renewal(ttl(60)), Duration::ZERO)
         .await;
     assert!(matches!(gone, Err(Error::LockNotFound)), "{gone:?}");
     assert_eq!(
@@ -603,7 +593,14 @@ async fn malformed_documents_are_named_left_alone_and_isolated() {
     expect_malformed(grant.map(|l| vec![l]), "bad-date", "exclusive.createdAt");
     let bad_date = lockwright_engine::Resource::new("bad-date").unwrap();
     let one = store
-        .renew_one(&bad_date, &id("dated"), ttl(5), Duration::ZERO)
+        .renew_one(
+            &Renewal {
+                resource: bad_date.clone(),
+                lock_id: id("dated"),
+                ttl: ttl(5),
+            },
+            Duration::ZERO,
+        )
         .await;
     expect_malformed(one.map(|l| vec![l]), "bad-date", "exclusive.createdAt");
     let one = store.unlock_one(&bad_date, &id("dated")).await;

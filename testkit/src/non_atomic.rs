@@ -84,15 +84,10 @@ impl LockStore for NonAtomicStore {
         self.table().renew(lock_id, ttl, margin, now)
     }
 
-    async fn renew_one(
-        &self,
-        resource: &Resource,
-        lock_id: &LockId,
-        ttl: Ttl,
-        margin: Duration,
-    ) -> Result<LockStatus, Error> {
+    async fn renew_one(&self, r: &Renewal, margin: Duration) -> Result<LockStatus, Error> {
         let now = self.clock.now();
-        self.table().renew_one(resource, lock_id, ttl, margin, now)
+        self.table()
+            .renew_one(&r.resource, &r.lock_id, r.ttl, margin, now)
     }
 
     async fn unlock_one(

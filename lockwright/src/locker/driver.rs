@@ -13,7 +13,7 @@ use lockwright_engine::lease::LeaseKey;
 use lockwright_engine::locker::{
     Access, Ended, Event, LockerCore, Reply, Request, RequestId, Transmit,
 };
-use lockwright_engine::{Error, LockDetails, LockStore};
+use lockwright_engine::{Error, LockDetails, LockStore, Renewal};
 use rand_core::{OsRng, UnwrapErr};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
@@ -55,8 +55,12 @@ fn perform<S: LockStore>(client: Client<S>, t: Transmit, deadline: Instant) -> I
                     lock_id,
                     ttl,
                 } => {
-                    let margin = client.renew_margin();
-                    let renewed = client.store().renew_one(&resource, &lock_id, ttl, margin);
+                    let lock = Renewal {
+                        resource,
+                        lock_id,
+                        ttl,
+                    };
+                    let renewed = client.store().renew_one(&lock, client.renew_margin());
                     Reply::from_done(renewed.await)
                 }
                 Request::RenewMany { locks } => {

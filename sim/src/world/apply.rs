@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use lockwright_engine::locker::{Access, Reply, Request};
-use lockwright_engine::{Error, LockDetails, LockRequest, LockStore, SharedLimit};
+use lockwright_engine::{Error, LockDetails, LockRequest, LockStore, Renewal, SharedLimit};
 
 use super::{EPOCH, World, at_once};
 use crate::ViolationKind;
@@ -62,8 +62,12 @@ impl World {
                 lock_id,
                 ttl,
             } => {
-                let margin = self.config.drift_margin;
-                let result = at_once(self.store.renew_one(resource, lock_id, *ttl, margin));
+                let lock = Renewal {
+                    resource: resource.clone(),
+                    lock_id: lock_id.clone(),
+                    ttl: *ttl,
+                };
+                let result = at_once(self.store.renew_one(&lock, self.config.drift_margin));
                 if let Err(e) = &result
                     && !matches!(e, Error::NotRenewable { .. } | Error::LockNotFound)
                 {
