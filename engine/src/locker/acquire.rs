@@ -8,6 +8,7 @@ use super::{Event, Reply, Request};
 use crate::error::Error;
 use crate::holder::trust_until;
 use crate::lease::LeaseKey;
+use crate::lock::LockRequest;
 use crate::mutants::{self, Mutant};
 use crate::names::LockId;
 use crate::time::duration_millis;
@@ -32,14 +33,16 @@ impl<R: RngCore> LockerCore<R> {
             lock_id: lock_id.clone(),
             ttl,
         };
+        let request = LockRequest {
+            resource,
+            lock_id,
+            owner: details.owner.clone(),
+            host: details.host.clone(),
+            comment: details.comment.clone(),
+            ttl: Some(ttl),
+        };
         let id = self.send(
-            Request::Lock {
-                resource,
-                access,
-                lock_id,
-                ttl,
-                details,
-            },
+            Request::Lock { request, access },
             Purpose::Lock { key, grant },
             deadline,
             now,

@@ -5,28 +5,23 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Access, RequestId, Who};
+use super::{Access, RequestId};
 use crate::error::Error;
 use crate::lease::LeaseKey;
-use crate::lock::{LockStatus, Renewal};
+use crate::lock::{LockRequest, LockStatus, Renewal};
 use crate::names::{LockId, Resource};
 use crate::time::Ttl;
 
 /// A request for the store.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
-    /// Grant `resource` to `lock_id` (`xlock` or `slock`).
+    /// Grant `request` (`xlock`, or `slock` with the limit of a shared `access`). Its lock
+    /// id is fresh for this attempt; its owner, host and comment are the acquire's.
     Lock {
-        /// What to lock.
-        resource: Resource,
-        /// How.
+        /// The lock to take, as a store takes it.
+        request: LockRequest,
+        /// Exclusive, or shared with a limit.
         access: Access,
-        /// A fresh lock id for this attempt.
-        lock_id: LockId,
-        /// The lease.
-        ttl: Ttl,
-        /// Who is asking (owner, host, comment), recorded with the lock.
-        details: Who,
     },
     /// Renew the one lock `lock_id` holds on `resource` for `ttl` (each attempt's lock id
     /// is fresh, so the group is that one lock).

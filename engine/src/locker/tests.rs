@@ -39,11 +39,11 @@ fn acquire(core: &mut LockerCore<StdRng>, key: LeaseKey, wait: Wait, now: u64) -
 
 /// Grants `t` on a fresh table, as a store would.
 fn grant(t: &Transmit) -> Reply {
-    let Request::Lock { lock_id, .. } = &t.request else {
+    let Request::Lock { request, .. } = &t.request else {
         panic!("not a lock request: {t:?}");
     };
     let details = LockDetails::new().ttl(Duration::from_secs(1));
-    let req = LockRequest::new("job", lock_id.as_str(), &details).unwrap();
+    let req = LockRequest::new("job", request.lock_id.as_str(), &details).unwrap();
     Reply::Granted(
         LockTable::new()
             .xlock(&req, Timestamp::from_millis(0))
@@ -106,12 +106,15 @@ fn a_grant_arriving_at_its_trust_deadline_is_released_not_handed_out() {
     c.handle_reply(t.id, grant(&t), 900);
     assert!(events(&mut c).is_empty(), "no guard");
     let unlock = c.poll_transmit().unwrap();
-    let (Request::Lock { lock_id: a, .. }, Request::Unlock { lock_id: b, .. }) =
+    let (Request::Lock { request, .. }, Request::Unlock { lock_id, .. }) =
         (&t.request, &unlock.request)
     else {
         panic!("{unlock:?}");
     };
-    assert_eq!(a, b, "the stale grant's lock id is released");
+    assert_eq!(
+        &request.lock_id, lock_id,
+        "the stale grant's lock id is released"
+    );
     let next = c.poll_timeout().unwrap();
     assert!(
         (901..=921).contains(&next),

@@ -13,7 +13,7 @@ use lockwright_engine::lease::LeaseKey;
 use lockwright_engine::locker::{
     Access, Ended, Event, LockerCore, Reply, Request, RequestId, Transmit,
 };
-use lockwright_engine::{Error, LockDetails, LockStore, Renewal};
+use lockwright_engine::{Error, LockStore, Renewal, SharedLimit};
 use rand_core::{OsRng, UnwrapErr};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
@@ -29,23 +29,14 @@ fn perform<S: LockStore>(client: Client<S>, t: Transmit, deadline: Instant) -> I
     Box::pin(async move {
         let work = async {
             match t.request {
-                Request::Lock {
-                    resource,
-                    access,
-                    lock_id,
-                    ttl,
-                    details,
-                } => {
-                    let details = LockDetails::clone(&details).ttl(ttl.as_duration());
+                Request::Lock { request, access } => {
+                    let store = client.store();
                     let granted = match access {
-                        Access::Exclusive => {
-                            client.xlock(resource.as_str(), &lock_id, &details).await
-                        }
-                        Access::Shared(limit) => {
-                            client
-                                .slock(resource.as_str(), &lock_id, &details, limit)
-                                .await
-                        }
+                        Access::Exclusive => store.xlock(&request).await,
+                        Access::Shared(limit) => match limit.map(SharedLimit::new).transpose() {
+                            Ok(limit) => store.slock(&request, limit).await,
+                            Err(e) => Err(e),
+                        },
                     };
                     Reply::from_lock(granted)
                 }

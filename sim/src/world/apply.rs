@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use lockwright_engine::locker::{Access, Reply, Request};
-use lockwright_engine::{Error, LockDetails, LockRequest, LockStore, Renewal, SharedLimit};
+use lockwright_engine::{Error, LockStore, Renewal, SharedLimit};
 
 use super::{EPOCH, World, at_once};
 use crate::ViolationKind;
@@ -14,23 +14,15 @@ impl World {
         self.clock
             .set(EPOCH.saturating_add(Duration::from_millis(self.now)));
         match request {
-            Request::Lock {
-                resource,
-                access,
-                lock_id,
-                ttl,
-                details,
-            } => {
-                let details = LockDetails::clone(details).ttl(ttl.as_duration());
-                let req = LockRequest::new(resource.as_str(), lock_id.as_str(), &details)
-                    .unwrap_or_else(|e| panic!("request: {e}"));
+            Request::Lock { request, access } => {
+                let resource = &request.resource;
                 let result = match access {
-                    Access::Exclusive => at_once(self.store.xlock(&req)),
+                    Access::Exclusive => at_once(self.store.xlock(request)),
                     Access::Shared(limit) => {
                         let limit = limit.map(|l| {
                             SharedLimit::new(l).unwrap_or_else(|e| panic!("shared limit: {e}"))
                         });
-                        at_once(self.store.slock(&req, limit))
+                        at_once(self.store.slock(request, limit))
                     }
                 };
                 match &result {
@@ -46,7 +38,7 @@ impl World {
                             );
                         }
                         self.granted[r] = self.granted[r].max(status.fence);
-                        self.grants.insert(lock_id.clone(), (client, incarnation));
+                        self.grants.insert(request.lock_id.clone(), (client, incarnation));
                         self.note(
                             Some(client),
                             format!("store grants r{r}, fence {}", status.fence),

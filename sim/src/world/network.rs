@@ -12,7 +12,7 @@ use super::{Event, World};
 impl World {
     pub(super) fn describe(&self, request: &Request) -> String {
         match request {
-            Request::Lock { resource, .. } => format!("xlock {resource}"),
+            Request::Lock { request, .. } => format!("xlock {}", request.resource),
             Request::Renew { .. } => "renew".into(),
             Request::RenewMany { locks } => format!("renew of {} locks", locks.len()),
             Request::Unlock { .. } => "unlock".into(),
@@ -103,8 +103,8 @@ impl World {
             self.report.faults.lost_replies += 1;
             let what = self.describe(&request);
             self.note(Some(client), format!("reply to {what} lost"));
-            if let (Request::Lock { lock_id, .. }, Reply::Granted(_)) = (&request, &reply) {
-                self.lost_grants.insert(lock_id.clone());
+            if let (Request::Lock { request, .. }, Reply::Granted(_)) = (&request, &reply) {
+                self.lost_grants.insert(request.lock_id.clone());
             }
             self.maybe_connection_error(client, incarnation, id, &request, lock_deadline);
             return;
