@@ -4,9 +4,9 @@
 //! store's server-side pipelines, which read [`active`] when they build a pipeline. They exist only to be switched on by the verification
 //! harnesses (model checker, differential, loom, linearizability and conformance tests),
 //! which must each kill some mutants, and together kill all of them: see the kill matrix in
-//! the README. They exist only in builds with `--cfg lockwright_mutants` (as loom's checks
-//! need `--cfg loom`): this module is public only there, and that cfg refuses to compile
-//! without debug assertions, so no release build can carry a mutant. In every other build
+//! docs/verification.md. They exist only in builds with `--cfg lockwright_mutants` (as
+//! loom's checks need `--cfg loom`): this module is public only there, and that cfg refuses
+//! to compile without debug assertions, so no release build can carry a mutant. In every other build
 //! the module is private and [`active`] is a constant `false` that compiles away.
 
 // Outside mutant builds only `active` is called (by the rules), and only with `false`.

@@ -14,7 +14,7 @@
 //! - `MongoStore` (feature `mongo`) — the MongoDB backend.
 //!
 //! The rules live in the sans-IO crate `lockwright-engine`, re-exported here as [`engine`];
-//! the README states them in full.
+//! SEMANTICS.md in the repository states them in full.
 //!
 #![cfg_attr(feature = "mem", doc = "```")]
 #![cfg_attr(not(feature = "mem"), doc = "```ignore")]

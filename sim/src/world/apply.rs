@@ -38,7 +38,8 @@ impl World {
                             );
                         }
                         self.granted[r] = self.granted[r].max(status.fence);
-                        self.grants.insert(request.lock_id.clone(), (client, incarnation));
+                        self.grants
+                            .insert(request.lock_id.clone(), (client, incarnation));
                         self.note(
                             Some(client),
                             format!("store grants r{r}, fence {}", status.fence),
