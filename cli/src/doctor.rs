@@ -7,6 +7,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
+use lockwright::store_mongo::MongoFailure;
 use lockwright::{Client, Error, Filter, MongoStore};
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::Acknowledgment;
@@ -57,7 +58,9 @@ pub async fn doctor(conn: &ConnArgs, args: &DoctorArgs) -> Result<u8, CliError> 
     let hello = match admin.run_command(doc! { "hello": 1 }).await {
         Ok(hello) => hello,
         Err(e) => {
-            let err = CliError::from(Error::backend("hello", e));
+            // As the store reports driver failures: code and short message, never the raw
+            // reply.
+            let err = CliError::from(Error::backend("hello", MongoFailure::new(&e)));
             report.line(&Verdict::Fail, &err.message);
             return Ok(exit::UNAVAILABLE);
         }

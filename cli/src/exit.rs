@@ -110,9 +110,6 @@ fn unreachable(err: &(dyn std::error::Error + 'static)) -> bool {
         if let Some(e) = s.downcast_ref::<lockwright::store_mongo::MongoFailure>() {
             return e.no_server();
         }
-        if let Some(e) = s.downcast_ref::<mongodb::error::Error>() {
-            return matches!(*e.kind, mongodb::error::ErrorKind::ServerSelection { .. });
-        }
         source = s.source();
     }
     false

@@ -15,7 +15,7 @@ use std::time::Duration;
 use lockwright_engine::lease::LeaseKey;
 pub use lockwright_engine::locker::{Access, Ended, LockerConfig, LockerStats};
 use lockwright_engine::locker::{Ask, LockerCore, Wait, Who};
-use lockwright_engine::{Error, LockId, LockStatus, LockStore, Resource, SharedLimit, Ttl};
+use lockwright_engine::{Error, LockId, LockStatus, LockStore, Resource, Ttl};
 use rand_core::{OsRng, UnwrapErr};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
@@ -220,12 +220,9 @@ impl<S: LockStore> Locker<S> {
     ) -> Result<LockGuard<S>, Error> {
         let resource = Resource::new(resource)?;
         let ttl = Ttl::new(options.ttl)?;
+        // Owner, host, comment and limit are checked by the core, before anything is sent.
         let details = options.details();
-        details.check()?;
         let access = options.access;
-        if let Access::Shared(limit) = access {
-            limit.map(SharedLimit::new).transpose()?;
-        }
         let config = &self.shared.config;
         let left_at_renewal = ttl.as_duration().mul_f64(1.0 - config.renew_fraction);
         if left_at_renewal <= self.shared.client.renew_margin() {

@@ -221,6 +221,15 @@ impl<R: RngCore> LockerCore<R> {
             ))
         } else if self.acquires.contains_key(&key) || self.held.contains_key(&key) {
             Some(Error::invalid("key", "is already in use"))
+        } else if let Err(e) = ask.who.check() {
+            // The core builds each attempt's request unchecked: owner, host and comment are
+            // checked here, once.
+            Some(e)
+        } else if ask.access == Access::Shared(Some(0)) {
+            Some(Error::invalid(
+                "limit",
+                "must be at least 1 (use None for no limit)",
+            ))
         } else {
             None
         };

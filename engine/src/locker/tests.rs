@@ -358,3 +358,32 @@ fn shutdown_cancels_leases_and_refuses_new_acquires() {
     );
     assert_eq!(c.poll_timeout(), None, "nothing renewed");
 }
+
+#[test]
+fn bad_owner_or_limit_fails_the_acquire_before_any_request() {
+    let mut c = core();
+    let mut bad_owner = ask(Resource::new("job").unwrap());
+    bad_owner.who = Who::new(LockDetails::new().owner(""));
+    c.acquire(1, bad_owner, Wait::Forever, 0);
+    let mut no_limit = ask(Resource::new("job").unwrap());
+    no_limit.access = Access::Shared(Some(0));
+    c.acquire(2, no_limit, Wait::Forever, 0);
+    let ev = events(&mut c);
+    assert!(
+        matches!(
+            ev[..],
+            [
+                Event::AcquireFailed {
+                    key: 1,
+                    error: Error::InvalidArgument { field: "owner", .. }
+                },
+                Event::AcquireFailed {
+                    key: 2,
+                    error: Error::InvalidArgument { field: "limit", .. }
+                }
+            ]
+        ),
+        "{ev:?}"
+    );
+    assert!(c.poll_transmit().is_none(), "nothing sent");
+}
