@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use lockwright_engine::{
-    Error, Filter, LockId, LockRequest, LockStatus, LockStore, Renewal, Resource, SharedLimit, Ttl,
+    Filter, LockId, LockRequest, LockStatus, LockStore, Renewal, Resource, Result, SharedLimit, Ttl,
 };
 use lockwright_store_mongo::MongoStore;
 
@@ -100,7 +100,7 @@ impl Watched {
 }
 
 impl LockStore for Watched {
-    async fn xlock(&self, request: &LockRequest) -> Result<LockStatus, Error> {
+    async fn xlock(&self, request: &LockRequest) -> Result<LockStatus> {
         let at = Instant::now();
         let granted = self.inner.xlock(request).await;
         if granted.is_ok() {
@@ -110,28 +110,19 @@ impl LockStore for Watched {
         granted
     }
 
-    async fn slock(
-        &self,
-        request: &LockRequest,
-        limit: Option<SharedLimit>,
-    ) -> Result<LockStatus, Error> {
+    async fn slock(&self, request: &LockRequest, limit: Option<SharedLimit>) -> Result<LockStatus> {
         self.inner.slock(request, limit).await
     }
 
-    async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>, Error> {
+    async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>> {
         self.inner.unlock(lock_id).await
     }
 
-    async fn renew(
-        &self,
-        lock_id: &LockId,
-        ttl: Ttl,
-        margin: Duration,
-    ) -> Result<Vec<LockStatus>, Error> {
+    async fn renew(&self, lock_id: &LockId, ttl: Ttl, margin: Duration) -> Result<Vec<LockStatus>> {
         self.inner.renew(lock_id, ttl, margin).await
     }
 
-    async fn renew_one(&self, lock: &Renewal, margin: Duration) -> Result<LockStatus, Error> {
+    async fn renew_one(&self, lock: &Renewal, margin: Duration) -> Result<LockStatus> {
         let (at, lag_ms) = self.begin(std::iter::once((&lock.resource, lock.ttl)));
         let renewed = self.inner.renew_one(lock, margin).await;
         self.end(
@@ -147,7 +138,7 @@ impl LockStore for Watched {
         &self,
         locks: &[Renewal],
         margin: Duration,
-    ) -> Result<Vec<Result<LockStatus, Error>>, Error> {
+    ) -> Result<Vec<Result<LockStatus>>> {
         let (at, lag_ms) = self.begin(locks.iter().map(|r| (&r.resource, r.ttl)));
         let outcomes = self.inner.renew_many(locks, margin).await;
         let renewed: Vec<&Resource> = match &outcomes {
@@ -167,19 +158,19 @@ impl LockStore for Watched {
         &self,
         resource: &Resource,
         lock_id: &LockId,
-    ) -> Result<Option<LockStatus>, Error> {
+    ) -> Result<Option<LockStatus>> {
         self.inner.unlock_one(resource, lock_id).await
     }
 
-    async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>, Error> {
+    async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>> {
         self.inner.status(filter).await
     }
 
-    async fn purge(&self) -> Result<Vec<LockStatus>, Error> {
+    async fn purge(&self) -> Result<Vec<LockStatus>> {
         self.inner.purge().await
     }
 
-    async fn create_indexes(&self) -> Result<(), Error> {
+    async fn create_indexes(&self) -> Result<()> {
         self.inner.create_indexes().await
     }
 }

@@ -7,6 +7,9 @@ use serde::{Deserialize, Serialize};
 use crate::lock::LockStatus;
 use crate::names::Resource;
 
+/// The result of lock operations: `Err` is this crate's [`Error`] unless `E` says otherwise.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
 /// A boxed error from the outside world (a driver, a socket), kept as the source.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 

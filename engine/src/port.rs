@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::error::Error;
+use crate::error::Result;
 use crate::filter::Filter;
 use crate::lock::{LockRequest, LockStatus, Renewal, SharedLimit};
 use crate::names::{LockId, Resource};
@@ -15,23 +15,17 @@ use crate::time::Ttl;
 /// [`crate::table`].
 pub trait LockStore: Send + Sync + 'static {
     /// Grants an exclusive lock ([`crate::LockTable::xlock`]).
-    fn xlock(
-        &self,
-        request: &LockRequest,
-    ) -> impl Future<Output = Result<LockStatus, Error>> + Send;
+    fn xlock(&self, request: &LockRequest) -> impl Future<Output = Result<LockStatus>> + Send;
 
     /// Grants a shared lock ([`crate::LockTable::slock`]).
     fn slock(
         &self,
         request: &LockRequest,
         limit: Option<SharedLimit>,
-    ) -> impl Future<Output = Result<LockStatus, Error>> + Send;
+    ) -> impl Future<Output = Result<LockStatus>> + Send;
 
     /// Removes a group ([`crate::table::unlock`]).
-    fn unlock(
-        &self,
-        lock_id: &LockId,
-    ) -> impl Future<Output = Result<Vec<LockStatus>, Error>> + Send;
+    fn unlock(&self, lock_id: &LockId) -> impl Future<Output = Result<Vec<LockStatus>>> + Send;
 
     /// Renews a group ([`crate::table::renew`]).
     fn renew(
@@ -39,7 +33,7 @@ pub trait LockStore: Send + Sync + 'static {
         lock_id: &LockId,
         ttl: Ttl,
         margin: Duration,
-    ) -> impl Future<Output = Result<Vec<LockStatus>, Error>> + Send;
+    ) -> impl Future<Output = Result<Vec<LockStatus>>> + Send;
 
     /// Renews the one lock `lock.lock_id` holds on `lock.resource` for `lock.ttl`
     /// ([`crate::LockTable::renew_one`]). One round trip where the backend allows.
@@ -47,7 +41,7 @@ pub trait LockStore: Send + Sync + 'static {
         &self,
         lock: &Renewal,
         margin: Duration,
-    ) -> impl Future<Output = Result<LockStatus, Error>> + Send;
+    ) -> impl Future<Output = Result<LockStatus>> + Send;
 
     /// Renews each of `locks` as [`LockStore::renew_one`] would, independently of the
     /// others (one refusal does not stop the rest), all at one instant and atomically, and
@@ -58,7 +52,7 @@ pub trait LockStore: Send + Sync + 'static {
         &self,
         locks: &[Renewal],
         margin: Duration,
-    ) -> impl Future<Output = Result<Vec<Result<LockStatus, Error>>, Error>> + Send;
+    ) -> impl Future<Output = Result<Vec<Result<LockStatus>>>> + Send;
 
     /// Removes the one lock `lock_id` holds on `resource`
     /// ([`crate::LockTable::unlock_one`]). One round trip where the backend allows.
@@ -66,17 +60,14 @@ pub trait LockStore: Send + Sync + 'static {
         &self,
         resource: &Resource,
         lock_id: &LockId,
-    ) -> impl Future<Output = Result<Option<LockStatus>, Error>> + Send;
+    ) -> impl Future<Output = Result<Option<LockStatus>>> + Send;
 
     /// Reports matching locks ([`crate::table::status`]).
-    fn status(
-        &self,
-        filter: &Filter,
-    ) -> impl Future<Output = Result<Vec<LockStatus>, Error>> + Send;
+    fn status(&self, filter: &Filter) -> impl Future<Output = Result<Vec<LockStatus>>> + Send;
 
     /// Purges expired groups ([`crate::table::purge`]).
-    fn purge(&self) -> impl Future<Output = Result<Vec<LockStatus>, Error>> + Send;
+    fn purge(&self) -> impl Future<Output = Result<Vec<LockStatus>>> + Send;
 
     /// Creates the indexes the store needs; idempotent. A no-op where there are none.
-    fn create_indexes(&self) -> impl Future<Output = Result<(), Error>> + Send;
+    fn create_indexes(&self) -> impl Future<Output = Result<()>> + Send;
 }

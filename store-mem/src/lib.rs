@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lockwright_engine::{
-    Error, Filter, LockId, LockRequest, LockStatus, LockStore, LockTable, Renewal, Resource,
+    Filter, LockId, LockRequest, LockStatus, LockStore, LockTable, Renewal, Resource, Result,
     SharedLimit, Ttl, table,
 };
 
@@ -128,40 +128,31 @@ fn lock(m: &Mutex<LockTable>) -> MutexGuard<'_, LockTable> {
 }
 
 impl LockStore for MemStore {
-    async fn xlock(&self, request: &LockRequest) -> Result<LockStatus, Error> {
+    async fn xlock(&self, request: &LockRequest) -> Result<LockStatus> {
         let _span = tracing::debug_span!("mem.xlock", resource = %request.resource).entered();
         let mut shard = lock(self.shard_of(request.resource.as_str()));
         shard.xlock(request, self.clock.now())
     }
 
-    async fn slock(
-        &self,
-        request: &LockRequest,
-        limit: Option<SharedLimit>,
-    ) -> Result<LockStatus, Error> {
+    async fn slock(&self, request: &LockRequest, limit: Option<SharedLimit>) -> Result<LockStatus> {
         let _span = tracing::debug_span!("mem.slock", resource = %request.resource).entered();
         let mut shard = lock(self.shard_of(request.resource.as_str()));
         shard.slock(request, limit, self.clock.now())
     }
 
-    async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>, Error> {
+    async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>> {
         let _span = tracing::debug_span!("mem.unlock").entered();
         let mut shards = self.lock_all();
         Ok(table::unlock(&mut shards, lock_id, self.clock.now()))
     }
 
-    async fn renew(
-        &self,
-        lock_id: &LockId,
-        ttl: Ttl,
-        margin: Duration,
-    ) -> Result<Vec<LockStatus>, Error> {
+    async fn renew(&self, lock_id: &LockId, ttl: Ttl, margin: Duration) -> Result<Vec<LockStatus>> {
         let _span = tracing::debug_span!("mem.renew", ttl_ms = ttl.as_millis()).entered();
         let mut shards = self.lock_all();
         table::renew(&mut shards, lock_id, ttl, margin, self.clock.now())
     }
 
-    async fn renew_one(&self, r: &Renewal, margin: Duration) -> Result<LockStatus, Error> {
+    async fn renew_one(&self, r: &Renewal, margin: Duration) -> Result<LockStatus> {
         let _span =
             tracing::debug_span!("mem.renew_one", resource = %r.resource, ttl_ms = r.ttl.as_millis())
                 .entered();
@@ -173,7 +164,7 @@ impl LockStore for MemStore {
         &self,
         locks: &[Renewal],
         margin: Duration,
-    ) -> Result<Vec<Result<LockStatus, Error>>, Error> {
+    ) -> Result<Vec<Result<LockStatus>>> {
         let _span = tracing::debug_span!("mem.renew_many", locks = locks.len()).entered();
         // One batch at one instant, all shards held: as atomic as MongoDB's transaction.
         let mut shards = self.lock_all();
@@ -196,20 +187,20 @@ impl LockStore for MemStore {
         &self,
         resource: &Resource,
         lock_id: &LockId,
-    ) -> Result<Option<LockStatus>, Error> {
+    ) -> Result<Option<LockStatus>> {
         let _span = tracing::debug_span!("mem.unlock_one", resource = %resource).entered();
         let mut shard = lock(self.shard_of(resource.as_str()));
         Ok(shard.unlock_one(resource, lock_id, self.clock.now()))
     }
 
-    async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>, Error> {
+    async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>> {
         let _span = tracing::debug_span!("mem.status").entered();
         filter.validate()?;
         let shards = self.lock_all();
         Ok(table::status(&shards, filter, self.clock.now()))
     }
 
-    async fn purge(&self) -> Result<Vec<LockStatus>, Error> {
+    async fn purge(&self) -> Result<Vec<LockStatus>> {
         let _span = tracing::debug_span!("mem.purge").entered();
         let mut shards = self.lock_all();
         let removed = table::purge(&mut shards, self.clock.now());
@@ -217,7 +208,7 @@ impl LockStore for MemStore {
         Ok(removed)
     }
 
-    async fn create_indexes(&self) -> Result<(), Error> {
+    async fn create_indexes(&self) -> Result<()> {
         Ok(())
     }
 }

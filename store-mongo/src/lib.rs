@@ -60,7 +60,7 @@ use mongodb::{Client, Collection};
 pub use failure::MongoFailure;
 use lockwright_engine::{
     Error, Filter, LockId, LockRequest, LockStatus, LockStore, ManualClock, Renewal, Resource,
-    SharedLimit, Timestamp, Ttl,
+    Result, SharedLimit, Timestamp, Ttl,
 };
 pub use retry::RETRY_WINDOW;
 
@@ -89,7 +89,7 @@ impl MongoStore {
     /// (empty, `$` in a collection name, a `system.` collection, ...); `Backend` when the
     /// URI cannot be parsed or resolved. The server itself is first contacted by the first
     /// operation.
-    pub async fn connect(uri: &str, database: &str, collection: &str) -> Result<Self, Error> {
+    pub async fn connect(uri: &str, database: &str, collection: &str) -> Result<Self> {
         if let Some((field, why)) = names::refused(database, collection) {
             return Err(Error::invalid(field, why));
         }
@@ -149,7 +149,7 @@ impl MongoStore {
     ///
     /// # Errors
     /// `InvalidArgument` naming `purge_batch` when zero.
-    pub fn with_purge_batch(mut self, groups: usize) -> Result<Self, Error> {
+    pub fn with_purge_batch(mut self, groups: usize) -> Result<Self> {
         if groups == 0 {
             return Err(Error::invalid("purge_batch", "must be at least 1"));
         }
@@ -178,7 +178,7 @@ impl MongoStore {
     }
 
     /// `now` as a value: the server's `hello.localTime`, or the override.
-    async fn now_value(&self, op: &'static str) -> Result<Timestamp, Error> {
+    async fn now_value(&self, op: &'static str) -> Result<Timestamp> {
         if let Some(c) = &self.clock {
             return Ok(c.now());
         }
@@ -200,36 +200,27 @@ impl MongoStore {
 // a transaction over the group), `status`, `purge`, and `setup` (create_indexes).
 impl LockStore for MongoStore {
     #[tracing::instrument(name = "mongo.xlock", skip_all, fields(resource = %request.resource))]
-    async fn xlock(&self, request: &LockRequest) -> Result<LockStatus, Error> {
+    async fn xlock(&self, request: &LockRequest) -> Result<LockStatus> {
         self.lock_exclusive(request).await
     }
 
     #[tracing::instrument(name = "mongo.slock", skip_all, fields(resource = %request.resource))]
-    async fn slock(
-        &self,
-        request: &LockRequest,
-        limit: Option<SharedLimit>,
-    ) -> Result<LockStatus, Error> {
+    async fn slock(&self, request: &LockRequest, limit: Option<SharedLimit>) -> Result<LockStatus> {
         self.lock_shared(request, limit).await
     }
 
     #[tracing::instrument(name = "mongo.unlock", skip_all)]
-    async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>, Error> {
+    async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>> {
         self.unlock_group(lock_id).await
     }
 
     #[tracing::instrument(name = "mongo.renew", skip_all, fields(ttl_ms = ttl.as_millis()))]
-    async fn renew(
-        &self,
-        lock_id: &LockId,
-        ttl: Ttl,
-        margin: Duration,
-    ) -> Result<Vec<LockStatus>, Error> {
+    async fn renew(&self, lock_id: &LockId, ttl: Ttl, margin: Duration) -> Result<Vec<LockStatus>> {
         self.renew_group(lock_id, ttl, margin).await
     }
 
     #[tracing::instrument(name = "mongo.renew_one", skip_all, fields(resource = %lock.resource, ttl_ms = lock.ttl.as_millis()))]
-    async fn renew_one(&self, lock: &Renewal, margin: Duration) -> Result<LockStatus, Error> {
+    async fn renew_one(&self, lock: &Renewal, margin: Duration) -> Result<LockStatus> {
         self.renew_lock(lock, margin).await
     }
 
@@ -238,7 +229,7 @@ impl LockStore for MongoStore {
         &self,
         locks: &[Renewal],
         margin: Duration,
-    ) -> Result<Vec<Result<LockStatus, Error>>, Error> {
+    ) -> Result<Vec<Result<LockStatus>>> {
         self.renew_locks(locks, margin).await
     }
 
@@ -247,17 +238,17 @@ impl LockStore for MongoStore {
         &self,
         resource: &Resource,
         lock_id: &LockId,
-    ) -> Result<Option<LockStatus>, Error> {
+    ) -> Result<Option<LockStatus>> {
         self.unlock_lock(resource, lock_id).await
     }
 
     #[tracing::instrument(name = "mongo.status", skip_all)]
-    async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>, Error> {
+    async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>> {
         self.status_of(filter).await
     }
 
     #[tracing::instrument(name = "mongo.purge", skip_all)]
-    async fn purge(&self) -> Result<Vec<LockStatus>, Error> {
+    async fn purge(&self) -> Result<Vec<LockStatus>> {
         self.purge_expired().await
     }
 
@@ -270,7 +261,7 @@ impl LockStore for MongoStore {
     /// `Misconfigured` when an index on `resource` that cannot be trusted is in the way (say
     /// a partial or collated one); `Backend` otherwise.
     #[tracing::instrument(name = "mongo.create_indexes", skip_all)]
-    async fn create_indexes(&self) -> Result<(), Error> {
+    async fn create_indexes(&self) -> Result<()> {
         self.ensure_indexes().await
     }
 }

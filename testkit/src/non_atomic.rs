@@ -4,8 +4,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use lockwright_engine::{
-    Error, Filter, LockId, LockRequest, LockStatus, LockStore, LockTable, ManualClock, Renewal,
-    Resource, SharedLimit, Ttl,
+    Filter, LockId, LockRequest, LockStatus, LockStore, LockTable, ManualClock, Renewal, Resource,
+    Result, SharedLimit, Ttl,
 };
 
 /// A store whose `xlock` is a read-modify-write split in two: it decides on a copy of the
@@ -42,7 +42,7 @@ impl NonAtomicStore {
 }
 
 impl LockStore for NonAtomicStore {
-    async fn xlock(&self, request: &LockRequest) -> Result<LockStatus, Error> {
+    async fn xlock(&self, request: &LockRequest) -> Result<LockStatus> {
         let now = self.clock.now();
         let mut copy = self.table().clone();
         let outcome = copy.xlock(request, now);
@@ -60,31 +60,22 @@ impl LockStore for NonAtomicStore {
         outcome
     }
 
-    async fn slock(
-        &self,
-        request: &LockRequest,
-        limit: Option<SharedLimit>,
-    ) -> Result<LockStatus, Error> {
+    async fn slock(&self, request: &LockRequest, limit: Option<SharedLimit>) -> Result<LockStatus> {
         let now = self.clock.now();
         self.table().slock(request, limit, now)
     }
 
-    async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>, Error> {
+    async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>> {
         let now = self.clock.now();
         Ok(self.table().unlock(lock_id, now))
     }
 
-    async fn renew(
-        &self,
-        lock_id: &LockId,
-        ttl: Ttl,
-        margin: Duration,
-    ) -> Result<Vec<LockStatus>, Error> {
+    async fn renew(&self, lock_id: &LockId, ttl: Ttl, margin: Duration) -> Result<Vec<LockStatus>> {
         let now = self.clock.now();
         self.table().renew(lock_id, ttl, margin, now)
     }
 
-    async fn renew_one(&self, r: &Renewal, margin: Duration) -> Result<LockStatus, Error> {
+    async fn renew_one(&self, r: &Renewal, margin: Duration) -> Result<LockStatus> {
         let now = self.clock.now();
         self.table()
             .renew_one(&r.resource, &r.lock_id, r.ttl, margin, now)
@@ -94,7 +85,7 @@ impl LockStore for NonAtomicStore {
         &self,
         resource: &Resource,
         lock_id: &LockId,
-    ) -> Result<Option<LockStatus>, Error> {
+    ) -> Result<Option<LockStatus>> {
         let now = self.clock.now();
         Ok(self.table().unlock_one(resource, lock_id, now))
     }
@@ -103,7 +94,7 @@ impl LockStore for NonAtomicStore {
         &self,
         locks: &[Renewal],
         margin: Duration,
-    ) -> Result<Vec<Result<LockStatus, Error>>, Error> {
+    ) -> Result<Vec<Result<LockStatus>>> {
         let now = self.clock.now();
         let mut table = self.table();
         Ok(locks
@@ -112,17 +103,17 @@ impl LockStore for NonAtomicStore {
             .collect())
     }
 
-    async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>, Error> {
+    async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>> {
         let now = self.clock.now();
         Ok(self.table().status(filter, now))
     }
 
-    async fn purge(&self) -> Result<Vec<LockStatus>, Error> {
+    async fn purge(&self) -> Result<Vec<LockStatus>> {
         let now = self.clock.now();
         Ok(self.table().purge(now))
     }
 
-    async fn create_indexes(&self) -> Result<(), Error> {
+    async fn create_indexes(&self) -> Result<()> {
         Ok(())
     }
 }

@@ -2,15 +2,16 @@
 //! replies, and the events the driver acts on.
 
 use std::fmt;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::{Access, RequestId};
 use crate::error::Error;
 use crate::lease::LeaseKey;
-use crate::lock::{LockRequest, LockStatus, Renewal};
+use crate::lock::{LockRequest, LockStatus, Renewal, SharedLimit};
 use crate::names::{LockId, Resource};
-use crate::time::Ttl;
+use crate::port::LockStore;
 
 /// A request for the store.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,16 +24,9 @@ pub enum Request {
         /// Exclusive, or shared with a limit.
         access: Access,
     },
-    /// Renew the one lock `lock_id` holds on `resource` for `ttl` (each attempt's lock id
-    /// is fresh, so the group is that one lock).
-    Renew {
-        /// Where the lock is.
-        resource: Resource,
-        /// Its lock id.
-        lock_id: LockId,
-        /// The lease.
-        ttl: Ttl,
-    },
+    /// Renew this one lock (each attempt's lock id is fresh, so the group is that one
+    /// lock).
+    Renew(Renewal),
     /// Renew each of these locks as `Renew` would, in one batch; the reply is
     /// [`Reply::Each`], in the same order.
     RenewMany {
@@ -46,6 +40,31 @@ pub enum Request {
         /// Its lock id.
         lock_id: LockId,
     },
+}
+
+impl Request {
+    /// Asks `store` for what this request asks (renewals with `margin`) and turns its
+    /// answer into the core's [`Reply`]. The one mapping from requests to the store's
+    /// operations: the `lockwright` Locker's driver sends every request through it, and so
+    /// does the simulator, so what the simulator checks is what ships.
+    pub async fn send_to<S: LockStore>(&self, store: &S, margin: Duration) -> Reply {
+        match self {
+            Request::Lock { request, access } => Reply::from_lock(match access {
+                Access::Exclusive => store.xlock(request).await,
+                Access::Shared(limit) => match limit.map(SharedLimit::new).transpose() {
+                    Ok(limit) => store.slock(request, limit).await,
+                    Err(e) => Err(e),
+                },
+            }),
+            Request::Renew(lock) => Reply::from_done(store.renew_one(lock, margin).await),
+            Request::RenewMany { locks } => {
+                Reply::from_batch(store.renew_many(locks, margin).await)
+            }
+            Request::Unlock { resource, lock_id } => {
+                Reply::from_done(store.unlock_one(resource, lock_id).await)
+            }
+        }
+    }
 }
 
 /// A request to send, and the local instant after which its reply no longer counts (the

@@ -24,12 +24,7 @@ impl<R: RngCore> LockerCore<R> {
             0 => {}
             1 => {
                 if let Some((key, r)) = batch.pop() {
-                    let request = Request::Renew {
-                        resource: r.resource,
-                        lock_id: r.lock_id,
-                        ttl: r.ttl,
-                    };
-                    self.send(request, Purpose::Renew { key }, deadline, now);
+                    self.send(Request::Renew(r), Purpose::Renew { key }, deadline, now);
                 }
             }
             _ => {

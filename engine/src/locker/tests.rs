@@ -82,7 +82,7 @@ fn a_grant_is_trusted_from_the_send_time_and_renewed_at_the_fraction() {
     assert_eq!(c.poll_timeout(), Some(600));
     c.handle_timeout(600);
     let renew = c.poll_transmit().unwrap();
-    assert!(matches!(renew.request, Request::Renew { .. }));
+    assert!(matches!(renew.request, Request::Renew(_)));
     assert_eq!(renew.deadline, 1_000);
     c.handle_reply(renew.id, Reply::Done, 620);
     let ev = events(&mut c);

@@ -10,10 +10,8 @@ use std::sync::atomic::AtomicBool;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use lockwright_engine::lease::LeaseKey;
-use lockwright_engine::locker::{
-    Access, Ended, Event, LockerCore, Reply, Request, RequestId, Transmit,
-};
-use lockwright_engine::{Error, LockStore, Renewal, SharedLimit};
+use lockwright_engine::locker::{Ended, Event, LockerCore, Reply, RequestId, Transmit};
+use lockwright_engine::{Error, LockStore};
 use rand_core::{OsRng, UnwrapErr};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
@@ -27,42 +25,7 @@ type InFlight = Pin<Box<dyn Future<Output = Option<(RequestId, Reply)>> + Send>>
 /// counts it as unanswered).
 fn perform<S: LockStore>(client: Client<S>, t: Transmit, deadline: Instant) -> InFlight {
     Box::pin(async move {
-        let work = async {
-            match t.request {
-                Request::Lock { request, access } => {
-                    let store = client.store();
-                    let granted = match access {
-                        Access::Exclusive => store.xlock(&request).await,
-                        Access::Shared(limit) => match limit.map(SharedLimit::new).transpose() {
-                            Ok(limit) => store.slock(&request, limit).await,
-                            Err(e) => Err(e),
-                        },
-                    };
-                    Reply::from_lock(granted)
-                }
-                // A guard's group is its one lock: renewed and released in one round trip.
-                Request::Renew {
-                    resource,
-                    lock_id,
-                    ttl,
-                } => {
-                    let lock = Renewal {
-                        resource,
-                        lock_id,
-                        ttl,
-                    };
-                    let renewed = client.store().renew_one(&lock, client.renew_margin());
-                    Reply::from_done(renewed.await)
-                }
-                Request::RenewMany { locks } => {
-                    let margin = client.renew_margin();
-                    Reply::from_batch(client.store().renew_many(&locks, margin).await)
-                }
-                Request::Unlock { resource, lock_id } => {
-                    Reply::from_done(client.store().unlock_one(&resource, &lock_id).await)
-                }
-            }
-        };
+        let work = t.request.send_to(client.store(), client.renew_margin());
         let reply = tokio::time::timeout_at(deadline, work).await.ok()?;
         Some((t.id, reply))
     })

@@ -42,6 +42,14 @@ fn at_once<T>(f: impl Future<Output = T>) -> T {
     f.now_or_never().expect("a store-mem operation suspended")
 }
 
+/// Where a request came from, and so where its reply goes.
+#[derive(Clone, Copy, Debug)]
+struct Route {
+    client: usize,
+    incarnation: u32,
+    id: RequestId,
+}
+
 #[derive(Debug)]
 enum Event {
     /// The client's core or application has something due.
@@ -51,16 +59,12 @@ enum Event {
         token: u64,
     },
     AtStore {
-        client: usize,
-        incarnation: u32,
-        id: RequestId,
+        route: Route,
         request: Request,
         deadline: u64,
     },
     Reply {
-        client: usize,
-        incarnation: u32,
-        id: RequestId,
+        route: Route,
         reply: Reply,
         /// The request's deadline when it was a lock request (to count late grants).
         lock_deadline: Option<u64>,
@@ -311,19 +315,20 @@ impl World {
                 self.settle(client);
             }
             Event::AtStore {
-                client,
-                incarnation,
-                id,
+                route,
                 request,
                 deadline,
-            } => self.at_store(client, incarnation, id, request, deadline),
+            } => self.at_store(route, request, deadline),
             Event::Reply {
-                client,
-                incarnation,
-                id,
+                route,
                 reply,
                 lock_deadline,
             } => {
+                let Route {
+                    client,
+                    incarnation,
+                    id,
+                } = route;
                 let c = &self.clients[client];
                 if c.incarnation != incarnation || c.crashed {
                     return;

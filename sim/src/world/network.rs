@@ -3,17 +3,17 @@
 //! client faults, pauses longer than the TTL and crashes.
 
 use lockwright_engine::Error;
-use lockwright_engine::locker::{Reply, Request, RequestId, Transmit};
+use lockwright_engine::locker::{Reply, Request, Transmit};
 use rand::Rng;
 
 use super::app::App;
-use super::{Event, World};
+use super::{Event, Route, World};
 
 impl World {
     pub(super) fn describe(&self, request: &Request) -> String {
         match request {
             Request::Lock { request, .. } => format!("xlock {}", request.resource),
-            Request::Renew { .. } => "renew".into(),
+            Request::Renew(_) => "renew".into(),
             Request::RenewMany { locks } => format!("renew of {} locks", locks.len()),
             Request::Unlock { .. } => "unlock".into(),
         }
@@ -33,6 +33,11 @@ impl World {
                 format!("renews {} locks in one batch", locks.len()),
             );
         }
+        let route = Route {
+            client,
+            incarnation,
+            id: t.id,
+        };
         let lock_deadline = matches!(t.request, Request::Lock { .. }).then_some(t.deadline);
         if !self.healing && self.rng.random_range(0..100) < self.mix.lost_request_pct {
             self.report.faults.lost_requests += 1;
@@ -41,18 +46,17 @@ impl World {
             if let Request::Unlock { lock_id, .. } = &t.request {
                 self.lost_unlocks.insert(lock_id.clone());
             }
-            self.maybe_connection_error(client, incarnation, t.id, &t.request, lock_deadline);
+            self.maybe_connection_error(route, &t.request, lock_deadline);
             return;
         }
         let at = self.now + self.latency();
+        let (request, deadline) = (t.request, t.deadline);
         self.push(
             at,
             Event::AtStore {
-                client,
-                incarnation,
-                id: t.id,
-                request: t.request,
-                deadline: t.deadline,
+                route,
+                request,
+                deadline,
             },
         );
     }
@@ -61,9 +65,7 @@ impl World {
     /// or, half the time, a connection error after a network delay.
     pub(super) fn maybe_connection_error(
         &mut self,
-        client: usize,
-        incarnation: u32,
-        id: RequestId,
+        route: Route,
         request: &Request,
         lock_deadline: Option<u64>,
     ) {
@@ -72,50 +74,37 @@ impl World {
         }
         let operation = match request {
             Request::Lock { .. } => "lock",
-            Request::Renew { .. } | Request::RenewMany { .. } => "renew",
+            Request::Renew(_) | Request::RenewMany { .. } => "renew",
             Request::Unlock { .. } => "unlock",
         };
-        let at = self.now + self.latency();
-        self.push(
-            at,
-            Event::Reply {
-                client,
-                incarnation,
-                id,
-                reply: Reply::Failed(Error::backend(operation, "connection reset")),
-                lock_deadline,
-            },
-        );
+        let reply = Reply::Failed(Error::backend(operation, "connection reset"));
+        self.send_reply(route, reply, lock_deadline);
     }
 
     /// The store applies a request; the reply may be lost on the way back.
-    pub(super) fn at_store(
-        &mut self,
-        client: usize,
-        incarnation: u32,
-        id: RequestId,
-        request: Request,
-        deadline: u64,
-    ) {
-        let reply = self.apply(client, incarnation, &request);
+    pub(super) fn at_store(&mut self, route: Route, request: Request, deadline: u64) {
+        let reply = self.apply(route.client, route.incarnation, &request);
         let lock_deadline = matches!(request, Request::Lock { .. }).then_some(deadline);
         if !self.healing && self.rng.random_range(0..100) < self.mix.lost_reply_pct {
             self.report.faults.lost_replies += 1;
             let what = self.describe(&request);
-            self.note(Some(client), format!("reply to {what} lost"));
+            self.note(Some(route.client), format!("reply to {what} lost"));
             if let (Request::Lock { request, .. }, Reply::Granted(_)) = (&request, &reply) {
                 self.lost_grants.insert(request.lock_id.clone());
             }
-            self.maybe_connection_error(client, incarnation, id, &request, lock_deadline);
+            self.maybe_connection_error(route, &request, lock_deadline);
             return;
         }
+        self.send_reply(route, reply, lock_deadline);
+    }
+
+    /// A reply travels back to its client after latency.
+    fn send_reply(&mut self, route: Route, reply: Reply, lock_deadline: Option<u64>) {
         let at = self.now + self.latency();
         self.push(
             at,
             Event::Reply {
-                client,
-                incarnation,
-                id,
+                route,
                 reply,
                 lock_deadline,
             },
