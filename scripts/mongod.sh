@@ -291,7 +291,7 @@ make_state_dir() {
 
 # do_start DIR_OR_EMPTY: sets STATE_DIR and URI.
 do_start() {
-    local dir_arg=$1 t0 dbpath logf pidfile forkout port="" pid="" attempt started=0 rc
+    local dir_arg=$1 t0 dbpath logf pidfile forkout port="" pid="" rc
     ensure_installed
     t0=$(now)
     make_state_dir "$dir_arg"
@@ -304,39 +304,13 @@ do_start() {
     mkdir -- "$dbpath"
     log "state dir: $STATE_DIR"
 
-    # The OS picks a free port; if something grabs it before mongod binds it,
-    # try again with another.
-    for attempt in 1 2 3 4 5; do
-        port=$(free_port) || die "could not get a free loopback port from the OS"
-        write_state "$STATE_DIR" "$port" "" "$dbpath" "$logf" "$pidfile" ""
-        # Detach mongod from our stdin/stdout/stderr so that callers doing
-        # URI=$(scripts/mongod.sh start) are not held up by the daemon.
-        # Test commands: the retry tests use the failCommand fail point. A snapshot history
-        # of 1 s instead of 300: a dropped collection's files are removed once the history
-        # no longer needs them, and the test suite and the kill matrix create and drop
-        # thousands of collections (20,000 open files would end mongod).
-        if "$MONGOD" --dbpath "$dbpath" --bind_ip 127.0.0.1 --port "$port" \
-            --replSet "$RS_NAME" --fork --logpath "$logf" --pidfilepath "$pidfile" \
-            --nounixsocket --setParameter diagnosticDataCollectionEnabled=false \
-            --setParameter enableTestCommands=1 \
-            --setParameter minSnapshotHistoryWindowInSeconds=1 \
-            --wiredTigerCacheSizeGB 0.25 \
-            --wiredTigerEngineConfigString 'log=(prealloc=false,file_max=20MB)' \
-            </dev/null >"$forkout" 2>&1; then
-            started=1
-            break
-        fi
-        if grep -qs 'Address already in use' -- "$logf" "$forkout"; then
-            log "port $port was taken before mongod could bind it (attempt $attempt); trying another"
-            continue
-        fi
-        show_log_tail "$logf" "$forkout"
-        die "mongod failed to start (see above)"
-    done
-    ((started)) || {
-        show_log_tail "$logf" "$forkout"
-        die "mongod could not bind a free port after $attempt attempts"
-    }
+    # Test commands: the retry tests use the failCommand fail point. A snapshot history
+    # of 1 s instead of 300: a dropped collection's files are removed once the history
+    # no longer needs them, and the test suite and the kill matrix create and drop
+    # thousands of collections (20,000 open files would end mongod).
+    launch_on_free_port mongod record_single_port "$dbpath" "$logf" "$pidfile" "$forkout" \
+        --setParameter enableTestCommands=1 --setParameter minSnapshotHistoryWindowInSeconds=1
+    port=$PORT
     pid=$(<"$pidfile") || die "mongod started but wrote no pid file $pidfile"
     pid=${pid//[[:space:]]/}
     URI="mongodb://127.0.0.1:$port/?replicaSet=$RS_NAME"
@@ -357,22 +331,62 @@ do_start() {
 
 # ------------------------------------------------------- three members ---
 
-# launch_member DBPATH PORT LOGF PIDFILE FORKOUT: start one member of the set,
-# forked. Exit codes: 0 started, 3 the port was taken, 1 any other failure.
+# launch_member DBPATH PORT LOGF PIDFILE FORKOUT [MONGOD ARGS...]: start one mongod,
+# forked. Exit codes: 0 started, 3 the port was taken, 1 any other failure. mongod is
+# detached from our stdin/stdout/stderr so that callers doing URI=$(scripts/mongod.sh
+# start) are not held up by the daemon.
 launch_member() {
     local dbpath=$1 port=$2 logf=$3 pidfile=$4 forkout=$5
+    shift 5
     if "$MONGOD" --dbpath "$dbpath" --bind_ip 127.0.0.1 --port "$port" \
         --replSet "$RS_NAME" --fork --logpath "$logf" --logappend --pidfilepath "$pidfile" \
         --nounixsocket --setParameter diagnosticDataCollectionEnabled=false \
         --wiredTigerCacheSizeGB 0.25 \
         --wiredTigerEngineConfigString 'log=(prealloc=false,file_max=20MB)' \
-        </dev/null >"$forkout" 2>&1; then
+        "$@" </dev/null >"$forkout" 2>&1; then
         return 0
     fi
     if grep -qs 'Address already in use' -- "$logf" "$forkout"; then
         return 3
     fi
     return 1
+}
+
+# launch_on_free_port LABEL RECORD DBPATH LOGF PIDFILE FORKOUT [MONGOD ARGS...]: start
+# one mongod (launch_member) on a port the OS picks, calling RECORD PORT first so the
+# state file names it; if something grabs the port before mongod binds it, try again
+# with another. Sets PORT; dies when mongod fails otherwise or no port could be bound.
+launch_on_free_port() {
+    local label=$1 record=$2 dbpath=$3 logf=$4 pidfile=$5 forkout=$6 attempt rc
+    shift 6
+    for attempt in 1 2 3 4 5; do
+        PORT=$(free_port) || die "could not get a free loopback port from the OS"
+        "$record" "$PORT"
+        rc=0
+        launch_member "$dbpath" "$PORT" "$logf" "$pidfile" "$forkout" "$@" || rc=$?
+        if ((rc == 0)); then
+            return 0
+        fi
+        if ((rc != 3)); then
+            show_log_tail "$logf" "$forkout"
+            die "$label failed to start (see above)"
+        fi
+        log "port $PORT was taken before $label could bind it (attempt $attempt); trying another"
+    done
+    show_log_tail "$logf" "$forkout"
+    die "$label could not bind a free port after $attempt attempts"
+}
+
+# record_single_port PORT: the single mongod's state file, before it starts (reads
+# do_start's dbpath, logf and pidfile).
+record_single_port() {
+    write_state "$STATE_DIR" "$1" "" "$dbpath" "$logf" "$pidfile" ""
+}
+
+# record_member_port PORT: member CURRENT_MEMBER's port in the set's state file.
+record_member_port() {
+    M_PORT[CURRENT_MEMBER]=$1
+    write_set_state "$STATE_DIR"
 }
 
 # Members of a set, indexed 0..MEMBERS-1; filled by do_start_set or load_set.
@@ -558,7 +572,7 @@ PY
 
 # do_start_set DIR_OR_EMPTY N: start an N-member set; sets STATE_DIR and URI.
 do_start_set() {
-    local dir_arg=$1 n=$2 t0 i d port pid attempt started rc hosts=""
+    local dir_arg=$1 n=$2 t0 i d port pid rc hosts=""
     ensure_installed
     t0=$(now)
     make_state_dir "$dir_arg"
@@ -574,31 +588,10 @@ do_start_set() {
 
     for ((i = 0; i < n; i++)); do
         mkdir -p -- "${M_DBPATH[$i]}"
-        started=0
-        # The OS picks a free port; if something grabs it before mongod binds
-        # it, try again with another.
-        for attempt in 1 2 3 4 5; do
-            port=$(free_port) || die "could not get a free loopback port from the OS"
-            M_PORT[i]=$port
-            write_set_state "$STATE_DIR"
-            rc=0
-            launch_member "${M_DBPATH[$i]}" "$port" "${M_LOG[$i]}" "${M_PIDFILE[$i]}" \
-                "$STATE_DIR/member-$i/mongod.fork.out" || rc=$?
-            if ((rc == 0)); then
-                started=1
-                break
-            fi
-            if ((rc == 3)); then
-                log "port $port was taken before member $i could bind it (attempt $attempt); trying another"
-                continue
-            fi
-            show_log_tail "${M_LOG[$i]}" "$STATE_DIR/member-$i/mongod.fork.out"
-            die "member $i failed to start (see above)"
-        done
-        ((started)) || {
-            show_log_tail "${M_LOG[$i]}" "$STATE_DIR/member-$i/mongod.fork.out"
-            die "member $i could not bind a free port after $attempt attempts"
-        }
+        CURRENT_MEMBER=$i
+        launch_on_free_port "member $i" record_member_port "${M_DBPATH[$i]}" "${M_LOG[$i]}" \
+            "${M_PIDFILE[$i]}" "$STATE_DIR/member-$i/mongod.fork.out"
+        port=$PORT
         pid=$(<"${M_PIDFILE[$i]}") || die "member $i started but wrote no pid file ${M_PIDFILE[$i]}"
         M_PID[i]=${pid//[[:space:]]/}
         hosts+="${hosts:+,}127.0.0.1:$port"
