@@ -5,7 +5,7 @@
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, BenchmarkId};
 use lockwright_benches::Record;
-use lockwright_engine::{Error, LockRequest, LockStore, SharedLimit};
+use lockwright_engine::{Error, LockRequest, LockStatus, LockStore, SharedLimit};
 use lockwright_store_mongo::MongoStore;
 use lockwright_store_mongo::test_support::request;
 use mongodb::bson::{Document, doc};
@@ -62,6 +62,37 @@ impl<'a> Single<'a> {
         bump_baseline(&self.plain_coll).await
     }
 
+    /// A grant of a fresh lock on `resource` by `grant`, measured twice: interleaved with
+    /// the baseline on the client without command monitoring (the medians and their ratio,
+    /// in `record.extra`), then by criterion on the monitored client (latency and round
+    /// trips). Each grant is released, untimed.
+    fn grant_vs_baseline(
+        &self,
+        group: &mut BenchmarkGroup<'_, WallTime>,
+        mut record: Record,
+        resource: &str,
+        grant: impl AsyncFn(&MongoStore, &LockRequest) -> Result<LockStatus, Error>,
+    ) {
+        let prepare = async |seq| request(resource, &fresh_id(seq), None);
+        record.extra = self.bench.paired(
+            self.paired_rounds,
+            async || self.plain_baseline().await,
+            prepare,
+            async |req: &LockRequest| grant(&self.plain, req).await,
+            async |req: LockRequest, _| self.plain_release(req).await,
+        );
+        let id = BenchmarkId::from_parameter(&record.function);
+        self.bench.run(
+            group,
+            record,
+            id,
+            prepare,
+            async |req: &LockRequest| grant(&self.latency, req).await,
+            async |req: LockRequest, _| self.release(req).await,
+            |r| assert!(r.is_ok(), "{r:?}"),
+        );
+    }
+
     /// Releases the group of `req` through the monitored store.
     pub async fn release(&self, req: LockRequest) {
         self.latency.unlock(&req.lock_id).await.unwrap();
@@ -116,26 +147,11 @@ pub fn baseline(
 
 /// `xlock` (also interleaved with the baseline) and `xlock_unlock`.
 pub fn xlock(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) {
-    let bench = s.bench;
-    let xlock_prepare = async |seq| request("x", &fresh_id(seq), None);
-    let mut record = Record::new(GROUP, "xlock", None, 1);
-    record.extra = bench.paired(
-        s.paired_rounds,
-        async || s.plain_baseline().await,
-        xlock_prepare,
-        async |req: &LockRequest| s.plain.xlock(req).await,
-        async |req: LockRequest, _| s.plain_release(req).await,
-    );
-    bench.run(
-        group,
-        record,
-        BenchmarkId::from_parameter("xlock"),
-        xlock_prepare,
-        async |req: &LockRequest| s.latency.xlock(req).await,
-        async |req: LockRequest, _| s.release(req).await,
-        |r| assert!(r.is_ok(), "{r:?}"),
-    );
-    bench.run(
+    let record = Record::new(GROUP, "xlock", None, 1);
+    s.grant_vs_baseline(group, record, "x", async |store, req| {
+        store.xlock(req).await
+    });
+    s.bench.run(
         group,
         Record::new(GROUP, "xlock_unlock", None, 1),
         BenchmarkId::from_parameter("xlock_unlock"),
@@ -168,25 +184,11 @@ pub fn slock_at_limit(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) 
                 .unwrap();
         }
     });
-    let slock_prepare = async |seq| request("s-limit", &fresh_id(seq), None);
     let mut record = Record::new(GROUP, "slock_at_limit", None, 1);
     record.note = Some("limit 4, 3 held: the grant fills the resource".into());
-    record.extra = bench.paired(
-        s.paired_rounds,
-        async || s.plain_baseline().await,
-        slock_prepare,
-        async |req: &LockRequest| s.plain.slock(req, limit).await,
-        async |req: LockRequest, _| s.plain_release(req).await,
-    );
-    bench.run(
-        group,
-        record,
-        BenchmarkId::from_parameter("slock_at_limit"),
-        slock_prepare,
-        async |req: &LockRequest| latency.slock(req, limit).await,
-        async |req: LockRequest, _| s.release(req).await,
-        |r| assert!(r.is_ok(), "{r:?}"),
-    );
+    s.grant_vs_baseline(group, record, "s-limit", async |store, req| {
+        store.slock(req, limit).await
+    });
 }
 
 /// `slock_refused_full`: the same request on a resource already holding 4 of 4.
