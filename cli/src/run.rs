@@ -178,10 +178,12 @@ async fn holders(client: &Client<MongoStore>, resource: &str) -> String {
 /// One holder: `OWNER on HOST (MODE, fence F, 12.0s left, #tag)`.
 fn describe(lock: &LockStatus) -> String {
     let owner = lock
+        .holder
         .owner
         .as_deref()
         .map_or_else(|| "an unnamed owner".to_owned(), |o| Escaped(o).to_string());
     let host = lock
+        .holder
         .host
         .as_deref()
         .map(|h| format!(" on {}", Escaped(h)))

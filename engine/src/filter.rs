@@ -148,7 +148,7 @@ impl Filter {
             && self
                 .owner
                 .as_ref()
-                .is_none_or(|o| lock.owner.as_ref() == Some(o))
+                .is_none_or(|o| lock.holder.owner.as_ref() == Some(o))
             && self.mode.is_none_or(|m| m == mode)
             && self.created_before.is_none_or(|t| lock.created_at < t)
             && self.created_after.is_none_or(|t| lock.created_at > t)

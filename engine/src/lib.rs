@@ -47,7 +47,9 @@ pub mod time;
 
 pub use error::{BoxError, Error, MalformedDocument, Result};
 pub use filter::Filter;
-pub use lock::{LockDetails, LockRequest, LockStatus, Mode, Renewal, SharedLimit, StoredLock};
+pub use lock::{
+    Holder, LockDetails, LockRequest, LockStatus, Mode, Renewal, SharedLimit, StoredLock,
+};
 pub use names::{LockId, Resource};
 pub use port::LockStore;
 pub use table::{LockTable, ResourceState};

@@ -29,6 +29,41 @@ impl fmt::Display for Mode {
     }
 }
 
+/// Who took a lock, from where, and why: text a store keeps with the lock and reports back.
+/// No lock rule reads it (a status filter may select by owner). Each field, when set, is
+/// non-empty and at most [`MAX_DETAIL_LEN`] bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Holder {
+    /// Who is taking the lock (a user or service name).
+    pub owner: Option<String>,
+    /// The host the lock is taken from.
+    pub host: Option<String>,
+    /// Free text, e.g. the job the lock protects.
+    pub comment: Option<String>,
+}
+
+impl Holder {
+    /// Checks every field, as a lock request does.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming the first bad field: `owner`, `host` or `comment` (empty or
+    /// over [`MAX_DETAIL_LEN`] bytes).
+    pub fn check(&self) -> Result<(), Error> {
+        let fields = [
+            ("owner", &self.owner),
+            ("host", &self.host),
+            ("comment", &self.comment),
+        ];
+        for (field, value) in fields {
+            if let Some(v) = value {
+                check_text(field, v, MAX_DETAIL_LEN)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Optional facts about a lock, as the caller gives them. Checked when a lock is requested.
 ///
 /// ```
@@ -36,17 +71,15 @@ impl fmt::Display for Mode {
 /// use lockwright_engine::LockDetails;
 ///
 /// let details = LockDetails::new().owner("billing-worker").ttl(Duration::from_secs(30));
+/// assert_eq!(details.holder.owner.as_deref(), Some("billing-worker"));
 /// assert_eq!(details.ttl, Some(Duration::from_secs(30)));
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct LockDetails {
-    /// Who is taking the lock (a user or service name).
-    pub owner: Option<String>,
-    /// The host the lock is taken from.
-    pub host: Option<String>,
-    /// Free text, e.g. the job the lock protects.
-    pub comment: Option<String>,
+    /// Who takes the lock, from where, and why.
+    #[serde(flatten)]
+    pub holder: Holder,
     /// How long the lock lives unless renewed; `None`: until unlocked.
     pub ttl: Option<Duration>,
 }
@@ -61,21 +94,21 @@ impl LockDetails {
     /// Sets the owner.
     #[must_use]
     pub fn owner(mut self, owner: impl Into<String>) -> Self {
-        self.owner = Some(owner.into());
+        self.holder.owner = Some(owner.into());
         self
     }
 
     /// Sets the host.
     #[must_use]
     pub fn host(mut self, host: impl Into<String>) -> Self {
-        self.host = Some(host.into());
+        self.holder.host = Some(host.into());
         self
     }
 
     /// Sets the comment.
     #[must_use]
     pub fn comment(mut self, comment: impl Into<String>) -> Self {
-        self.comment = Some(comment.into());
+        self.holder.comment = Some(comment.into());
         self
     }
 
@@ -92,16 +125,10 @@ impl LockDetails {
     /// `InvalidArgument` naming the first bad field: `owner`, `host`, `comment` (empty or
     /// over [`MAX_DETAIL_LEN`] bytes) or `ttl` (zero, under 1 ms, or over 100 years).
     pub fn check(&self) -> Result<(), Error> {
-        check_detail("owner", self.owner.as_ref())?;
-        check_detail("host", self.host.as_ref())?;
-        check_detail("comment", self.comment.as_ref())?;
+        self.holder.check()?;
         self.ttl.map(Ttl::new).transpose()?;
         Ok(())
     }
-}
-
-fn check_detail(field: &'static str, value: Option<&String>) -> Result<(), Error> {
-    value.map_or(Ok(()), |v| check_text(field, v, MAX_DETAIL_LEN))
 }
 
 /// One lock to renew in a batch: the lock `lock_id` holds on `resource`, for `ttl`.
@@ -123,12 +150,8 @@ pub struct LockRequest {
     pub resource: Resource,
     /// The group the lock joins.
     pub lock_id: LockId,
-    /// Who is taking the lock.
-    pub owner: Option<String>,
-    /// The host the lock is taken from.
-    pub host: Option<String>,
-    /// Free text.
-    pub comment: Option<String>,
+    /// Who takes it, from where, and why.
+    pub holder: Holder,
     /// Time to live; `None`: until unlocked.
     pub ttl: Option<Ttl>,
 }
@@ -147,9 +170,7 @@ impl LockRequest {
         Ok(LockRequest {
             resource,
             lock_id,
-            owner: details.owner.clone(),
-            host: details.host.clone(),
-            comment: details.comment.clone(),
+            holder: details.holder.clone(),
             ttl,
         })
     }
@@ -197,12 +218,9 @@ impl From<SharedLimit> for u32 {
 pub struct StoredLock {
     /// The group the lock belongs to.
     pub lock_id: LockId,
-    /// Who took it.
-    pub owner: Option<String>,
-    /// Where it was taken from.
-    pub host: Option<String>,
-    /// Free text.
-    pub comment: Option<String>,
+    /// Who took it, from where, and why.
+    #[serde(flatten)]
+    pub holder: Holder,
     /// When it was granted (the store's clock).
     pub created_at: Timestamp,
     /// When it was last renewed.
@@ -220,9 +238,7 @@ impl StoredLock {
     pub fn new(lock_id: LockId, created_at: Timestamp, fence: u64) -> Self {
         StoredLock {
             lock_id,
-            owner: None,
-            host: None,
-            comment: None,
+            holder: Holder::default(),
             created_at,
             renewed_at: None,
             expires_at: None,
@@ -235,9 +251,7 @@ impl StoredLock {
     pub fn granted(request: &LockRequest, now: Timestamp, fence: u64) -> Self {
         StoredLock {
             lock_id: request.lock_id.clone(),
-            owner: request.owner.clone(),
-            host: request.host.clone(),
-            comment: request.comment.clone(),
+            holder: request.holder.clone(),
             created_at: now,
             renewed_at: None,
             expires_at: request.ttl.map(|t| now.saturating_add(t.as_duration())),
@@ -275,9 +289,7 @@ impl StoredLock {
             resource: resource.clone(),
             lock_id: self.lock_id.clone(),
             mode,
-            owner: self.owner.clone(),
-            host: self.host.clone(),
-            comment: self.comment.clone(),
+            holder: self.holder.clone(),
             created_at: self.created_at,
             renewed_at: self.renewed_at,
             expires_at: self.expires_at,
@@ -297,12 +309,9 @@ pub struct LockStatus {
     pub lock_id: LockId,
     /// Exclusive or shared.
     pub mode: Mode,
-    /// Who took it.
-    pub owner: Option<String>,
-    /// Where it was taken from.
-    pub host: Option<String>,
-    /// Free text.
-    pub comment: Option<String>,
+    /// Who took it, from where, and why.
+    #[serde(flatten)]
+    pub holder: Holder,
     /// When it was granted (the store's clock).
     pub created_at: Timestamp,
     /// When it was last renewed.

@@ -3,8 +3,8 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use lockwright_engine::LockDetails;
 use lockwright_engine::locker::Access;
+use lockwright_engine::{Holder, LockDetails};
 use serde::{Deserialize, Serialize};
 
 /// What [`Locker::acquire`](crate::Locker::acquire) asks for: exclusive or shared access
@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 ///     .owner("billing-worker")
 ///     .comment("invoice run");
 /// assert_eq!(options.access, Access::Shared(Some(5)));
-/// assert_eq!(options.owner.as_deref(), Some("billing-worker"));
+/// assert_eq!(options.holder.owner.as_deref(), Some("billing-worker"));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -30,12 +30,10 @@ pub struct LockOptions {
     pub access: Access,
     /// How long the lock lives unless renewed; the locker renews it until it is released.
     pub ttl: Duration,
-    /// Who holds the lock (a user or service name).
-    pub owner: Option<String>,
-    /// The host the lock is held from; this machine's hostname unless set otherwise.
-    pub host: Option<String>,
-    /// Free text, such as the job the lock protects.
-    pub comment: Option<String>,
+    /// Who holds the lock, from where (this machine's hostname unless set otherwise), and
+    /// why.
+    #[serde(flatten)]
+    pub holder: Holder,
 }
 
 impl LockOptions {
@@ -55,42 +53,40 @@ impl LockOptions {
     /// `access` with `ttl`, no owner or comment, and this machine's hostname.
     #[must_use]
     pub fn new(access: Access, ttl: Duration) -> Self {
+        let mut holder = Holder::default();
+        holder.host = hostname().map(str::to_owned);
         LockOptions {
             access,
             ttl,
-            owner: None,
-            host: hostname().map(str::to_owned),
-            comment: None,
+            holder,
         }
     }
 
     /// Sets the owner.
     #[must_use]
     pub fn owner(mut self, owner: impl Into<String>) -> Self {
-        self.owner = Some(owner.into());
+        self.holder.owner = Some(owner.into());
         self
     }
 
     /// Sets the host (`None`: record no host).
     #[must_use]
     pub fn host(mut self, host: Option<String>) -> Self {
-        self.host = host;
+        self.holder.host = host;
         self
     }
 
     /// Sets the comment.
     #[must_use]
     pub fn comment(mut self, comment: impl Into<String>) -> Self {
-        self.comment = Some(comment.into());
+        self.holder.comment = Some(comment.into());
         self
     }
 
     /// What the store records with the lock (the TTL included).
     pub(crate) fn details(&self) -> LockDetails {
         let mut details = LockDetails::new().ttl(self.ttl);
-        details.owner.clone_from(&self.owner);
-        details.host.clone_from(&self.host);
-        details.comment.clone_from(&self.comment);
+        details.holder.clone_from(&self.holder);
         details
     }
 }
@@ -119,12 +115,12 @@ mod tests {
     fn the_host_defaults_to_the_hostname() {
         let options = LockOptions::exclusive(Duration::from_secs(1));
         let expected = gethostname::gethostname().to_string_lossy().into_owned();
-        assert_eq!(options.host.as_deref(), Some(expected.as_str()));
-        assert_eq!(options.clone().host(None).host, None);
+        assert_eq!(options.holder.host.as_deref(), Some(expected.as_str()));
+        assert_eq!(options.clone().host(None).holder.host, None);
         let details = options.owner("o").comment("c").details();
-        assert_eq!(details.owner.as_deref(), Some("o"));
-        assert_eq!(details.comment.as_deref(), Some("c"));
-        assert_eq!(details.host.as_deref(), Some(expected.as_str()));
+        assert_eq!(details.holder.owner.as_deref(), Some("o"));
+        assert_eq!(details.holder.comment.as_deref(), Some("c"));
+        assert_eq!(details.holder.host.as_deref(), Some(expected.as_str()));
         assert_eq!(details.ttl, Some(Duration::from_secs(1)));
     }
 }

@@ -338,7 +338,7 @@ async fn options_are_recorded_with_the_lock<B: Backend>() {
     let options = LockOptions::shared(Some(2), B::TTL)
         .owner("billing-worker")
         .comment("invoice run");
-    let host = options.host.clone();
+    let host = options.holder.host.clone();
     assert!(host.is_some(), "the host defaults to the hostname");
     let first = locker.acquire("tenant", &options).await.unwrap();
     let second = locker.acquire("tenant", &options).await.unwrap();
@@ -350,9 +350,9 @@ async fn options_are_recorded_with_the_lock<B: Backend>() {
     let found = locker.client().status(&Filter::new()).await.unwrap();
     assert_eq!(found.len(), 2, "{found:?}");
     for lock in &found {
-        assert_eq!(lock.owner.as_deref(), Some("billing-worker"));
-        assert_eq!(lock.comment.as_deref(), Some("invoice run"));
-        assert_eq!(lock.host, host);
+        assert_eq!(lock.holder.owner.as_deref(), Some("billing-worker"));
+        assert_eq!(lock.holder.comment.as_deref(), Some("invoice run"));
+        assert_eq!(lock.holder.host, host);
     }
     for (bad, field) in [
         (options.clone().owner(""), "owner"),

@@ -285,9 +285,9 @@ impl Decoder<'_> {
             Some(b) => self.int(&format!("{at}.{FENCE}"), b)?,
         };
         let mut lock = StoredLock::new(lock_id, created_at, fence);
-        lock.owner = detail(l, OWNER);
-        lock.host = detail(l, HOST);
-        lock.comment = detail(l, COMMENT);
+        lock.holder.owner = detail(l, OWNER);
+        lock.holder.host = detail(l, HOST);
+        lock.holder.comment = detail(l, COMMENT);
         lock.renewed_at = self.opt_date(l, at, RENEWED_AT)?;
         lock.expires_at = self.opt_date(l, at, EXPIRES_AT)?;
         Ok(lock)
@@ -347,7 +347,7 @@ mod tests {
         assert_eq!(r.as_str(), "r1");
         assert_eq!(state.last_fence, 0);
         assert!(state.exclusive.is_none());
-        assert_eq!(state.shared[0].owner.as_deref(), Some("john"));
+        assert_eq!(state.shared[0].holder.owner.as_deref(), Some("john"));
         assert_eq!(
             state.shared[0].created_at,
             Timestamp::from_millis(1_516_845_527_243)

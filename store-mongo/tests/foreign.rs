@@ -94,7 +94,7 @@ async fn go_locks_with_long_or_empty_lock_ids_do_not_break_ours() {
         [long.as_str(), "", "mine"],
         "reported as they are"
     );
-    assert_eq!(all[0].owner.as_ref().map(String::len), Some(5000));
+    assert_eq!(all[0].holder.owner.as_ref().map(String::len), Some(5000));
     let renewed = store
         .renew(
             &mine.lock_id,

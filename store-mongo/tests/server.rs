@@ -389,7 +389,7 @@ async fn reads_renews_unlocks_and_purges_go_documents() {
     assert_eq!(all.len(), 3);
     assert_eq!(all[0].resource.as_str(), "go-exclusive");
     assert_eq!(all[0].ttl, Some(Duration::from_secs(8)));
-    assert_eq!(all[2].owner.as_deref(), Some("jane"));
+    assert_eq!(all[2].holder.owner.as_deref(), Some("jane"));
 
     // The Go locks block ours, and our grants carry on from Go's documents.
     assert!(matches!(
@@ -758,7 +758,7 @@ async fn dollar_strings_are_data_not_expressions() {
         .await
         .unwrap();
     assert_eq!(granted.lock_id.as_str(), sneaky);
-    assert_eq!(granted.owner.as_deref(), Some("$$NOW"));
+    assert_eq!(granted.holder.owner.as_deref(), Some("$$NOW"));
     store
         .slock(&request("plain", sneaky, None), None)
         .await

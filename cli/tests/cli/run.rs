@@ -128,6 +128,7 @@ fn a_held_lock_exits_75_without_wait_and_is_shown_by_status() {
         &locks[0].lock_id.tag(),
         &locks[0].fence.to_string(),
         locks[0]
+            .holder
             .host
             .as_deref()
             .expect("host defaults to the hostname"),

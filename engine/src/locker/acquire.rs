@@ -36,9 +36,7 @@ impl<R: RngCore> LockerCore<R> {
         let request = LockRequest {
             resource,
             lock_id,
-            owner: details.owner.clone(),
-            host: details.host.clone(),
-            comment: details.comment.clone(),
+            holder: details.holder.clone(),
             ttl: Some(ttl),
         };
         let id = self.send(

@@ -47,9 +47,9 @@ fn new_lock(request: &LockRequest, now: &Bson) -> Document {
     });
     doc! {
         LOCK_ID: literal(request.lock_id.as_str()),
-        OWNER: opt_literal(request.owner.as_ref()),
-        HOST: opt_literal(request.host.as_ref()),
-        COMMENT: opt_literal(request.comment.as_ref()),
+        OWNER: opt_literal(request.holder.owner.as_ref()),
+        HOST: opt_literal(request.holder.host.as_ref()),
+        COMMENT: opt_literal(request.holder.comment.as_ref()),
         CREATED_AT: now.clone(),
         RENEWED_AT: Bson::Null,
         EXPIRES_AT: expires,

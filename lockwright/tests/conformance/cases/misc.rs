@@ -25,7 +25,7 @@ cases! {
         cx.client.slock("r", &a, &d, Some(5)).await.expect("grant");
         let s = all(cx).await.remove(0);
         assert_eq!(
-            (s.owner.as_deref(), s.host.as_deref(), s.comment.as_deref()),
+            (s.holder.owner.as_deref(), s.holder.host.as_deref(), s.holder.comment.as_deref()),
             (
                 Some("ünïcode owner"),
                 Some("h-1.example"),

@@ -235,7 +235,7 @@ cases! {
         let found = cx.client.status(&f).await.expect("status");
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].ttl, Some(secs(10)));
-        assert_eq!(found[0].owner.as_deref(), Some("alice"));
+        assert_eq!(found[0].holder.owner.as_deref(), Some("alice"));
     }
 
     async fn status_orders_oldest_first(cx) {

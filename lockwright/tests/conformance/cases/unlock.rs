@@ -25,7 +25,7 @@ cases! {
             vec![pair("r3", &a), pair("r2", &a), pair("r1", &a)]
         );
         assert_eq!(released[1].mode, Mode::Shared);
-        assert_eq!(released[1].owner.as_deref(), Some("o2"));
+        assert_eq!(released[1].holder.owner.as_deref(), Some("o2"));
         assert!(all(cx).await.is_empty());
     }
 
