@@ -636,17 +636,31 @@ do_stop_set() {
         M_PORT=("${saved[@]}")
     fi
     for i in "${alive[@]}"; do
-        if ! wait_gone "${M_PID[$i]}" "${M_DBPATH[$i]}" 10; then
-            log "member $i (pid ${M_PID[$i]}) still running after 10 s; sending SIGTERM"
-            kill -TERM "${M_PID[$i]}" 2>/dev/null || true
-            if ! wait_gone "${M_PID[$i]}" "${M_DBPATH[$i]}" 20; then
-                log "member $i (pid ${M_PID[$i]}) still running; sending SIGKILL"
-                kill -KILL "${M_PID[$i]}" 2>/dev/null || true
-                wait_gone "${M_PID[$i]}" "${M_DBPATH[$i]}" 5 || log "warning: mongod ${M_PID[$i]} survived SIGKILL"
-            fi
-        fi
+        wait_or_kill "member $i (pid ${M_PID[$i]})" "${M_PID[$i]}" "${M_DBPATH[$i]}" 10
     done
     return 0
+}
+
+# wait_or_kill LABEL PID DBPATH GRACE: once a shutdown was asked for, wait up to GRACE
+# seconds for mongod PID to exit; then SIGTERM and 20 s more; then SIGKILL.
+wait_or_kill() {
+    local label=$1 pid=$2 dbpath=$3 grace=$4
+    wait_gone "$pid" "$dbpath" "$grace" && return 0
+    log "$label still running after $grace s; sending SIGTERM"
+    kill -TERM "$pid" 2>/dev/null || true
+    wait_gone "$pid" "$dbpath" 20 && return 0
+    log "$label still running; sending SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+    wait_gone "$pid" "$dbpath" 5 || log "warning: $label survived SIGKILL"
+}
+
+# remove_state_dir DIR: the last step of a stop.
+remove_state_dir() {
+    rm -rf -- "$1" || {
+        log "error: could not remove $1"
+        return 1
+    }
+    log "stopped; removed $1"
 }
 
 # do_stop DIR. Written not to rely on set -e: it also runs from the EXIT trap.
@@ -670,12 +684,8 @@ do_stop() {
     if [[ "$MEMBERS" =~ ^[0-9]+$ ]] && ((MEMBERS > 1)); then
         read_set_vars
         do_stop_set
-        rm -rf -- "$dir" || {
-            log "error: could not remove $dir"
-            return 1
-        }
-        log "stopped; removed $dir"
-        return 0
+        remove_state_dir "$dir"
+        return
     fi
     if [[ -z "$PID" && -n "$PIDFILE" && -f "$PIDFILE" ]]; then
         PID=$(<"$PIDFILE")
@@ -707,18 +717,9 @@ PY
             log "shutdown command failed; sending SIGTERM to $PID"
             kill -TERM "$PID" 2>/dev/null || true
         fi
-        if ! wait_gone "$PID" "$DBPATH" 30; then
-            log "mongod $PID still running after 30 s; sending SIGKILL"
-            kill -KILL "$PID" 2>/dev/null || true
-            wait_gone "$PID" "$DBPATH" 5 || log "warning: mongod $PID survived SIGKILL"
-        fi
+        wait_or_kill "mongod $PID" "$PID" "$DBPATH" 30
     fi
-
-    rm -rf -- "$dir" || {
-        log "error: could not remove $dir"
-        return 1
-    }
-    log "stopped; removed $dir"
+    remove_state_dir "$dir"
 }
 
 on_exit() {

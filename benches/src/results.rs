@@ -127,6 +127,16 @@ impl Record {
         }
     }
 
+    /// A record for `group`/`function` whose parameter is a size (table size, K, N) and
+    /// which handles `size` elements per iteration, started now.
+    #[must_use]
+    pub fn sized(group: &str, function: &str, size: u64) -> Self {
+        Record {
+            size: Some(size),
+            ..Record::new(group, function, Some(size.to_string()), size)
+        }
+    }
+
     /// The benchmark's id, which is also its folder under `target/criterion`.
     #[must_use]
     pub fn id(&self) -> String {

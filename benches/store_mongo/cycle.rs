@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use criterion::measurement::WallTime;
-use criterion::{BenchmarkGroup, BenchmarkId};
+use criterion::BenchmarkGroup;
 use lockwright::DEFAULT_RENEW_MARGIN;
 use lockwright_benches::Record;
 use lockwright_engine::{Error, LockRequest, LockStatus, LockStore, Ttl};
@@ -70,7 +70,6 @@ pub fn cycles(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) {
         s.bench.run(
             group,
             record,
-            BenchmarkId::from_parameter(name),
             prepare,
             async |req| one_lock_cycle(&s.latency, req, renew.then_some(cycle_ttl)).await,
             async |_, _| (),
@@ -99,7 +98,6 @@ pub fn one_lock_operations(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTi
     bench.run(
         group,
         record,
-        BenchmarkId::from_parameter("renew_one"),
         async |_| (),
         async |_| {
             latency
@@ -114,7 +112,6 @@ pub fn one_lock_operations(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTi
     bench.run(
         group,
         record,
-        BenchmarkId::from_parameter("unlock_one"),
         async |seq| {
             let req = request("u-one", &fresh_id(seq), Some(cycle_ttl.as_duration()));
             latency.xlock(&req).await.unwrap()

@@ -6,7 +6,7 @@
 //! `baseline_w1`, `xlock_w1`).
 
 use criterion::measurement::WallTime;
-use criterion::{BenchmarkGroup, BenchmarkId};
+use criterion::BenchmarkGroup;
 use lockwright_benches::Record;
 use lockwright_engine::{Error, Filter, LockStore};
 use lockwright_store_mongo::MongoStore;
@@ -50,7 +50,6 @@ pub fn baseline_twice(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) 
     bench.run(
         group,
         record,
-        BenchmarkId::from_parameter("baseline_twice"),
         async |_| (),
         async |_| twice(coll).await,
         async |_, _| (),
@@ -127,7 +126,6 @@ pub fn slock_appends(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) {
         bench.run(
             group,
             record,
-            BenchmarkId::from_parameter(name),
             async |seq| fresh_id(seq),
             async |id: &String| append(coll, id).await,
             remove,
@@ -153,7 +151,6 @@ pub fn baseline_after_unlock(s: &Single<'_>, group: &mut BenchmarkGroup<'_, Wall
     bench.run(
         group,
         record,
-        BenchmarkId::from_parameter("baseline_after_unlock"),
         async |seq| {
             let req = request("y", &fresh_id(seq), None);
             latency.xlock(&req).await.unwrap();
@@ -181,7 +178,6 @@ pub fn without_journal_wait(
     bench.run(
         group,
         record,
-        BenchmarkId::from_parameter("baseline_noop"),
         async |_| (),
         async |_| upsert(coll, "baseline-noop", doc! { "$set": { "n": 0_i64 } }).await,
         async |_, _| (),
@@ -198,7 +194,6 @@ pub fn without_journal_wait(
     bench.run(
         group,
         record,
-        BenchmarkId::from_parameter("xlock_refused"),
         async |seq| request("x-held", &fresh_id(seq), None),
         async |req| latency.xlock(req).await,
         async |_, _| (),
@@ -224,7 +219,6 @@ pub fn without_journal_wait(
     bench.run(
         group,
         record,
-        BenchmarkId::from_parameter("baseline_w1"),
         async |_| (),
         async |_| bump_baseline(&coll_w1).await,
         async |_, _| (),
@@ -235,7 +229,6 @@ pub fn without_journal_wait(
     bench.run(
         group,
         record,
-        BenchmarkId::from_parameter("xlock_w1"),
         async |seq| request("x", &fresh_id(seq), None),
         async |req| latency_w1.xlock(req).await,
         async |req, _| {

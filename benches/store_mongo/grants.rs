@@ -3,7 +3,7 @@
 //! collections every single-resource benchmark shares.
 
 use criterion::measurement::WallTime;
-use criterion::{BenchmarkGroup, BenchmarkId};
+use criterion::BenchmarkGroup;
 use lockwright_benches::Record;
 use lockwright_engine::{Error, LockRequest, LockStatus, LockStore, SharedLimit};
 use lockwright_store_mongo::MongoStore;
@@ -81,11 +81,9 @@ impl<'a> Single<'a> {
             async |req: &LockRequest| grant(&self.plain, req).await,
             async |req: LockRequest, _| self.plain_release(req).await,
         );
-        let id = BenchmarkId::from_parameter(&record.function);
         self.bench.run(
             group,
             record,
-            id,
             prepare,
             async |req: &LockRequest| grant(&self.latency, req).await,
             async |req: LockRequest, _| self.release(req).await,
@@ -137,7 +135,6 @@ pub fn baseline(
     bench.run(
         group,
         Record::new(GROUP, "baseline", None, 1),
-        BenchmarkId::from_parameter("baseline"),
         async |_| (),
         async |_| bump_baseline(coll).await,
         async |_, _| (),
@@ -154,7 +151,6 @@ pub fn xlock(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) {
     s.bench.run(
         group,
         Record::new(GROUP, "xlock_unlock", None, 1),
-        BenchmarkId::from_parameter("xlock_unlock"),
         async |seq| request("xu", &fresh_id(seq), None),
         async |req| {
             s.latency.xlock(req).await.unwrap();
@@ -199,7 +195,6 @@ pub fn slock_refused_full(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTim
     s.bench.run(
         group,
         record,
-        BenchmarkId::from_parameter("slock_refused_full"),
         async |seq| request("s-full", &fresh_id(seq), None),
         async |req| s.latency.slock(req, limit).await,
         async |_, _| (),

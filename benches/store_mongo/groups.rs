@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use criterion::measurement::WallTime;
-use criterion::{BenchmarkGroup, BenchmarkId};
+use criterion::BenchmarkGroup;
 use lockwright_benches::Record;
 use lockwright_engine::{LockId, LockStore, Mode, Timestamp, Ttl};
 use lockwright_store_mongo::MongoStore;
@@ -39,12 +39,10 @@ pub fn renew(
                 renewing.xlock(&req).await.unwrap();
             }
         });
-        let mut record = Record::new(GROUP, "renew", Some(k.to_string()), k as u64);
-        record.size = Some(k as u64);
+        let record = Record::sized(GROUP, "renew", k as u64);
         let sent = bench.run(
             group,
             record,
-            BenchmarkId::new("renew", k),
             async |_| (),
             async |_| renewing.renew(&lock_id, ttl, Duration::ZERO).await,
             async |_, _| (),
@@ -69,13 +67,11 @@ pub fn unlock(
     let unlocking = bench.rt.block_on(ready_store(client, None));
     for &k in ks {
         let lock_id = LockId::new(format!("unlock-{k}")).unwrap();
-        let mut record = Record::new(GROUP, "unlock", Some(k.to_string()), k as u64);
-        record.size = Some(k as u64);
+        let mut record = Record::sized(GROUP, "unlock", k as u64);
         record.note = Some("the group is inserted again (insert_many) before each run".into());
         bench.run(
             group,
             record,
-            BenchmarkId::new("unlock", k),
             async |_| {
                 let created = server_now();
                 let docs = (0..k)
@@ -123,15 +119,13 @@ fn renew_update_diagnostics(
     };
     let coll = store.collection();
     let db = bench.db.client().database(&coll.namespace().db);
-    let mut record = Record::new(GROUP, "renew_update_alone", Some(k.to_string()), k as u64);
-    record.size = Some(k as u64);
+    let mut record = Record::sized(GROUP, "renew_update_alone", k as u64);
     record.note = Some(format!(
         "diagnostic: renew's update command for {k} locks alone, outside a transaction"
     ));
     bench.run(
         group,
         record,
-        BenchmarkId::new("renew_update_alone", k),
         async |seq| {
             let mut u = updates.clone();
             shift_dates(&mut u, seq);
@@ -150,8 +144,7 @@ fn renew_update_diagnostics(
         async |_, _| (),
         |reply| assert_eq!(reply.get_i32("nModified").ok(), Some(k as i32), "{reply:?}"),
     );
-    let mut record = Record::new(GROUP, "renew_update_set", Some(k.to_string()), k as u64);
-    record.size = Some(k as u64);
+    let mut record = Record::sized(GROUP, "renew_update_set", k as u64);
     record.note = Some(format!(
         "diagnostic: the same change for {k} exclusive locks as a plain $set of two fields"
     ));
@@ -159,7 +152,6 @@ fn renew_update_diagnostics(
     bench.run(
         group,
         record,
-        BenchmarkId::new("renew_update_set", k),
         async |seq| Timestamp::from_millis(base.as_millis() + seq),
         async |now| {
             let expires = now.saturating_add(Duration::from_secs(600));
@@ -173,20 +165,13 @@ fn renew_update_diagnostics(
         async |_, _| (),
         |r| assert_eq!(r.modified_count, k as u64),
     );
-    let mut record = Record::new(
-        GROUP,
-        "renew_update_unindexed",
-        Some(k.to_string()),
-        k as u64,
-    );
-    record.size = Some(k as u64);
+    let mut record = Record::sized(GROUP, "renew_update_unindexed", k as u64);
     record.note = Some(format!(
         "diagnostic: a $set of one field no index covers (renewedAt) on the same {k} locks"
     ));
     bench.run(
         group,
         record,
-        BenchmarkId::new("renew_update_unindexed", k),
         async |seq| Timestamp::from_millis(base.as_millis() + seq),
         async |now| {
             coll.update_many(

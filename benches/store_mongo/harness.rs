@@ -107,13 +107,13 @@ impl Bench<'_> {
     /// counted and their round trips added up) and `cleanup` (untimed). Before its first
     /// sample a probe iteration keeps the commands `op` sends and explains them; `check`
     /// looks at the probe's result (the set-up is what the bench assumes). Returns the
-    /// probe's commands, or `None` when criterion's filter skipped the benchmark.
-    #[allow(clippy::too_many_arguments)]
+    /// probe's commands, or `None` when criterion's filter skipped the benchmark. The
+    /// benchmark's criterion id is the record's function and parameter, so the report
+    /// finds its estimate under [`Record::id`].
     pub fn run<I, T>(
         &self,
         group: &mut BenchmarkGroup<'_, WallTime>,
         mut record: Record,
-        id: BenchmarkId,
         prepare: impl AsyncFn(u64) -> I,
         op: impl AsyncFn(&I) -> T,
         cleanup: impl AsyncFn(I, T),
@@ -123,6 +123,10 @@ impl Bench<'_> {
         let probed: RefCell<Option<Probe>> = RefCell::new(None);
         let tally = Tally::default();
         let (prepare, op, cleanup, tally_ref) = (&prepare, &op, &cleanup, &tally);
+        let id = match &record.parameter {
+            Some(p) => BenchmarkId::new(record.function.clone(), p),
+            None => BenchmarkId::from_parameter(&record.function),
+        };
         group.throughput(Throughput::Elements(record.elements));
         group.bench_function(id, |b| {
             if probed.borrow().is_none() {

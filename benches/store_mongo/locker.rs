@@ -59,8 +59,7 @@ pub fn locker_renewals(bench: &Bench<'_>, client: &Client) {
     );
     let guard_counts: &[usize] = mode.pick(&[1, 10], &[1, 100, 1_000], &[1, 100, 1_000]);
     for &n in guard_counts {
-        let mut record = Record::new(GROUP, "locker_renewals", Some(n.to_string()), n as u64);
-        record.size = Some(n as u64);
+        let record = Record::sized(GROUP, "locker_renewals", n as u64);
         if !selected.selects(&record.id()) {
             continue;
         }

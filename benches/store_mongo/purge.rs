@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::measurement::WallTime;
-use criterion::{BenchmarkGroup, BenchmarkId};
+use criterion::BenchmarkGroup;
 use lockwright_benches::Record;
 use lockwright_engine::{LockStore, ManualClock, Mode, Timestamp};
 use lockwright_store_mongo::{DEFAULT_PURGE_BATCH, MongoStore};
@@ -61,8 +61,7 @@ pub fn purge(
         .block_on(ready_store(client, Some(Arc::new(ManualClock::new(T0)))));
     for &n in ns {
         let batches = n.div_ceil(DEFAULT_PURGE_BATCH);
-        let mut record = Record::new(GROUP, "purge", Some(n.to_string()), n as u64);
-        record.size = Some(n as u64);
+        let mut record = Record::sized(GROUP, "purge", n as u64);
         record.extra.insert("batches".into(), batches as f64);
         record.note = Some(format!(
             "{n} expired groups among {n} live, {batches} batch(es) of at most {DEFAULT_PURGE_BATCH} groups"
@@ -70,7 +69,6 @@ pub fn purge(
         bench.run(
             group,
             record,
-            BenchmarkId::new("purge", n),
             async |_| refill(&purging, purge_set(n)).await,
             async |_| purging.purge().await,
             async |_, _| (),
@@ -82,15 +80,13 @@ pub fn purge(
     // decision).
     let n = *ns.last().unwrap();
     let expired = doc! { "exclusive.expiresAt": { "$lte": date(T0) } };
-    let mut record = Record::new(GROUP, "purge_delete_many", Some(n.to_string()), n as u64);
-    record.size = Some(n as u64);
+    let mut record = Record::sized(GROUP, "purge_delete_many", n as u64);
     record.note = Some(format!(
         "diagnostic: one delete_many of the {n} expired documents of purge/{n}, no transaction"
     ));
     bench.run(
         group,
         record,
-        BenchmarkId::new("purge_delete_many", n),
         async |_| refill(&purging, purge_set(n)).await,
         async |_| {
             purging
@@ -102,8 +98,7 @@ pub fn purge(
         async |_, _| (),
         |r| assert_eq!(r.deleted_count, n as u64),
     );
-    let mut record = Record::new(GROUP, "purge_delete_batches", Some(n.to_string()), n as u64);
-    record.size = Some(n as u64);
+    let mut record = Record::sized(GROUP, "purge_delete_batches", n as u64);
     record.note = Some(format!(
         "diagnostic: the same deletes by resource name in {batches} transactions of \
          {DEFAULT_PURGE_BATCH}, one after another",
@@ -113,7 +108,6 @@ pub fn purge(
     bench.run(
         group,
         record,
-        BenchmarkId::new("purge_delete_batches", n),
         async |_| refill(&purging, purge_set(n)).await,
         async |_| {
             let mut deleted = 0;

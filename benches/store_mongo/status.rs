@@ -69,7 +69,6 @@ pub fn status(
         bench.run(
             group,
             record,
-            BenchmarkId::new("status", kind),
             async |_| (),
             async |_| reading.status(filter).await,
             async |_, _| (),
@@ -109,7 +108,6 @@ pub fn status(
         bench.run(
             group,
             record,
-            BenchmarkId::new("status_server_clock", kind),
             async |_| (),
             async |_| on_server_clock.status(filter).await,
             async |_, _| (),

@@ -26,16 +26,18 @@ const DUPLICATE_KEY: i32 = 11000;
 /// The server code of a bad value, such as a hint naming an index that does not exist.
 const BAD_VALUE: i32 = 2;
 
+fn already_locked(request: &LockRequest) -> Error {
+    Error::AlreadyLocked {
+        resource: request.resource.clone(),
+    }
+}
+
 impl MongoStore {
     /// `xlock`: the exclusive grant.
     pub(crate) async fn lock_exclusive(&self, request: &LockRequest) -> Result<LockStatus, Error> {
         let build = |id: &Bson, now: &Bson| pipeline::xlock(request, id, now);
-        match self.grant("xlock", request, Mode::Exclusive, build).await? {
-            Some(status) => Ok(status),
-            None => Err(Error::AlreadyLocked {
-                resource: request.resource.clone(),
-            }),
-        }
+        let granted = self.grant("xlock", request, Mode::Exclusive, build).await?;
+        granted.ok_or_else(|| already_locked(request))
     }
 
     /// `slock`: the shared grant.
@@ -45,12 +47,8 @@ impl MongoStore {
         limit: Option<SharedLimit>,
     ) -> Result<LockStatus, Error> {
         let build = |id: &Bson, now: &Bson| pipeline::slock(request, limit, id, now);
-        match self.grant("slock", request, Mode::Shared, build).await? {
-            Some(status) => Ok(status),
-            None => Err(Error::AlreadyLocked {
-                resource: request.resource.clone(),
-            }),
-        }
+        let granted = self.grant("slock", request, Mode::Shared, build).await?;
+        granted.ok_or_else(|| already_locked(request))
     }
 
     /// `renew_one`: renews the one lock of `lock_id` on `resource`.

@@ -4,13 +4,13 @@
 use std::collections::BTreeSet;
 
 use futures_util::stream::FuturesUnordered;
-use futures_util::{FutureExt, StreamExt, TryStreamExt};
+use futures_util::{FutureExt, StreamExt};
 use mongodb::bson::{Bson, RawDocumentBuf, doc};
 
 use lockwright_engine::table::{self, sort_purged};
 use lockwright_engine::{Error, LockId, LockStatus, MalformedDocument, Resource, Timestamp};
 
-use crate::read::{CURSOR_BATCH, Read, lossy, read_all, unless_skipped};
+use crate::read::{CURSOR_BATCH, Read, all_rows, lossy, read_all, unless_skipped};
 use crate::{MongoStore, failure, pipeline, schema};
 
 /// Purge batch transactions run concurrently (batches touching one document conflict, and
@@ -22,16 +22,12 @@ impl MongoStore {
     pub(crate) async fn purge_expired(&self) -> Result<Vec<LockStatus>, Error> {
         self.ready("purge").await?;
         let t = self.now_value("purge").await?;
-        let rows: Vec<RawDocumentBuf> = self
+        let expired = self
             .coll
             .aggregate(pipeline::expired_groups(t))
             .with_type::<RawDocumentBuf>()
-            .batch_size(CURSOR_BATCH)
-            .await
-            .map_err(|e| failure::backend("purge", &e))?
-            .try_collect()
-            .await
-            .map_err(|e| failure::backend("purge", &e))?;
+            .batch_size(CURSOR_BATCH);
+        let rows = all_rows("purge", expired).await?;
         let mut skipped: Vec<MalformedDocument> = Vec::new();
         let mut groups = BTreeSet::new();
         for raw in &rows {

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use futures_util::TryStreamExt;
 use mongodb::bson::{Bson, Document, RawDocumentBuf, doc};
-use mongodb::{ClientSession, Collection};
+use mongodb::{ClientSession, Collection, Cursor};
 
 use lockwright_engine::{
     Error, LockStatus, LockTable, MalformedDocument, Resource, ResourceState, Timestamp,
@@ -32,6 +32,19 @@ impl MongoStore {
             .map_err(|e| failure::backend(op, &e))?;
         raw.map(|r| lossy(op, &r)).transpose()
     }
+}
+
+/// Every row of a `find` or `aggregate` run outside a transaction; a failure of the
+/// command or of a later batch is a backend error of `op`.
+pub(crate) async fn all_rows(
+    op: &'static str,
+    cursor: impl IntoFuture<Output = mongodb::error::Result<Cursor<RawDocumentBuf>>>,
+) -> Result<Vec<RawDocumentBuf>, Error> {
+    let cursor = cursor.await.map_err(|e| failure::backend(op, &e))?;
+    cursor
+        .try_collect()
+        .await
+        .map_err(|e| failure::backend(op, &e))
 }
 
 /// Reads every document an aggregation returns, inside the session's transaction.

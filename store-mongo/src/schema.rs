@@ -259,27 +259,15 @@ impl Decoder<'_> {
     }
 
     fn lock(&self, l: &Document, at: &str) -> Result<StoredLock, MalformedDocument> {
-        let lock_id = match l.get(LOCK_ID) {
-            Some(Bson::String(s)) => LockId::stored(s),
-            Some(other) => return Err(self.wrong(&format!("{at}.{LOCK_ID}"), "a string", other)),
-            None => {
-                return Err(malformed(
-                    self.resource,
-                    &format!("{at}.{LOCK_ID}"),
-                    "missing",
-                ));
-            }
+        let required = |key: &str| {
+            l.get(key)
+                .ok_or_else(|| malformed(self.resource, &format!("{at}.{key}"), "missing"))
         };
-        let created_at = match l.get(CREATED_AT) {
-            Some(b) => self.date(&format!("{at}.{CREATED_AT}"), b)?,
-            None => {
-                return Err(malformed(
-                    self.resource,
-                    &format!("{at}.{CREATED_AT}"),
-                    "missing",
-                ));
-            }
+        let lock_id = match required(LOCK_ID)? {
+            Bson::String(s) => LockId::stored(s),
+            other => return Err(self.wrong(&format!("{at}.{LOCK_ID}"), "a string", other)),
         };
+        let created_at = self.date(&format!("{at}.{CREATED_AT}"), required(CREATED_AT)?)?;
         let fence = match l.get(FENCE) {
             None | Some(Bson::Null) => 0,
             Some(b) => self.int(&format!("{at}.{FENCE}"), b)?,

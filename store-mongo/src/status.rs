@@ -1,13 +1,12 @@
 //! `status`: the locks matching a filter, read in one command.
 
-use futures_util::TryStreamExt;
 use mongodb::bson::RawDocumentBuf;
 
 use lockwright_engine::table;
 use lockwright_engine::{Error, Filter, LockStatus};
 
-use crate::read::{CURSOR_BATCH, Read, lossy, unless_skipped};
-use crate::{MongoStore, failure, pipeline};
+use crate::read::{CURSOR_BATCH, Read, all_rows, lossy, unless_skipped};
+use crate::{MongoStore, pipeline};
 
 impl MongoStore {
     /// `status`: the locks matching `filter`.
@@ -24,26 +23,18 @@ impl MongoStore {
             None
         };
         let prefilter = pipeline::status_prefilter(filter, now);
-        let raw: Vec<RawDocumentBuf> = if ttl_bound {
-            self.coll
-                .clone_with_type::<RawDocumentBuf>()
-                .find(prefilter)
-                .batch_size(CURSOR_BATCH)
-                .await
-                .map_err(|e| failure::backend("status", &e))?
-                .try_collect()
-                .await
+        let raw = if ttl_bound {
+            let coll = self.coll.clone_with_type::<RawDocumentBuf>();
+            let find = coll.find(prefilter).batch_size(CURSOR_BATCH);
+            all_rows("status", find).await?
         } else {
-            self.coll
+            let aggregate = self
+                .coll
                 .aggregate(pipeline::read_with_now(prefilter, &self.now_expr()))
                 .with_type::<RawDocumentBuf>()
-                .batch_size(CURSOR_BATCH)
-                .await
-                .map_err(|e| failure::backend("status", &e))?
-                .try_collect()
-                .await
-        }
-        .map_err(|e| failure::backend("status", &e))?;
+                .batch_size(CURSOR_BATCH);
+            all_rows("status", aggregate).await?
+        };
         let docs = raw
             .iter()
             .map(|r| lossy("status", r))
