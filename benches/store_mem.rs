@@ -96,8 +96,8 @@ fn store_mem(c: &mut Criterion) {
 
     let store = MemStore::new();
     let hot = request("hot", "solo", None);
-    let mut record = Record::new(GROUP, "lock_unlock", None, 1);
-    record.note = Some("one xlock + one unlock of the group, one thread".into());
+    let record = Record::new(GROUP, "lock_unlock", None, 1)
+        .with_note("one xlock + one unlock of the group, one thread");
     run(
         &mut group,
         mode,

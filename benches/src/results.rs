@@ -137,6 +137,13 @@ impl Record {
         }
     }
 
+    /// The record with `note` as its remark for the report.
+    #[must_use]
+    pub fn with_note(mut self, note: impl Into<String>) -> Self {
+        self.note = Some(note.into());
+        self
+    }
+
     /// The benchmark's id, which is also its folder under `target/criterion`.
     #[must_use]
     pub fn id(&self) -> String {

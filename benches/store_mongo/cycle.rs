@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use criterion::measurement::WallTime;
 use criterion::BenchmarkGroup;
+use criterion::measurement::WallTime;
 use lockwright::DEFAULT_RENEW_MARGIN;
 use lockwright_benches::Record;
 use lockwright_engine::{Error, LockRequest, LockStatus, LockStore, Ttl};
@@ -54,8 +54,7 @@ pub fn cycles(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) {
         ),
     ] {
         let prepare = async |seq| request("c", &fresh_id(seq), Some(cycle_ttl.as_duration()));
-        let mut record = Record::new(GROUP, name, None, 1);
-        record.note = Some(format!(
+        let mut record = Record::new(GROUP, name, None, 1).with_note(format!(
             "one lock (60 s TTL) on an existing free resource: {note}"
         ));
         record.extra = s.bench.paired(
@@ -93,8 +92,8 @@ pub fn one_lock_operations(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTi
             .await
             .unwrap()
     });
-    let mut record = Record::new(GROUP, "renew_one", None, 1);
-    record.note = Some("a held lock, renewed for 60 s with a 1 s margin".into());
+    let record = Record::new(GROUP, "renew_one", None, 1)
+        .with_note("a held lock, renewed for 60 s with a 1 s margin");
     bench.run(
         group,
         record,
@@ -107,8 +106,8 @@ pub fn one_lock_operations(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTi
         async |_, _| (),
         |r| assert!(r.is_ok(), "{r:?}"),
     );
-    let mut record = Record::new(GROUP, "unlock_one", None, 1);
-    record.note = Some("a lock granted (untimed) just before, released".into());
+    let record = Record::new(GROUP, "unlock_one", None, 1)
+        .with_note("a lock granted (untimed) just before, released");
     bench.run(
         group,
         record,

@@ -5,8 +5,8 @@
 //! and the same commands without the journal wait (`baseline_noop`, `xlock_refused`,
 //! `baseline_w1`, `xlock_w1`).
 
-use criterion::measurement::WallTime;
 use criterion::BenchmarkGroup;
+use criterion::measurement::WallTime;
 use lockwright_benches::Record;
 use lockwright_engine::{Error, Filter, LockStore};
 use lockwright_store_mongo::MongoStore;
@@ -30,11 +30,9 @@ pub fn baseline_twice(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) 
     let (bench, coll, plain_coll) = (s.bench, &s.coll, &s.plain_coll);
     // What two writes back to back cost on this server, next to the cycle's two: the bare
     // upsert twice (each majority write waits for its own journal commit).
-    let mut record = Record::new(GROUP, "baseline_twice", None, 1);
-    record.note = Some(
+    let mut record = Record::new(GROUP, "baseline_twice", None, 1).with_note(
         "diagnostic: the baseline twice back to back (two majority writes, as the \
-         acquire+release cycle sends)"
-            .into(),
+         acquire+release cycle sends)",
     );
     let twice = async |on: &Collection<Document>| {
         bump_baseline(on).await;
@@ -112,8 +110,7 @@ pub fn slock_appends(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) {
             .await
             .unwrap();
         };
-        let mut record = Record::new(GROUP, name, None, 1);
-        record.note = Some(format!(
+        let mut record = Record::new(GROUP, name, None, 1).with_note(format!(
             "diagnostic: slock_at_limit's change to a resource holding 3 shared locks as {how}"
         ));
         record.extra = bench.paired(
@@ -142,11 +139,9 @@ pub fn slock_appends(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) {
 /// `baseline_after_unlock`.
 pub fn baseline_after_unlock(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) {
     let (bench, latency) = (s.bench, &s.latency);
-    let mut record = Record::new(GROUP, "baseline_after_unlock", None, 1);
-    record.note = Some(
+    let record = Record::new(GROUP, "baseline_after_unlock", None, 1).with_note(
         "diagnostic: the baseline, each time right after an untimed xlock+unlock of another \
-         resource (as xlock follows its own cleanup)"
-            .into(),
+         resource (as xlock follows its own cleanup)",
     );
     bench.run(
         group,
@@ -189,8 +184,8 @@ pub fn without_journal_wait(
             .await
             .unwrap();
     });
-    let mut record = Record::new(GROUP, "xlock_refused", None, 1);
-    record.note = Some("diagnostic: the resource is held, so the pipeline writes nothing".into());
+    let record = Record::new(GROUP, "xlock_refused", None, 1)
+        .with_note("diagnostic: the resource is held, so the pipeline writes nothing");
     bench.run(
         group,
         record,
@@ -214,8 +209,8 @@ pub fn without_journal_wait(
             .await
             .unwrap();
     });
-    let mut record = Record::new(GROUP, "baseline_w1", None, 1);
-    record.note = Some("diagnostic: baseline with write concern w:1 (no journal wait)".into());
+    let record = Record::new(GROUP, "baseline_w1", None, 1)
+        .with_note("diagnostic: baseline with write concern w:1 (no journal wait)");
     bench.run(
         group,
         record,
@@ -224,8 +219,8 @@ pub fn without_journal_wait(
         async |_, _| (),
         |d| assert!(d.is_some()),
     );
-    let mut record = Record::new(GROUP, "xlock_w1", None, 1);
-    record.note = Some("diagnostic: xlock with write concern w:1 (no journal wait)".into());
+    let record = Record::new(GROUP, "xlock_w1", None, 1)
+        .with_note("diagnostic: xlock with write concern w:1 (no journal wait)");
     bench.run(
         group,
         record,

@@ -2,8 +2,8 @@
 //! `xlock_unlock`, `slock_at_limit` and `slock_refused_full`, and the stores and
 //! collections every single-resource benchmark shares.
 
-use criterion::measurement::WallTime;
 use criterion::BenchmarkGroup;
+use criterion::measurement::WallTime;
 use lockwright_benches::Record;
 use lockwright_engine::{Error, LockRequest, LockStatus, LockStore, SharedLimit};
 use lockwright_store_mongo::MongoStore;
@@ -180,8 +180,8 @@ pub fn slock_at_limit(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) 
                 .unwrap();
         }
     });
-    let mut record = Record::new(GROUP, "slock_at_limit", None, 1);
-    record.note = Some("limit 4, 3 held: the grant fills the resource".into());
+    let record = Record::new(GROUP, "slock_at_limit", None, 1)
+        .with_note("limit 4, 3 held: the grant fills the resource");
     s.grant_vs_baseline(group, record, "s-limit", async |store, req| {
         store.slock(req, limit).await
     });
@@ -190,8 +190,8 @@ pub fn slock_at_limit(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) 
 /// `slock_refused_full`: the same request on a resource already holding 4 of 4.
 pub fn slock_refused_full(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) {
     let limit = limit();
-    let mut record = Record::new(GROUP, "slock_refused_full", None, 1);
-    record.note = Some("limit 4, 4 held: refused".into());
+    let record =
+        Record::new(GROUP, "slock_refused_full", None, 1).with_note("limit 4, 4 held: refused");
     s.bench.run(
         group,
         record,

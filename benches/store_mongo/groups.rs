@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use criterion::measurement::WallTime;
 use criterion::BenchmarkGroup;
+use criterion::measurement::WallTime;
 use lockwright_benches::Record;
 use lockwright_engine::{LockId, LockStore, Mode, Timestamp, Ttl};
 use lockwright_store_mongo::MongoStore;
@@ -67,8 +67,8 @@ pub fn unlock(
     let unlocking = bench.rt.block_on(ready_store(client, None));
     for &k in ks {
         let lock_id = LockId::new(format!("unlock-{k}")).unwrap();
-        let mut record = Record::sized(GROUP, "unlock", k as u64);
-        record.note = Some("the group is inserted again (insert_many) before each run".into());
+        let record = Record::sized(GROUP, "unlock", k as u64)
+            .with_note("the group is inserted again (insert_many) before each run");
         bench.run(
             group,
             record,
@@ -119,8 +119,7 @@ fn renew_update_diagnostics(
     };
     let coll = store.collection();
     let db = bench.db.client().database(&coll.namespace().db);
-    let mut record = Record::sized(GROUP, "renew_update_alone", k as u64);
-    record.note = Some(format!(
+    let record = Record::sized(GROUP, "renew_update_alone", k as u64).with_note(format!(
         "diagnostic: renew's update command for {k} locks alone, outside a transaction"
     ));
     bench.run(
@@ -144,8 +143,7 @@ fn renew_update_diagnostics(
         async |_, _| (),
         |reply| assert_eq!(reply.get_i32("nModified").ok(), Some(k as i32), "{reply:?}"),
     );
-    let mut record = Record::sized(GROUP, "renew_update_set", k as u64);
-    record.note = Some(format!(
+    let record = Record::sized(GROUP, "renew_update_set", k as u64).with_note(format!(
         "diagnostic: the same change for {k} exclusive locks as a plain $set of two fields"
     ));
     let base = server_now();
@@ -165,8 +163,7 @@ fn renew_update_diagnostics(
         async |_, _| (),
         |r| assert_eq!(r.modified_count, k as u64),
     );
-    let mut record = Record::sized(GROUP, "renew_update_unindexed", k as u64);
-    record.note = Some(format!(
+    let record = Record::sized(GROUP, "renew_update_unindexed", k as u64).with_note(format!(
         "diagnostic: a $set of one field no index covers (renewedAt) on the same {k} locks"
     ));
     bench.run(

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use criterion::measurement::WallTime;
 use criterion::BenchmarkGroup;
+use criterion::measurement::WallTime;
 use lockwright_benches::Record;
 use lockwright_engine::{LockStore, ManualClock, Mode, Timestamp};
 use lockwright_store_mongo::{DEFAULT_PURGE_BATCH, MongoStore};
@@ -80,8 +80,7 @@ pub fn purge(
     // decision).
     let n = *ns.last().unwrap();
     let expired = doc! { "exclusive.expiresAt": { "$lte": date(T0) } };
-    let mut record = Record::sized(GROUP, "purge_delete_many", n as u64);
-    record.note = Some(format!(
+    let record = Record::sized(GROUP, "purge_delete_many", n as u64).with_note(format!(
         "diagnostic: one delete_many of the {n} expired documents of purge/{n}, no transaction"
     ));
     bench.run(
@@ -98,8 +97,7 @@ pub fn purge(
         async |_, _| (),
         |r| assert_eq!(r.deleted_count, n as u64),
     );
-    let mut record = Record::sized(GROUP, "purge_delete_batches", n as u64);
-    record.note = Some(format!(
+    let record = Record::sized(GROUP, "purge_delete_batches", n as u64).with_note(format!(
         "diagnostic: the same deletes by resource name in {batches} transactions of \
          {DEFAULT_PURGE_BATCH}, one after another",
         batches = n.div_ceil(DEFAULT_PURGE_BATCH)

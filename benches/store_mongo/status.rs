@@ -64,8 +64,8 @@ pub fn status(
         ),
     ];
     for (kind, filter, matches) in &filters {
-        let mut record = Record::new(GROUP, "status", Some((*kind).to_string()), 1);
-        record.note = Some(format!("{matches} of {n} locks match"));
+        let record = Record::new(GROUP, "status", Some((*kind).to_string()), 1)
+            .with_note(format!("{matches} of {n} locks match"));
         bench.run(
             group,
             record,
@@ -96,15 +96,15 @@ pub fn status(
         .filter(|(kind, _, _)| ["resource", "lock_id", "owner", "ttl_lt"].contains(kind))
     {
         let ttl_bound = kind.starts_with("ttl");
-        let mut record = Record::new(GROUP, "status_server_clock", Some((*kind).to_string()), 1);
-        record.note = Some(if ttl_bound {
-            // The data set's expiry times are set for the manual clock's instant `T0`.
-            "the server's clock; a TTL bound, so the server's time is asked first; what \
+        let record = Record::new(GROUP, "status_server_clock", Some((*kind).to_string()), 1)
+            .with_note(if ttl_bound {
+                // The data set's expiry times are set for the manual clock's instant `T0`.
+                "the server's clock; a TTL bound, so the server's time is asked first; what \
              matches depends on the server's time (not checked)"
-                .into()
-        } else {
-            format!("{matches} of {n} locks match; the server's clock")
-        });
+                    .into()
+            } else {
+                format!("{matches} of {n} locks match; the server's clock")
+            });
         bench.run(
             group,
             record,
@@ -137,8 +137,8 @@ pub fn status(
             .unwrap();
     });
     let (_, by_ttl, matches) = &filters[6];
-    let mut record = Record::new(GROUP, "status_unmonitored", Some("ttl_lt".into()), 1);
-    record.note = Some(format!(
+    let record = Record::new(GROUP, "status_unmonitored", Some("ttl_lt".into()), 1)
+.with_note(format!(
         "diagnostic: status/ttl_lt on a client without command monitoring; {matches} of {n} locks match"
     ));
     group.throughput(Throughput::Elements(1));
