@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use lockwright::{Client, Error, LockDetails, MemStore, generate_lock_id};
+use lockwright::{Client, Error, LockDetails, LockId, LockStatus, MemStore, generate_lock_id};
 
 const RESOURCE: &str = "reports/nightly";
 const TTL: Duration = Duration::from_millis(400);
@@ -42,16 +42,16 @@ async fn main() -> Result<(), Error> {
     tokio::time::sleep(Duration::from_millis(20)).await;
     let b_id = generate_lock_id();
     let b_details = LockDetails::new().owner("worker-b").ttl(TTL);
-    let b_lock = loop {
-        match client.xlock(RESOURCE, &b_id, &b_details).await {
-            Ok(lock) => break lock,
-            Err(Error::AlreadyLocked { .. }) => {
-                log("B", "refused: already locked, retrying in 150 ms".into());
-                tokio::time::sleep(Duration::from_millis(150)).await;
-            }
-            Err(other) => return Err(other),
-        }
-    };
+    let b_lock = xlock_until_granted(
+        &client,
+        &b_id,
+        &b_details,
+        Duration::from_millis(150),
+        || {
+            log("B", "refused: already locked, retrying in 150 ms".into());
+        },
+    )
+    .await?;
     log(
         "B",
         format!("locked {RESOURCE} with fence {}", b_lock.fence),
@@ -62,15 +62,8 @@ async fn main() -> Result<(), Error> {
     log("B", "crashes without unlocking".into());
     let a_id = generate_lock_id();
     let a_details = LockDetails::new().owner("worker-a").ttl(TTL);
-    let taken = loop {
-        match client.xlock(RESOURCE, &a_id, &a_details).await {
-            Ok(lock) => break lock,
-            Err(Error::AlreadyLocked { .. }) => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(other) => return Err(other),
-        }
-    };
+    let pause = Duration::from_millis(100);
+    let taken = xlock_until_granted(&client, &a_id, &a_details, pause, || {}).await?;
     log(
         "A",
         format!(
@@ -82,4 +75,25 @@ async fn main() -> Result<(), Error> {
     let purged = client.purge().await?;
     log("purger", format!("removed {} stale lock(s)", purged.len()));
     Ok(())
+}
+
+/// Asks for [`RESOURCE`] until it is granted, calling `refused` and pausing for `pause`
+/// after each refusal; any other error ends the wait. (A `Locker` does this for you, with
+/// jittered backoff and renewal: see the `fencing` example.)
+async fn xlock_until_granted(
+    client: &Client<MemStore>,
+    lock_id: &LockId,
+    details: &LockDetails,
+    pause: Duration,
+    refused: impl Fn(),
+) -> Result<LockStatus, Error> {
+    loop {
+        match client.xlock(RESOURCE, lock_id, details).await {
+            Err(Error::AlreadyLocked { .. }) => {
+                refused();
+                tokio::time::sleep(pause).await;
+            }
+            result => return result,
+        }
+    }
 }

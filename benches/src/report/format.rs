@@ -87,16 +87,10 @@ pub(crate) fn fmt_opt_ns(ns: Option<f64>) -> String {
     ns.map_or_else(|| "-".into(), fmt_ns)
 }
 
-/// A rate per second with a readable unit.
+/// A rate per second with an SI prefix (`2.50 M`).
 #[must_use]
 pub fn fmt_rate(per_sec: f64) -> String {
-    if per_sec >= 1e6 {
-        format!("{:.2} M", per_sec / 1e6)
-    } else if per_sec >= 1e3 {
-        format!("{:.1} k", per_sec / 1e3)
-    } else {
-        format!("{per_sec:.1}")
-    }
+    human_format::Formatter::new().format(per_sec)
 }
 
 /// A count that is usually whole: `3`, or `3.50` when it is not.

@@ -55,13 +55,7 @@ pub(crate) fn describe(config: &Config) -> String {
 
 fn per_second(count: usize, elapsed: Duration) -> String {
     let rate = count as f64 / elapsed.as_secs_f64().max(1e-9);
-    if rate >= 1e6 {
-        format!("{:.2}M", rate / 1e6)
-    } else if rate >= 1e3 {
-        format!("{:.1}k", rate / 1e3)
-    } else {
-        format!("{rate:.0}")
-    }
+    human_format::Formatter::new().with_decimals(1).format(rate)
 }
 
 pub(crate) fn check(args: &Args) -> bool {
