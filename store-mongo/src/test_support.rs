@@ -5,13 +5,15 @@
 //! own deployment. Without it, tests fail with a message saying so: they never pass
 //! vacuously.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use lockwright_engine::{LockStore, ManualClock};
 use mongodb::Client;
 use mongodb::bson::oid::ObjectId;
 use mongodb::bson::{Bson, Document};
+use mongodb::event::EventHandler;
+use mongodb::event::command::CommandEvent;
 use mongodb::options::ClientOptions;
 
 use crate::MongoStore;
@@ -48,6 +50,54 @@ pub async fn options() -> ClientOptions {
         .server_selection_timeout
         .get_or_insert(Duration::from_secs(10));
     options
+}
+
+/// The commands a client started (the driver's command monitoring), in order, with their
+/// bodies: tests count round trips with it.
+#[derive(Clone, Debug, Default)]
+pub struct CommandLog(Arc<Mutex<Vec<(String, Document)>>>);
+
+impl CommandLog {
+    /// Records every command that clients built from `options` start from now on.
+    pub fn attach(options: &mut ClientOptions) -> Self {
+        let log = CommandLog::default();
+        let sink = log.clone();
+        options.command_event_handler = Some(EventHandler::callback(move |e: CommandEvent| {
+            if let CommandEvent::Started(started) = e {
+                sink.0
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push((started.command_name, started.command));
+            }
+        }));
+        log
+    }
+
+    /// The commands (name and body) started since the last take, in order.
+    #[must_use]
+    pub fn take_commands(&self) -> Vec<(String, Document)> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// The names of the commands started since the last take, in order.
+    #[must_use]
+    pub fn take(&self) -> Vec<String> {
+        self.take_commands()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect()
+    }
+}
+
+/// A client on the test server whose commands are recorded.
+///
+/// # Panics
+/// When the URI cannot be parsed.
+pub async fn monitored_client() -> (Client, CommandLog) {
+    let mut options = options().await;
+    let log = CommandLog::attach(&mut options);
+    let client = Client::with_options(options).expect("client options are valid");
+    (client, log)
 }
 
 /// A store on a fresh, uniquely named collection with its indexes created, on the server's

@@ -9,40 +9,18 @@
 // A test that cannot unwrap has failed: panicking is how it says so.
 #![allow(clippy::unwrap_used)]
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use lockwright_engine::{Filter, LockDetails, LockRequest, LockStore, ManualClock, Timestamp};
 use lockwright_store_mongo::MongoStore;
-use lockwright_store_mongo::test_support::{fresh_store_on, options, teardown, winning_stages};
+use lockwright_store_mongo::test_support::{
+    fresh_store_on, monitored_client, options, teardown, winning_stages,
+};
 use mongodb::Client;
 use mongodb::bson::{Document, doc};
-use mongodb::event::EventHandler;
-use mongodb::event::command::CommandEvent;
 
 const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);
-
-/// The commands a client started, with their bodies.
-#[derive(Clone, Default)]
-struct Sent(Arc<Mutex<Vec<(String, Document)>>>);
-
-impl Sent {
-    fn take(&self) -> Vec<(String, Document)> {
-        std::mem::take(&mut *self.0.lock().unwrap())
-    }
-}
-
-async fn monitored_client() -> (Client, Sent) {
-    let sent = Sent::default();
-    let sink = sent.clone();
-    let mut opts = options().await;
-    opts.command_event_handler = Some(EventHandler::callback(move |e: CommandEvent| {
-        if let CommandEvent::Started(s) = e {
-            sink.0.lock().unwrap().push((s.command_name, s.command));
-        }
-    }));
-    (Client::with_options(opts).unwrap(), sent)
-}
 
 /// 200 exclusive locks in groups of 10, expiring 1 s to 200 s after `T0`, and 50 shared
 /// locks on 10 resources expiring 1 s to 50 s after `T0`, granted through the store.
@@ -123,7 +101,7 @@ async fn status_filters_on_resource_lock_id_and_expiry_use_indexes() {
             !found.is_empty(),
             "{what}: the filter should match some locks"
         );
-        let sent = sent.take();
+        let sent = sent.take_commands();
         let reads = reads(&sent);
         assert_eq!(
             reads.len(),
@@ -150,7 +128,7 @@ async fn purge_finds_expired_locks_and_their_groups_through_indexes() {
     sent.take();
     let removed = store.purge().await.unwrap();
     assert!(!removed.is_empty());
-    let sent = sent.take();
+    let sent = sent.take_commands();
     let reads = reads(&sent);
     assert!(
         reads.len() >= 2,
