@@ -74,13 +74,12 @@ impl CommandLog {
     }
 
     /// The commands (name and body) started since the last take, in order.
-    #[must_use]
     pub fn take_commands(&self) -> Vec<(String, Document)> {
         std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// The names of the commands started since the last take, in order.
-    #[must_use]
+    /// The names of the commands started since the last take, in order (also to forget
+    /// them, before the commands a test counts).
     pub fn take(&self) -> Vec<String> {
         self.take_commands()
             .into_iter()

@@ -15,9 +15,8 @@ use std::time::Duration;
 use lockwright_engine::{Filter, LockDetails, LockRequest, LockStore, ManualClock, Timestamp};
 use lockwright_store_mongo::MongoStore;
 use lockwright_store_mongo::test_support::{
-    fresh_store_on, monitored_client, options, teardown, winning_stages,
+    fresh_store_on, monitored_client, teardown, winning_stages,
 };
-use mongodb::Client;
 use mongodb::bson::{Document, doc};
 
 const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);

@@ -56,7 +56,6 @@ mod system;
 
 use properties::*;
 use reference::*;
-use system::*;
 
 fn config(cases: u32) -> Config {
     let mut config = Config::with_cases(cases);

@@ -167,7 +167,7 @@ pub(crate) fn renew_ttl() -> Ttl {
 
 /// The specification: the engine's table, every operation applied at [`NOW`].
 #[derive(Clone, Debug)]
-pub(crate) struct Spec(LockTable);
+pub(crate) struct Spec(pub(crate) LockTable);
 
 impl SequentialSpec for Spec {
     type Op = Op;

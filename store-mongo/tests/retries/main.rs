@@ -51,5 +51,3 @@ mod grants;
 mod transactions;
 
 use fixture::*;
-use grants::*;
-use transactions::*;

@@ -25,7 +25,3 @@ const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);
 mod round_trips;
 mod schema;
 mod setup;
-
-use round_trips::*;
-use schema::*;
-use setup::*;
