@@ -85,15 +85,13 @@ pub fn code_of(err: &Error) -> u8 {
 
 /// `err` and its causes joined by ": ", on one line (lock ids never appear in them).
 pub fn chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = err.to_string();
-    let mut source = err.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.ends_with(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
+    let mut out = String::new();
+    for text in std::iter::successors(Some(err), |e| e.source()).map(ToString::to_string) {
+        if out.is_empty() {
+            out = text;
+        } else if !out.ends_with(&text) {
+            out = format!("{out}: {text}");
         }
-        source = s.source();
     }
     one_line(&out)
 }

@@ -136,12 +136,9 @@ impl Drop for PurgerHandle {
 
 /// `err` and its causes, joined by ": ".
 pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = err.to_string();
-    let mut source = err.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
+    let causes = std::iter::successors(Some(err), |e| e.source());
+    causes
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ")
 }

@@ -3,7 +3,6 @@
 //! line.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -136,13 +135,11 @@ pub(crate) fn variant(e: Option<&Error>) -> &'static str {
 
 /// The error and its sources, on one line.
 pub(crate) fn chain(e: &Error) -> String {
-    let mut s = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(cause) = source {
-        let _ = write!(s, ": {cause}");
-        source = cause.source();
-    }
-    s
+    let causes = std::iter::successors(Some(e as &dyn std::error::Error), |e| e.source());
+    causes
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ")
 }
 
 /// Everything the clients report, in plain data.

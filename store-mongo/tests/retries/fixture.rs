@@ -13,14 +13,11 @@ pub(crate) async fn guarded<T>(what: &str, f: impl Future<Output = T>) -> T {
 
 /// An error and its sources, as one line.
 pub(crate) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut next = e.source();
-    while let Some(s) = next {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        next = s.source();
-    }
-    out
+    let causes = std::iter::successors(Some(e), |e| e.source());
+    causes
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ")
 }
 
 /// Asserts a `Backend` error of `op`; returns its message with all sources.
