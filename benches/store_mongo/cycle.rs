@@ -94,16 +94,14 @@ pub fn one_lock_operations(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTi
     });
     let record = Record::new(GROUP, "renew_one", None, 1)
         .with_note("a held lock, renewed for 60 s with a 1 s margin");
-    bench.run(
+    bench.measure(
         group,
         record,
-        async |_| (),
-        async |_| {
+        async || {
             latency
                 .renew_one(&renewed.renewal(cycle_ttl), DEFAULT_RENEW_MARGIN)
                 .await
         },
-        async |_, _| (),
         |r| assert!(r.is_ok(), "{r:?}"),
     );
     let record = Record::new(GROUP, "unlock_one", None, 1)

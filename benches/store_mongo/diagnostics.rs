@@ -45,12 +45,10 @@ pub fn baseline_twice(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) 
         async |_: &()| twice(plain_coll).await,
         async |_, _| (),
     );
-    bench.run(
+    bench.measure(
         group,
         record,
-        async |_| (),
-        async |_| twice(coll).await,
-        async |_, _| (),
+        async || twice(coll).await,
         |d| assert!(d.is_some()),
     );
 }
@@ -170,12 +168,10 @@ pub fn without_journal_wait(
     let mut record = Record::new(GROUP, "baseline_noop", None, 1);
     record.note =
         Some("diagnostic: the upsert sets a field to its value, so writes nothing".into());
-    bench.run(
+    bench.measure(
         group,
         record,
-        async |_| (),
-        async |_| upsert(coll, "baseline-noop", doc! { "$set": { "n": 0_i64 } }).await,
-        async |_, _| (),
+        async || upsert(coll, "baseline-noop", doc! { "$set": { "n": 0_i64 } }).await,
         |d| assert!(d.is_some()),
     );
     bench.rt.block_on(async {
@@ -211,12 +207,10 @@ pub fn without_journal_wait(
     });
     let record = Record::new(GROUP, "baseline_w1", None, 1)
         .with_note("diagnostic: baseline with write concern w:1 (no journal wait)");
-    bench.run(
+    bench.measure(
         group,
         record,
-        async |_| (),
-        async |_| bump_baseline(&coll_w1).await,
-        async |_, _| (),
+        async || bump_baseline(&coll_w1).await,
         |d| assert!(d.is_some()),
     );
     let record = Record::new(GROUP, "xlock_w1", None, 1)

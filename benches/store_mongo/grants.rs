@@ -132,12 +132,10 @@ pub fn baseline(
     group: &mut BenchmarkGroup<'_, WallTime>,
     coll: &Collection<Document>,
 ) {
-    bench.run(
+    bench.measure(
         group,
         Record::new(GROUP, "baseline", None, 1),
-        async |_| (),
-        async |_| bump_baseline(coll).await,
-        async |_, _| (),
+        async || bump_baseline(coll).await,
         |d| assert!(d.is_some()),
     );
 }

@@ -40,12 +40,10 @@ pub fn renew(
             }
         });
         let record = Record::sized(GROUP, "renew", k as u64);
-        let sent = bench.run(
+        let sent = bench.measure(
             group,
             record,
-            async |_| (),
-            async |_| renewing.renew(&lock_id, ttl, Duration::ZERO).await,
-            async |_, _| (),
+            async || renewing.renew(&lock_id, ttl, Duration::ZERO).await,
             |r| assert_eq!(r.as_ref().map(Vec::len).ok(), Some(k)),
         );
         if k == diagnosed_k

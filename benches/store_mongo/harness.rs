@@ -179,6 +179,24 @@ impl Bench<'_> {
         Some(captured)
     }
 
+    /// [`Bench::run`] for an operation with no set-up or clean-up of its own.
+    pub fn measure<T>(
+        &self,
+        group: &mut BenchmarkGroup<'_, WallTime>,
+        record: Record,
+        op: impl AsyncFn() -> T,
+        check: impl Fn(&T),
+    ) -> Option<Vec<(String, Document)>> {
+        self.run(
+            group,
+            record,
+            async |_| (),
+            async |()| op().await,
+            async |(), _| (),
+            check,
+        )
+    }
+
     /// `rounds` interleaved pairs, `base` then `op` (with its untimed `prepare` and
     /// `cleanup`), so both see the same machine: the medians of each, and their ratio. A
     /// second measurement of a ratio that criterion takes seconds apart.

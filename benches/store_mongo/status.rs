@@ -66,12 +66,10 @@ pub fn status(
     for (kind, filter, matches) in &filters {
         let record = Record::new(GROUP, "status", Some((*kind).to_string()), 1)
             .with_note(format!("{matches} of {n} locks match"));
-        bench.run(
+        bench.measure(
             group,
             record,
-            async |_| (),
-            async |_| reading.status(filter).await,
-            async |_, _| (),
+            async || reading.status(filter).await,
             |r| {
                 assert_eq!(
                     r.as_ref().map(Vec::len).ok(),
@@ -105,12 +103,10 @@ pub fn status(
             } else {
                 format!("{matches} of {n} locks match; the server's clock")
             });
-        bench.run(
+        bench.measure(
             group,
             record,
-            async |_| (),
-            async |_| on_server_clock.status(filter).await,
-            async |_, _| (),
+            async || on_server_clock.status(filter).await,
             |r| {
                 if ttl_bound {
                     assert!(r.is_ok(), "{r:?}");

@@ -506,6 +506,21 @@ fn saw(state: &LockState, check: Check) -> bool {
 type M = LockModel;
 type S = LockState;
 
+/// `Property::always(name, ...)` that the last step kept the step property `Check::$check`
+/// (stateright takes plain functions, so each check gets its own closure).
+macro_rules! always_kept {
+    ($name:literal, $check:ident) => {
+        Property::always($name, |_: &M, s: &S| kept(s, Check::$check))
+    };
+}
+
+/// `Property::sometimes(name, ...)` that some step witnessed `Check::$check`.
+macro_rules! sometimes_saw {
+    ($name:literal, $check:ident) => {
+        Property::sometimes($name, |_: &M, s: &S| saw(s, Check::$check))
+    };
+}
+
 /// Every property for `config`, `always` ones first. The `sometimes` ones about downstream
 /// writes, or about groups spanning resources, are left out when the configuration has no
 /// writes or a single resource.
@@ -513,49 +528,35 @@ type S = LockState;
 pub fn properties(config: &Config) -> Vec<Property<LockModel>> {
     let mut props = vec![
         Property::always("mutual_exclusion", mutual_exclusion),
-        Property::always("shared_limit", |_: &M, s: &S| kept(s, Check::SharedLimit)),
-        Property::always("purge_safety", |_: &M, s: &S| kept(s, Check::PurgeSafety)),
-        Property::always("renew_after_purge", |_: &M, s: &S| {
-            kept(s, Check::RenewAfterPurge)
-        }),
+        always_kept!("shared_limit", SharedLimit),
+        always_kept!("purge_safety", PurgeSafety),
+        always_kept!("renew_after_purge", RenewAfterPurge),
         Property::always("holder_safety", holder_safety),
-        Property::always("fence_monotonic", |_: &M, s: &S| {
-            kept(s, Check::FenceMonotonic)
-        }),
-        Property::always("idempotence", |_: &M, s: &S| kept(s, Check::Idempotence)),
-        Property::always("no_lost_grant", |_: &M, s: &S| kept(s, Check::NoLostGrant)),
+        always_kept!("fence_monotonic", FenceMonotonic),
+        always_kept!("idempotence", Idempotence),
+        always_kept!("no_lost_grant", NoLostGrant),
         Property::sometimes("sometimes_at_shared_limit", at_shared_limit),
         Property::sometimes("sometimes_exclusive_contended", exclusive_contended),
-        Property::sometimes("sometimes_takeover_after_expiry", |_: &M, s: &S| {
-            saw(s, Check::TakeoverAfterExpiry)
-        }),
-        Property::sometimes("sometimes_purge_removed_group", |_: &M, s: &S| {
-            saw(s, Check::PurgeRemovedGroup)
-        }),
-        Property::sometimes("sometimes_purge_spared_newer_lock", |_: &M, s: &S| {
-            saw(s, Check::PurgeSparedNewerLock)
-        }),
+        sometimes_saw!("sometimes_takeover_after_expiry", TakeoverAfterExpiry),
+        sometimes_saw!("sometimes_purge_removed_group", PurgeRemovedGroup),
+        sometimes_saw!("sometimes_purge_spared_newer_lock", PurgeSparedNewerLock),
         Property::sometimes("sometimes_renewed", renewed),
         Property::sometimes("sometimes_renew_failed_on_margin", renew_failed_on_margin),
         Property::sometimes("sometimes_trusted_until_last_ms", trusted_until_last_ms),
-        Property::sometimes("sometimes_fence_after_deletion", |_: &M, s: &S| {
-            saw(s, Check::FenceAfterDeletion)
-        }),
-        Property::sometimes("sometimes_unlock_removed_locks", |_: &M, s: &S| {
-            saw(s, Check::UnlockRemovedLocks)
-        }),
+        sometimes_saw!("sometimes_fence_after_deletion", FenceAfterDeletion),
+        sometimes_saw!("sometimes_unlock_removed_locks", UnlockRemovedLocks),
         Property::sometimes("sometimes_lock_outlived_belief", lock_outlived_belief),
     ];
     if config.resources > 1 {
-        props.push(Property::sometimes(
+        props.push(sometimes_saw!(
             "sometimes_purge_removed_live_lock",
-            |_: &M, s: &S| saw(s, Check::PurgeRemovedLiveLock),
+            PurgeRemovedLiveLock
         ));
     }
     if config.writes {
-        props.push(Property::sometimes(
+        props.push(sometimes_saw!(
             "sometimes_stale_write_rejected",
-            |_: &M, s: &S| saw(s, Check::StaleWriteRejected),
+            StaleWriteRejected
         ));
     }
     props
