@@ -336,8 +336,11 @@ do_start() {
 # detached from our stdin/stdout/stderr so that callers doing URI=$(scripts/mongod.sh
 # start) are not held up by the daemon.
 launch_member() {
-    local dbpath=$1 port=$2 logf=$3 pidfile=$4 forkout=$5
+    local dbpath=$1 port=$2 logf=$3 pidfile=$4 forkout=$5 logged=0
     shift 5
+    # The log is appended to (it keeps a member's history across restarts): only what this
+    # attempt wrote tells why it failed.
+    [[ -f "$logf" ]] && logged=$(stat -c %s -- "$logf")
     if "$MONGOD" --dbpath "$dbpath" --bind_ip 127.0.0.1 --port "$port" \
         --replSet "$RS_NAME" --fork --logpath "$logf" --logappend --pidfilepath "$pidfile" \
         --nounixsocket --setParameter diagnosticDataCollectionEnabled=false \
@@ -346,7 +349,7 @@ launch_member() {
         "$@" </dev/null >"$forkout" 2>&1; then
         return 0
     fi
-    if grep -qs 'Address already in use' -- "$logf" "$forkout"; then
+    if grep -qs 'Address already in use' -- <(tail -c +"$((logged + 1))" -- "$logf" 2>/dev/null) "$forkout"; then
         return 3
     fi
     return 1
@@ -699,12 +702,15 @@ do_stop() {
             "$VENV_PY" - "$PORT" >/dev/null 2>&1 <<'PY' || sent=0
 import sys
 from pymongo import MongoClient
-from pymongo.errors import AutoReconnect, ConnectionFailure, OperationFailure
+from pymongo.errors import (AutoReconnect, ConnectionFailure, OperationFailure,
+                            ServerSelectionTimeoutError)
 c = MongoClient(f"mongodb://127.0.0.1:{sys.argv[1]}/?directConnection=true",
                 serverSelectionTimeoutMS=2000, connectTimeoutMS=2000, socketTimeoutMS=30000)
 try:
     # force: a one-member set has no secondary to wait for; timeoutSecs: no quiesce period.
     c.admin.command("shutdown", force=True, timeoutSecs=0)
+except ServerSelectionTimeoutError:
+    sys.exit(1)  # never reached (a frozen or hung mongod): not sent
 except (AutoReconnect, ConnectionFailure):
     pass  # expected: the server closes the connection as it goes down
 except OperationFailure:
