@@ -68,11 +68,13 @@ pub enum Mutant {
     LockerNoReleaseAfterUnknown,
     /// The Locker gives a release up after its first failed attempt.
     LockerReleaseNotRetried,
+    /// A release is answered as done without reaching the store (`Request::send_to`).
+    LockerReleaseNotSent,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 22] = [
+    pub const ALL: [Mutant; 23] = [
         Mutant::PurgeIgnoresGroups,
         Mutant::PurgeIgnoresCreatedBefore,
         Mutant::RenewWithoutMargin,
@@ -95,6 +97,7 @@ impl Mutant {
         Mutant::LockerRenewAfterDeadline,
         Mutant::LockerNoReleaseAfterUnknown,
         Mutant::LockerReleaseNotRetried,
+        Mutant::LockerReleaseNotSent,
     ];
 
     /// The mutant's name in snake case, as harnesses and the kill matrix spell it.
@@ -123,6 +126,7 @@ impl Mutant {
             Mutant::LockerRenewAfterDeadline => "locker_renew_after_deadline",
             Mutant::LockerNoReleaseAfterUnknown => "locker_no_release_after_unknown",
             Mutant::LockerReleaseNotRetried => "locker_release_not_retried",
+            Mutant::LockerReleaseNotSent => "locker_release_not_sent",
         }
     }
 
@@ -160,6 +164,7 @@ impl Mutant {
                 | Mutant::LockerRenewAfterDeadline
                 | Mutant::LockerNoReleaseAfterUnknown
                 | Mutant::LockerReleaseNotRetried
+                | Mutant::LockerReleaseNotSent
         )
     }
 
@@ -174,7 +179,7 @@ impl Mutant {
     }
 
     fn code(self) -> u8 {
-        // The position in ALL, plus one (zero means "none"); ALL has 22 entries.
+        // The position in ALL, plus one (zero means "none"); ALL has 23 entries.
         Mutant::ALL
             .iter()
             .position(|m| *m == self)

@@ -10,6 +10,7 @@ use super::{Access, RequestId};
 use crate::error::Error;
 use crate::lease::LeaseKey;
 use crate::lock::{LockRequest, LockStatus, Renewal, SharedLimit};
+use crate::mutants::{self, Mutant};
 use crate::names::{LockId, Resource};
 use crate::port::LockStore;
 
@@ -60,6 +61,7 @@ impl Request {
             Request::RenewMany { locks } => {
                 Reply::from_batch(store.renew_many(locks, margin).await)
             }
+            Request::Unlock { .. } if mutants::active(Mutant::LockerReleaseNotSent) => Reply::Done,
             Request::Unlock { resource, lock_id } => {
                 Reply::from_done(store.unlock_one(resource, lock_id).await)
             }

@@ -77,7 +77,8 @@ impl World {
     }
 
     /// leaked: every lock id granted to an incarnation that did not crash was unlocked at
-    /// the store, and the world settled.
+    /// the store, the store holds no lock of a lock id whose unlock reached it, and the world
+    /// settled.
     pub(super) fn check_leaks(&mut self, limit: u64) {
         if let Some(&Reverse((at, _, _))) = self.queue.peek() {
             let busy: Vec<usize> = (0..self.clients.len())
@@ -100,6 +101,17 @@ impl World {
             .filter(|(id, who)| !self.unlocked.contains(*id) && !self.crashed.contains(who))
             .map(|(_, who)| *who)
             .collect();
+        let still_held = at_once(self.store.status(&Filter::new()))
+            .unwrap_or_else(|e| panic!("store-mem failed: {e}"))
+            .iter()
+            .filter(|l| self.unlocked.contains(&l.lock_id))
+            .count();
+        if still_held > 0 {
+            self.violation(
+                ViolationKind::Leaked,
+                format!("{still_held} lock(s) still stored after their unlock reached the store"),
+            );
+        }
         if !leaked.is_empty() {
             let clients: BTreeSet<usize> = leaked.iter().map(|(c, _)| *c).collect();
             self.violation(
