@@ -54,8 +54,18 @@ pub async fn options() -> ClientOptions {
 
 /// The commands a client started (the driver's command monitoring), in order, with their
 /// bodies: tests count round trips with it.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct CommandLog(Arc<Mutex<Vec<(String, Document)>>>);
+
+/// The names of the commands only: their bodies carry lock ids, which no output shows.
+impl std::fmt::Debug for CommandLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let log = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        f.debug_list()
+            .entries(log.iter().map(|(name, _)| name))
+            .finish()
+    }
+}
 
 impl CommandLog {
     /// Records every command that clients built from `options` start from now on.
