@@ -77,7 +77,10 @@ pub fn code_of(err: &Error) -> u8 {
     match err {
         Error::InvalidArgument { .. } => USAGE,
         Error::AlreadyLocked { .. } | Error::Timeout { .. } => HELD,
-        Error::Backend { .. } | Error::PurgeIncomplete { .. } => UNAVAILABLE,
+        Error::Backend { .. }
+        | Error::PurgeIncomplete { .. }
+        | Error::StaleGrant { .. }
+        | Error::NoReply { .. } => UNAVAILABLE,
         Error::Misconfigured { .. } => CONFIG,
         _ => FAILURE,
     }

@@ -17,9 +17,11 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 ///
 /// Refusals that follow from the lock rules (`AlreadyLocked`, `LockNotFound`,
 /// `NotRenewable`) are distinct from bad input (`InvalidArgument`), from the `Locker`'s own
-/// ends (`Shutdown`, `Timeout`) and from failures of the backend (`Backend`, `Malformed`,
-/// `Skipped`, `PurgeIncomplete`, `Misconfigured`); a transport failure is never reported as
-/// "not found". Each variant says when it happens and whether retrying can help.
+/// ends (`Shutdown`, `Timeout`, `StaleGrant`, `NoReply`) and from failures of the backend
+/// (`Backend`, `Malformed`, `Skipped`, `PurgeIncomplete`, `Misconfigured`); a transport
+/// failure is never reported as "not found". Each variant says when it happens and whether
+/// retrying can help; [`Error::may_have_applied`] says whether a failed write may still
+/// have taken effect.
 ///
 /// Neither `Display` nor `Debug` shows a lock id (they are secrets: [`LockId`](crate::LockId)
 /// prints a short tag), and names read from the store are shown with control characters
@@ -68,6 +70,26 @@ pub enum Error {
         /// The resource that was asked for.
         resource: Resource,
     },
+    /// A `Locker`'s grant arrived after the lock would have stopped being trusted (the store
+    /// took longer than the TTL minus the drift margin to answer): it was not handed out,
+    /// and it is being released. Retrying may succeed (a waiting acquire asks again itself).
+    #[error(
+        "the grant of resource `{resource}` arrived too late to be trusted (after the TTL minus \
+         the drift margin); it is being released"
+    )]
+    StaleGrant {
+        /// The resource that was asked for.
+        resource: Resource,
+    },
+    /// A `Locker`'s request got no reply by its deadline (for a lock request or a renewal,
+    /// the instant the lock would stop being trusted: the TTL minus the drift margin after
+    /// it was sent), so its outcome is unknown; whatever it may have granted is being
+    /// released. Retrying may succeed (a waiting acquire asks again itself).
+    #[error("{operation}: no reply from the store in time; its outcome is unknown")]
+    NoReply {
+        /// The operation that got no reply.
+        operation: &'static str,
+    },
     /// A stored document does not follow the schema (another client wrote it, or it was
     /// edited by hand); the operation left it untouched. Retrying cannot help until the
     /// document is repaired or removed.
@@ -94,13 +116,18 @@ pub enum Error {
         reason: String,
     },
     /// The backend failed (unreachable server, timeout, server error). The source says why,
-    /// as the server's error code, code name and a short message, never its raw reply. A
-    /// write may or may not have been applied when the source says its outcome is unknown.
-    /// Retrying may help (the `Locker` retries renewals and releases itself).
-    #[error("{operation} failed in the backend")]
+    /// as the server's error code, code name and a short message, never its raw reply;
+    /// `outcome` says whether a write may still have been applied. Retrying may help (the
+    /// `Locker` retries renewals and releases itself).
+    #[error("{operation} failed in the backend{}", match outcome {
+        Outcome::NotApplied => "",
+        Outcome::Unknown => " (its outcome is unknown: it may have been applied)",
+    })]
     Backend {
         /// The lock operation that was running.
         operation: &'static str,
+        /// Whether the write may have been applied.
+        outcome: Outcome,
         /// The underlying failure.
         #[source]
         source: BoxError,
@@ -131,6 +158,17 @@ pub enum Error {
         #[source]
         source: Box<Error>,
     },
+}
+
+/// Whether a failed operation may have been applied by the backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Outcome {
+    /// Nothing was written: the backend answered that it did not run the operation, or it
+    /// was never sent (no server could be selected), or it only reads.
+    NotApplied,
+    /// The backend may have applied it (the connection broke after it was sent, say): read
+    /// the locks back, or release the lock id, to be sure.
+    Unknown,
 }
 
 /// A stored document an operation could not decide on, named by resource and field.
@@ -214,11 +252,49 @@ impl Error {
         }
     }
 
-    /// A `Backend` error for `operation` with `source`.
+    /// A `Backend` error for `operation` with `source`, whose outcome is unknown: use it
+    /// when a write may have been applied, or when it is not known whether it was.
     pub fn backend(operation: &'static str, source: impl Into<BoxError>) -> Self {
         Error::Backend {
             operation,
+            outcome: Outcome::Unknown,
             source: source.into(),
+        }
+    }
+
+    /// A `Backend` error for `operation` with `source` that certainly wrote nothing (the
+    /// backend refused to run it, or it was never sent, or it only reads).
+    pub fn not_applied(operation: &'static str, source: impl Into<BoxError>) -> Self {
+        Error::Backend {
+            operation,
+            outcome: Outcome::NotApplied,
+            source: source.into(),
+        }
+    }
+
+    /// Whether the failed operation may still have been applied by the store: `true` for a
+    /// `Backend` error whose outcome is unknown and for the failures that do not say
+    /// (`Malformed`, `Misconfigured`, `Skipped`, `PurgeIncomplete`), and for the `Locker`'s
+    /// `StaleGrant` and `NoReply` (it releases what they may have granted itself); `false`
+    /// for a refusal by the rules, a bad argument, `Shutdown`, `Timeout` and a `Backend`
+    /// error that wrote nothing. After a lock request that may have been applied, the
+    /// `Locker` releases its lock id; after one that was not, it sends nothing more.
+    #[must_use]
+    pub fn may_have_applied(&self) -> bool {
+        match self {
+            Error::Backend { outcome, .. } => *outcome == Outcome::Unknown,
+            Error::InvalidArgument { .. }
+            | Error::AlreadyLocked { .. }
+            | Error::LockNotFound
+            | Error::NotRenewable { .. }
+            | Error::Shutdown
+            | Error::Timeout { .. } => false,
+            Error::StaleGrant { .. }
+            | Error::NoReply { .. }
+            | Error::Malformed { .. }
+            | Error::Misconfigured { .. }
+            | Error::Skipped { .. }
+            | Error::PurgeIncomplete { .. } => true,
         }
     }
 }

@@ -45,7 +45,7 @@ mod rules;
 pub mod table;
 pub mod time;
 
-pub use error::{BoxError, Error, MalformedDocument, Result};
+pub use error::{BoxError, Error, MalformedDocument, Outcome, Result};
 pub use filter::Filter;
 pub use lock::{
     Holder, LockDetails, LockRequest, LockStatus, Mode, Renewal, SharedLimit, StoredLock,

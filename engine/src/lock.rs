@@ -276,6 +276,19 @@ impl StoredLock {
         !self.is_expired(now)
     }
 
+    /// Renewable at `now` with the renew `margin`: it expires after `now + margin` (locks
+    /// without a TTL always are). The one renewal predicate of every rule and store; a lock
+    /// that is not renewable gives `NotRenewable`.
+    #[must_use]
+    pub fn is_renewable(&self, now: Timestamp, margin: Duration) -> bool {
+        let margin = if crate::mutants::active(crate::mutants::Mutant::RenewWithoutMargin) {
+            Duration::ZERO
+        } else {
+            margin
+        };
+        self.expires_at.is_none_or(|e| e > now.saturating_add(margin))
+    }
+
     /// The remaining TTL at `now`: `None` without a TTL, zero once expired.
     #[must_use]
     pub fn remaining_ttl(&self, now: Timestamp) -> Option<Duration> {

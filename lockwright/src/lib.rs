@@ -45,7 +45,8 @@ pub use purger::{Purger, PurgerHandle, PurgerReport};
 
 pub use lockwright_engine as engine;
 pub use lockwright_engine::{
-    Error, Filter, Holder, LockDetails, LockId, LockStatus, LockStore, Mode, Resource, Timestamp,
+    Error, Filter, Holder, LockDetails, LockId, LockStatus, LockStore, Mode, Outcome, Resource,
+    Timestamp,
 };
 
 /// A clock that moves only when told to: hand it to `MemStore::with_clock` to drive expiry

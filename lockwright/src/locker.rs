@@ -129,7 +129,7 @@ impl<S: LockStore> Locker<S> {
     pub fn new(client: Client<S>, config: LockerConfig) -> Result<Self, Error> {
         // Lock ids are secrets: every random bit (lock ids and backoff jitter alike) comes
         // from the operating system's generator.
-        let core = LockerCore::new(config.clone(), UnwrapErr(OsRng))?;
+        let core = LockerCore::new(config.clone(), client.renew_margin(), UnwrapErr(OsRng))?;
         let (commands, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Inner {
             client,
@@ -171,8 +171,10 @@ impl<S: LockStore> Locker<S> {
     /// # Errors
     /// `AlreadyLocked` when it is held; `InvalidArgument` for bad arguments (`resource`,
     /// `owner`, `host`, `comment`, `limit`, or a `ttl` not longer than the drift margin);
-    /// `Shutdown` after [`Locker::shutdown`]; backend errors, including a grant whose reply
-    /// came too late to trust (it is released).
+    /// `Shutdown` after [`Locker::shutdown`]; `StaleGrant` for a grant whose reply came too
+    /// late to trust and `NoReply` when none came in time (whatever may have been granted is
+    /// released); backend errors (after one whose outcome is unknown, the attempt's lock id
+    /// is released; after one that wrote nothing, nothing more is sent).
     pub async fn try_acquire(
         &self,
         resource: &str,
@@ -221,21 +223,7 @@ impl<S: LockStore> Locker<S> {
         let resource = Resource::new(resource)?;
         let ttl = Ttl::new(options.ttl)?;
         // Owner, host, comment and limit are checked by the core, before anything is sent.
-        let details = options.details();
         let access = options.access;
-        let config = &self.shared.config;
-        let left_at_renewal = ttl.as_duration().mul_f64(1.0 - config.renew_fraction);
-        if left_at_renewal <= self.shared.client.renew_margin() {
-            return Err(Error::invalid(
-                "ttl",
-                format!(
-                    "leaves {left_at_renewal:?} at the renewal point, not more than the client's \
-                     renew margin ({:?}), so every renewal would be refused: use a longer TTL \
-                     or a client with a smaller margin",
-                    self.shared.client.renew_margin()
-                ),
-            ));
-        }
         let key = self.shared.next_key.fetch_add(1, Ordering::Relaxed);
         let (reply, answer) = oneshot::channel();
         let command = Command::Acquire {
@@ -244,7 +232,7 @@ impl<S: LockStore> Locker<S> {
                 resource,
                 access,
                 ttl,
-                who: Who::new(details),
+                who: Who::new(options.holder.clone()),
             },
             wait: wait(&self.shared),
             reply,

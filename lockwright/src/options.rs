@@ -82,13 +82,6 @@ impl LockOptions {
         self.holder.comment = Some(comment.into());
         self
     }
-
-    /// What the store records with the lock (the TTL included).
-    pub(crate) fn details(&self) -> LockDetails {
-        let mut details = LockDetails::new().ttl(self.ttl);
-        details.holder.clone_from(&self.holder);
-        details
-    }
 }
 
 /// This machine's hostname, read once; `None` when it is empty or too long for a lock's
@@ -117,10 +110,10 @@ mod tests {
         let expected = gethostname::gethostname().to_string_lossy().into_owned();
         assert_eq!(options.holder.host.as_deref(), Some(expected.as_str()));
         assert_eq!(options.clone().host(None).holder.host, None);
-        let details = options.owner("o").comment("c").details();
-        assert_eq!(details.holder.owner.as_deref(), Some("o"));
-        assert_eq!(details.holder.comment.as_deref(), Some("c"));
-        assert_eq!(details.holder.host.as_deref(), Some(expected.as_str()));
-        assert_eq!(details.ttl, Some(Duration::from_secs(1)));
+        let options = options.owner("o").comment("c");
+        assert_eq!(options.holder.owner.as_deref(), Some("o"));
+        assert_eq!(options.holder.comment.as_deref(), Some("c"));
+        assert_eq!(options.holder.host.as_deref(), Some(expected.as_str()));
+        assert_eq!(options.ttl, Duration::from_secs(1));
     }
 }

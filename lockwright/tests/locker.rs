@@ -11,7 +11,7 @@ use std::time::Duration;
 use lockwright::MemStore;
 use lockwright::engine::{LockRequest, Renewal, Resource, SharedLimit, Ttl};
 use lockwright::{
-    Client, Ended, Error, Filter, LockId, LockOptions, LockStatus, LockStore, Locker, LockerConfig,
+    Client, Ended, Error, Outcome, Filter, LockId, LockOptions, LockStatus, LockStore, Locker, LockerConfig,
 };
 use lockwright_testkit::Backend;
 #[cfg(feature = "mem")]
@@ -33,6 +33,11 @@ struct Faulty<S> {
     grant_delay_once_ms: AtomicU64,
     /// This many unlocks fail with a transport error before the store is reached.
     unlock_failures: AtomicU64,
+    /// The next grant fails with a backend error of this outcome: `NotApplied` before the
+    /// store is reached, `Unknown` after the store granted it (a lost reply).
+    grant_failure: std::sync::Mutex<Option<Outcome>>,
+    /// Release round trips: one per `unlock_one` call.
+    unlock_calls: AtomicU64,
     /// Renewal round trips: one per `renew_one` or `renew_many` call.
     renew_calls: AtomicU64,
 }
@@ -45,6 +50,8 @@ fn faulty<S>(inner: S) -> Faulty<S> {
         slow_grant: AtomicBool::new(false),
         grant_delay_once_ms: AtomicU64::new(0),
         unlock_failures: AtomicU64::new(0),
+        grant_failure: std::sync::Mutex::new(None),
+        unlock_calls: AtomicU64::new(0),
         renew_calls: AtomicU64::new(0),
     }
 }
@@ -68,6 +75,16 @@ impl<S> Faulty<S> {
 
 impl<S: LockStore> LockStore for Faulty<S> {
     async fn xlock(&self, r: &LockRequest) -> Result<LockStatus, Error> {
+        let failure = self.grant_failure.lock().unwrap().take();
+        let lost = || std::io::Error::other("connection reset");
+        match failure {
+            Some(Outcome::NotApplied) => return Err(Error::not_applied("xlock", lost())),
+            Some(Outcome::Unknown) => {
+                let _granted = self.inner.xlock(r).await;
+                return Err(Error::backend("xlock", lost()));
+            }
+            None => {}
+        }
         let granted = self.inner.xlock(r).await;
         if self.slow_grant.load(Ordering::SeqCst) {
             tokio::time::sleep(Duration::from_secs(3600)).await;
@@ -83,6 +100,7 @@ impl<S: LockStore> LockStore for Faulty<S> {
         self.inner.unlock(id).await
     }
     async fn unlock_one(&self, r: &Resource, id: &LockId) -> Result<Option<LockStatus>, Error> {
+        self.unlock_calls.fetch_add(1, Ordering::SeqCst);
         let fail = self
             .unlock_failures
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -401,9 +419,10 @@ async fn late_grant_is_released_not_handed_out<B: Backend>() {
     assert!(
         matches!(
             stale,
-            Err(Error::Backend {
-                operation: "acquire",
-                ..
+            // The driver stops waiting at the trust deadline (no reply), or the reply
+            // arrived after it (a stale grant): either way it is not handed out.
+            Err(Error::StaleGrant { .. } | Error::NoReply {
+                operation: "acquire"
             })
         ),
         "{stale:?}"
@@ -425,6 +444,36 @@ async fn late_grant_is_released_not_handed_out<B: Backend>() {
         "the late grant released, the next one held"
     );
     assert_eq!(locker.stats().held, 1);
+    guard.release().await.unwrap();
+    B::teardown(store.inner_ref()).await;
+}
+
+/// A lock request that failed without being applied is not followed by a release write; one
+/// whose outcome is unknown (the store granted it, the reply was lost) is released, with one
+/// write, and leaves nothing held.
+async fn only_an_unknown_outcome_is_released<B: Backend>() {
+    let locker = locker::<B>().await;
+    let store = locker.client().store();
+    let options = LockOptions::exclusive(B::TTL);
+    *store.grant_failure.lock().unwrap() = Some(Outcome::NotApplied);
+    let failed = locker.try_acquire("job", &options).await;
+    assert!(
+        matches!(&failed, Err(e @ Error::Backend { .. }) if !e.may_have_applied()),
+        "{failed:?}"
+    );
+    *store.grant_failure.lock().unwrap() = Some(Outcome::Unknown);
+    let failed = locker.try_acquire("job", &options).await;
+    assert!(
+        matches!(&failed, Err(e @ Error::Backend { .. }) if e.may_have_applied()),
+        "{failed:?}"
+    );
+    assert_eq!(until_nothing_held(&locker, B::TTL).await, 0, "the grant was released");
+    assert_eq!(
+        store.unlock_calls.load(Ordering::SeqCst),
+        1,
+        "one release write, for the unknown outcome only"
+    );
+    let guard = locker.try_acquire("job", &options).await.unwrap();
     guard.release().await.unwrap();
     B::teardown(store.inner_ref()).await;
 }
@@ -577,6 +626,8 @@ macro_rules! locker_tests {
             async fn late_grant_is_released_not_handed_out() { super::late_grant_is_released_not_handed_out::<$backend>().await }
             #[tokio::test($($attr)*)]
             async fn options_are_recorded_with_the_lock() { super::options_are_recorded_with_the_lock::<$backend>().await }
+            #[tokio::test($($attr)*)]
+            async fn only_an_unknown_outcome_is_released() { super::only_an_unknown_outcome_is_released::<$backend>().await }
             #[tokio::test($($attr)*)]
             async fn failed_release_is_retried() { super::failed_release_is_retried::<$backend>().await }
         }

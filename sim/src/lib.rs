@@ -75,6 +75,9 @@ pub struct Options {
     pub ttl_ms: u64,
     /// The holders' drift margin, in ms.
     pub drift_margin_ms: u64,
+    /// The renew margin the Locker core renews with (the client's, in the shipped Locker), in
+    /// ms: the store refuses to renew a lock that expires within it.
+    pub renew_margin_ms: u64,
     /// The largest clock-rate drift a seed may give a client, in parts per million.
     pub max_drift_ppm: i64,
     /// Whether the downstream store rejects fences lower than the highest it accepted.
@@ -85,14 +88,16 @@ pub struct Options {
 
 impl Default for Options {
     /// Three clients, four resources (a job holds up to four, half of them just one), 1 s
-    /// TTL, 5% drift at most and a 100 ms margin (more than the `ttl * drift / (1 - drift)`
-    /// = 53 ms the holding rule needs), fencing on, 30 s of faults.
+    /// TTL, 5% drift at most and a 100 ms drift margin (more than the `ttl * drift / (1 -
+    /// drift)` = 53 ms the holding rule needs), a 100 ms renew margin (a tenth of the TTL, as
+    /// the shipped 1 s default is of a 10 s lease), fencing on, 30 s of faults.
     fn default() -> Self {
         Options {
             clients: 3,
             resources: 4,
             ttl_ms: 1_000,
             drift_margin_ms: 100,
+            renew_margin_ms: 100,
             max_drift_ppm: 50_000,
             fencing: true,
             duration_ms: 30_000,
@@ -122,6 +127,11 @@ impl Options {
             "margin",
             self.drift_margin_ms.to_string(),
             d.drift_margin_ms.to_string(),
+        );
+        add(
+            "renew-margin",
+            self.renew_margin_ms.to_string(),
+            d.renew_margin_ms.to_string(),
         );
         add(
             "drift-ppm",

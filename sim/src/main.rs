@@ -47,6 +47,10 @@ struct Args {
     /// The holders' drift margin, in ms (below the TTL).
     #[arg(long, value_name = "MS", default_value_t = Options::default().drift_margin_ms)]
     margin: u64,
+    /// The renew margin, in ms: the store refuses to renew a lock that expires within it
+    /// (below half the TTL, where renewals fall due).
+    #[arg(long, value_name = "MS", default_value_t = Options::default().renew_margin_ms)]
+    renew_margin: u64,
     /// The largest clock-rate drift a seed may give a client, in parts per million (below
     /// 500000).
     #[arg(long, value_name = "P", default_value_t = Options::default().max_drift_ppm)]
@@ -71,6 +75,8 @@ impl Args {
             Some("--ttl must be at least 20 ms")
         } else if self.margin >= self.ttl {
             Some("--margin must be below --ttl")
+        } else if self.renew_margin.saturating_mul(2) >= self.ttl {
+            Some("--renew-margin must be below half of --ttl (renewals fall due at half of it)")
         } else if !(0..500_000).contains(&self.drift_ppm) {
             Some("--drift-ppm must be below 500000")
         } else if self.seeds == 0 {
@@ -88,6 +94,7 @@ impl Args {
             resources: self.resources,
             ttl_ms: self.ttl,
             drift_margin_ms: self.margin,
+            renew_margin_ms: self.renew_margin,
             max_drift_ppm: self.drift_ppm,
             fencing: !self.no_fencing,
             duration_ms: self.duration,

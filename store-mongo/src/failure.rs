@@ -14,7 +14,8 @@ const MAX_MESSAGE: usize = 300;
 
 /// A failure of MongoDB (the server or the driver), as the source of a
 /// [`Error::Backend`]: what failed, the server's error code and code name, the error's
-/// labels and a short message.
+/// labels and a short message. Whether the write may have been applied is the error's
+/// `outcome`.
 ///
 /// The driver's own error keeps the server's raw reply, and that can quote the document a
 /// write was refused for (a schema validator names the value it rejected: a lock id). That
@@ -37,7 +38,6 @@ pub struct MongoFailure {
     code_name: Option<String>,
     labels: Vec<String>,
     message: String,
-    outcome_unknown: bool,
 }
 
 impl MongoFailure {
@@ -82,7 +82,6 @@ impl MongoFailure {
             code_name: code_name.filter(|n| !n.is_empty()),
             labels,
             message: shorten(&message),
-            outcome_unknown: false,
         }
     }
 
@@ -110,20 +109,10 @@ impl MongoFailure {
     pub fn no_server(&self) -> bool {
         self.what == NO_SERVER
     }
-
-    /// Whether the write may have been applied by the server even though it failed: the
-    /// reply was lost, say. A caller that must know reads the locks back (`status`).
-    #[must_use]
-    pub fn outcome_unknown(&self) -> bool {
-        self.outcome_unknown
-    }
 }
 
 impl fmt::Display for MongoFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.outcome_unknown {
-            f.write_str("the outcome is unknown (the server may have applied the write): ")?;
-        }
         f.write_str(self.what)?;
         match (self.code, &self.code_name) {
             (Some(code), Some(name)) => write!(f, " {code} ({name})")?,
@@ -148,16 +137,17 @@ fn shorten(message: &str) -> String {
     }
 }
 
-/// A `Backend` error for `operation` failed by the driver error `e`.
+/// A `Backend` error for `operation` failed by the driver error `e`, which wrote nothing
+/// (the server refused to run it, it was never sent, or it only read).
 pub(crate) fn backend(operation: &'static str, e: &mongodb::error::Error) -> Error {
-    Error::backend(operation, MongoFailure::new(e))
+    Error::not_applied(operation, MongoFailure::new(e))
 }
 
-/// As [`backend`], for a write that may have been applied.
+/// As [`backend`], for a write that may have been applied ([`Outcome::Unknown`]).
+///
+/// [`Outcome::Unknown`]: lockwright_engine::Outcome::Unknown
 pub(crate) fn unknown(operation: &'static str, e: &mongodb::error::Error) -> Error {
-    let mut failure = MongoFailure::new(e);
-    failure.outcome_unknown = true;
-    Error::backend(operation, failure)
+    Error::backend(operation, MongoFailure::new(e))
 }
 
 /// Whether a failed write may have been applied: anything but an error the server

@@ -81,11 +81,7 @@ impl MongoStore {
             // Read back after the command, with a later `now`: a lock still renewable was
             // renewed (the pipeline renews every renewable lock), and is reported as it is.
             return match state.lock_of(lock_id) {
-                Some((mode, lock))
-                    if lock
-                        .expires_at
-                        .is_none_or(|e| e > now.saturating_add(margin)) =>
-                {
+                Some((mode, lock)) if lock.is_renewable(now, margin) => {
                     Ok(lock.status(&name, mode, now))
                 }
                 _ => LockTable::from_resources([(name.clone(), state)])

@@ -8,7 +8,7 @@ use super::{Event, Reply, Request};
 use crate::error::Error;
 use crate::holder::trust_until;
 use crate::lease::LeaseKey;
-use crate::lock::LockRequest;
+use crate::lock::{Holder, LockRequest};
 use crate::mutants::{self, Mutant};
 use crate::names::LockId;
 use crate::time::duration_millis;
@@ -22,7 +22,7 @@ impl<R: RngCore> LockerCore<R> {
             resource,
             access,
             ttl,
-            who: details,
+            who,
         } = a.ask.clone();
         let bits = (u128::from(self.rng.next_u64()) << 64) | u128::from(self.rng.next_u64());
         let lock_id = LockId::from_random(bits);
@@ -36,7 +36,7 @@ impl<R: RngCore> LockerCore<R> {
         let request = LockRequest {
             resource,
             lock_id,
-            holder: details.holder.clone(),
+            holder: Holder::clone(&who),
             ttl: Some(ttl),
         };
         let id = self.send(
@@ -56,7 +56,7 @@ impl<R: RngCore> LockerCore<R> {
         match &reply {
             Some(Reply::Granted(_)) => self.start_release(None, grant, now),
             None => self.release_unknown(grant, now),
-            Some(Reply::Failed(e)) if may_have_applied(e) => {
+            Some(Reply::Failed(e)) if e.may_have_applied() => {
                 self.release_unknown(grant, now);
             }
             Some(_) => {}
@@ -81,19 +81,14 @@ impl<R: RngCore> LockerCore<R> {
                 if now < until || mutants::active(Mutant::LockerHandsOutStaleGrant) =>
             {
                 self.acquires.remove(&key);
-                if self
-                    .schedule
+                self.schedule
                     .insert(key, grant.lock_id.clone(), ttl, sent)
-                    .is_err()
-                {
-                    // Unreachable: `acquire` checked the TTL against the margin.
-                    self.start_release(None, grant, now);
-                    self.events.push_back(Event::AcquireFailed {
-                        key,
-                        error: Error::invalid("ttl", "must be longer than the drift margin"),
+                    .unwrap_or_else(|e| {
+                        unreachable!(
+                            "`acquire` checked that the TTL is longer than the drift margin, \
+                             and the key is fresh: {e}"
+                        )
                     });
-                    return;
-                }
                 self.held.insert(key, Held { grant, live: true });
                 self.stats.held += 1;
                 self.events.push_back(Event::Acquired {
@@ -104,16 +99,9 @@ impl<R: RngCore> LockerCore<R> {
             }
             Some(Reply::Granted(_)) => {
                 // Granted too late to trust: release it, and ask again if waiting.
+                let resource = grant.resource.clone();
                 self.start_release(None, grant, now);
-                self.retry_or_fail(
-                    key,
-                    Error::backend(
-                        "acquire",
-                        "the grant arrived after the lock stopped being trusted (the store \
-                         took longer than the TTL minus the drift margin); it was released",
-                    ),
-                    now,
-                );
+                self.retry_or_fail(key, Error::StaleGrant { resource }, now);
             }
             Some(Reply::Refused(e)) => self.retry_or_fail(key, e, now),
             Some(Reply::Done | Reply::Each(_)) => self.fail(
@@ -121,7 +109,7 @@ impl<R: RngCore> LockerCore<R> {
                 Error::backend("acquire", "the store's answer does not fit a lock request"),
             ),
             Some(Reply::Failed(e)) => {
-                if may_have_applied(&e) {
+                if e.may_have_applied() {
                     self.release_unknown(grant, now);
                 }
                 self.fail(key, e);
@@ -130,11 +118,9 @@ impl<R: RngCore> LockerCore<R> {
                 self.release_unknown(grant, now);
                 self.retry_or_fail(
                     key,
-                    Error::backend(
-                        "acquire",
-                        "no reply before the grant would have stopped being trusted (the TTL \
-                         minus the drift margin); whatever was granted is being released",
-                    ),
+                    Error::NoReply {
+                        operation: "acquire",
+                    },
                     now,
                 );
             }
@@ -170,13 +156,4 @@ impl<R: RngCore> LockerCore<R> {
         self.timers
             .insert((now.saturating_add(wait), Timer::Attempt(key)));
     }
-}
-
-/// Whether a failed lock request may still have been granted (anything but a bad
-/// argument or a refusal).
-fn may_have_applied(e: &Error) -> bool {
-    !matches!(
-        e,
-        Error::AlreadyLocked { .. } | Error::InvalidArgument { .. }
-    )
 }

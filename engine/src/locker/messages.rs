@@ -26,13 +26,20 @@ pub enum Request {
         access: Access,
     },
     /// Renew this one lock (each attempt's lock id is fresh, so the group is that one
-    /// lock).
-    Renew(Renewal),
+    /// lock), refused if it expires within `margin`.
+    Renew {
+        /// The lock.
+        lock: Renewal,
+        /// The renew margin (the core's, from the client).
+        margin: Duration,
+    },
     /// Renew each of these locks as `Renew` would, in one batch; the reply is
     /// [`Reply::Each`], in the same order.
     RenewMany {
         /// The locks.
         locks: Vec<Renewal>,
+        /// The renew margin (the core's, from the client).
+        margin: Duration,
     },
     /// Release the one lock `lock_id` holds (or may hold) on `resource`.
     Unlock {
@@ -44,11 +51,11 @@ pub enum Request {
 }
 
 impl Request {
-    /// Asks `store` for what this request asks (renewals with `margin`) and turns its
-    /// answer into the core's [`Reply`]. The one mapping from requests to the store's
-    /// operations: the `lockwright` Locker's driver sends every request through it, and so
-    /// does the simulator, so what the simulator checks is what ships.
-    pub async fn send_to<S: LockStore>(&self, store: &S, margin: Duration) -> Reply {
+    /// Asks `store` for what this request asks and turns its answer into the core's
+    /// [`Reply`]. The one mapping from requests to the store's operations: the `lockwright`
+    /// Locker's driver sends every request through it, and so does the simulator, so what
+    /// the simulator checks is what ships.
+    pub async fn send_to<S: LockStore>(&self, store: &S) -> Reply {
         match self {
             Request::Lock { request, access } => Reply::from_lock(match access {
                 Access::Exclusive => store.xlock(request).await,
@@ -57,9 +64,11 @@ impl Request {
                     Err(e) => Err(e),
                 },
             }),
-            Request::Renew(lock) => Reply::from_done(store.renew_one(lock, margin).await),
-            Request::RenewMany { locks } => {
-                Reply::from_batch(store.renew_many(locks, margin).await)
+            Request::Renew { lock, margin } => {
+                Reply::from_done(store.renew_one(lock, *margin).await)
+            }
+            Request::RenewMany { locks, margin } => {
+                Reply::from_batch(store.renew_many(locks, *margin).await)
             }
             Request::Unlock { .. } if mutants::active(Mutant::LockerReleaseNotSent) => Reply::Done,
             Request::Unlock { resource, lock_id } => {

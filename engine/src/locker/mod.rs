@@ -33,6 +33,7 @@ mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
+use std::time::Duration;
 
 use rand_core::RngCore;
 use serde::{Deserialize, Serialize};
@@ -40,9 +41,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::Error;
 use crate::holder::trust_until;
 use crate::lease::{LeaseEvent, LeaseKey, LeaseSchedule};
-use crate::lock::{LockDetails, Renewal};
+use crate::lock::{Holder, Renewal};
 use crate::names::{LockId, Resource};
-use crate::time::{Ttl, duration_millis};
+use crate::time::{Ttl, duration_millis, validate_margin};
 
 pub use self::config::{LockerConfig, LockerStats};
 pub use self::messages::{Ended, Event, Reply, Request, Transmit};
@@ -50,10 +51,9 @@ pub use self::messages::{Ended, Event, Reply, Request, Transmit};
 /// The number of one request the core asked for, to match its reply.
 pub type RequestId = u64;
 
-/// Who takes a lock (owner, host, comment; the TTL is the acquire's), shared by every
-/// attempt of one acquire. The core does not read it: it travels to the store with each
-/// lock request.
-pub type Who = Arc<LockDetails>;
+/// Who takes a lock (owner, host, comment), shared by every attempt of one acquire. The core
+/// does not read it: it travels to the store with each lock request.
+pub type Who = Arc<Holder>;
 
 /// What one acquire asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -150,6 +150,7 @@ struct Held {
 #[derive(Debug)]
 pub struct LockerCore<R> {
     config: LockerConfig,
+    renew_margin: Duration,
     rng: R,
     schedule: LeaseSchedule,
     acquires: BTreeMap<LeaseKey, Acquire>,
@@ -166,15 +167,20 @@ pub struct LockerCore<R> {
 }
 
 impl<R: RngCore> LockerCore<R> {
-    /// A core with `config`, drawing lock ids and jitter from `rng` (use a cryptographic
-    /// generator seeded from the OS outside simulation: lock ids are secrets).
+    /// A core with `config` whose renewals ask the store with `renew_margin` (the client's:
+    /// the store refuses to renew a lock that expires within it), drawing lock ids and
+    /// jitter from `rng` (use a cryptographic generator seeded from the OS outside
+    /// simulation: lock ids are secrets).
     ///
     /// # Errors
-    /// As [`LockerConfig::lease_config`].
-    pub fn new(config: LockerConfig, rng: R) -> Result<Self, Error> {
+    /// As [`LockerConfig::lease_config`], and `InvalidArgument` naming `renew_margin` when
+    /// it is over 100 years.
+    pub fn new(config: LockerConfig, renew_margin: Duration, rng: R) -> Result<Self, Error> {
         let lease = config.lease_config()?;
+        let renew_margin = validate_margin(renew_margin)?;
         Ok(LockerCore {
             config,
+            renew_margin,
             rng,
             schedule: LeaseSchedule::new(lease),
             acquires: BTreeMap::new(),
@@ -193,6 +199,11 @@ impl<R: RngCore> LockerCore<R> {
     /// The configuration.
     pub fn config(&self) -> &LockerConfig {
         &self.config
+    }
+
+    /// The renew margin its renewals ask with.
+    pub fn renew_margin(&self) -> Duration {
+        self.renew_margin
     }
 
     /// The counters.
@@ -218,6 +229,16 @@ impl<R: RngCore> LockerCore<R> {
             Some(Error::invalid(
                 "ttl",
                 "must be longer than the locker's drift margin",
+            ))
+        } else if let Some(left) = self.left_at_renewal(ask.ttl) {
+            Some(Error::invalid(
+                "ttl",
+                format!(
+                    "leaves {left:?} at the renewal point, not more than the client's renew \
+                     margin ({:?}), so every renewal would be refused: use a longer TTL or a \
+                     client with a smaller margin",
+                    self.renew_margin
+                ),
             ))
         } else if self.acquires.contains_key(&key) || self.held.contains_key(&key) {
             Some(Error::invalid("key", "is already in use"))
@@ -250,6 +271,15 @@ impl<R: RngCore> LockerCore<R> {
             },
         );
         self.attempt(key, now);
+    }
+
+    /// What a lease of `ttl` has left when its renewal falls due, if that is not more than
+    /// the renew margin (so the store would refuse every renewal).
+    fn left_at_renewal(&self, ttl: Ttl) -> Option<Duration> {
+        let left = ttl
+            .as_duration()
+            .mul_f64(1.0 - self.config.renew_fraction);
+        (left <= self.renew_margin).then_some(left)
     }
 
     /// Abandons the acquire `key` (its caller is gone): whatever its request in flight is

@@ -52,7 +52,9 @@ impl<R: RngCore> LockerCore<R> {
             Some(Reply::Granted(_) | Reply::Each(_)) => {
                 Error::backend("release", "the store's answer does not fit a release")
             }
-            None => Error::backend("release", "no reply in time"),
+            None => Error::NoReply {
+                operation: "release",
+            },
         };
         let Some(r) = self.releases.get(&rid) else {
             return;

@@ -24,12 +24,19 @@ impl<R: RngCore> LockerCore<R> {
             0 => {}
             1 => {
                 if let Some((key, r)) = batch.pop() {
-                    self.send(Request::Renew(r), Purpose::Renew { key }, deadline, now);
+                    let request = Request::Renew {
+                        lock: r,
+                        margin: self.renew_margin,
+                    };
+                    self.send(request, Purpose::Renew { key }, deadline, now);
                 }
             }
             _ => {
                 let (keys, locks) = batch.into_iter().unzip();
-                let request = Request::RenewMany { locks };
+                let request = Request::RenewMany {
+                    locks,
+                    margin: self.renew_margin,
+                };
                 self.send(request, Purpose::RenewMany { keys }, deadline, now);
             }
         }
@@ -96,10 +103,7 @@ impl<R: RngCore> LockerCore<R> {
                 false,
                 Error::backend("renew", "the store's answer does not fit a renewal"),
             ),
-            None => (
-                false,
-                Error::backend("renew", "no reply before the lock stopped being trusted"),
-            ),
+            None => (false, Error::NoReply { operation: "renew" }),
         };
         self.stats.renew_failures += 1;
         self.events.push_back(Event::RenewFailed { key, error });

@@ -15,7 +15,7 @@ fn core() -> LockerCore<StdRng> {
         release_timeout: Duration::from_millis(1_000),
         ..LockerConfig::default()
     };
-    LockerCore::new(config, StdRng::seed_from_u64(7)).unwrap()
+    LockerCore::new(config, Duration::from_millis(100), StdRng::seed_from_u64(7)).unwrap()
 }
 
 fn ttl() -> Ttl {
@@ -82,7 +82,7 @@ fn a_grant_is_trusted_from_the_send_time_and_renewed_at_the_fraction() {
     assert_eq!(c.poll_timeout(), Some(600));
     c.handle_timeout(600);
     let renew = c.poll_transmit().unwrap();
-    assert!(matches!(renew.request, Request::Renew(_)));
+    assert!(matches!(renew.request, Request::Renew { .. }));
     assert_eq!(renew.deadline, 1_000);
     c.handle_reply(renew.id, Reply::Done, 620);
     let ev = events(&mut c);
@@ -135,7 +135,7 @@ fn a_grant_arriving_at_its_trust_deadline_is_released_not_handed_out() {
             ev[..],
             [Event::AcquireFailed {
                 key: 1,
-                error: Error::Backend { .. }
+                error: Error::StaleGrant { .. }
             }]
         ),
         "{ev:?}"
@@ -165,6 +165,42 @@ fn an_unanswered_lock_request_is_released_and_a_waiting_acquire_asks_again() {
         ),
         "{ev:?}"
     );
+}
+
+/// A failed lock request whose outcome is known ("not applied") costs nothing more; one
+/// whose outcome is unknown is followed by exactly one release write of its lock id.
+#[test]
+fn only_a_failure_of_unknown_outcome_is_followed_by_a_release() {
+    let writes_after = |failure: Error| {
+        let mut c = core();
+        let t = acquire(&mut c, 1, Wait::No, 0);
+        let Request::Lock { request, .. } = &t.request else {
+            panic!("not a lock request: {t:?}");
+        };
+        let lock_id = request.lock_id.clone();
+        c.handle_reply(t.id, Reply::Failed(failure), 10);
+        assert!(
+            matches!(
+                events(&mut c)[..],
+                [Event::AcquireFailed {
+                    key: 1,
+                    error: Error::Backend { .. }
+                }]
+            ),
+            "the acquire fails with the store's error"
+        );
+        let sent: Vec<Transmit> = std::iter::from_fn(|| c.poll_transmit()).collect();
+        for t in &sent {
+            assert!(
+                matches!(&t.request, Request::Unlock { lock_id: l, .. } if *l == lock_id),
+                "only a release of the attempt's lock id may follow: {t:?}"
+            );
+        }
+        sent.len()
+    };
+    let down = || std::io::Error::other("connection refused");
+    assert_eq!(writes_after(Error::not_applied("xlock", down())), 0);
+    assert_eq!(writes_after(Error::backend("xlock", down())), 1);
 }
 
 #[test]
@@ -224,7 +260,7 @@ fn renewals_falling_due_together_go_out_as_one_batch() {
     events(&mut c);
     c.handle_timeout(500);
     let batch = c.poll_transmit().unwrap();
-    let Request::RenewMany { locks } = &batch.request else {
+    let Request::RenewMany { locks, .. } = &batch.request else {
         panic!("one batch: {batch:?}");
     };
     assert_eq!(locks.len(), 3);
@@ -363,7 +399,7 @@ fn shutdown_cancels_leases_and_refuses_new_acquires() {
 fn bad_owner_or_limit_fails_the_acquire_before_any_request() {
     let mut c = core();
     let mut bad_owner = ask(Resource::new("job").unwrap());
-    bad_owner.who = Who::new(LockDetails::new().owner(""));
+    bad_owner.who = Who::new(LockDetails::new().owner("").holder);
     c.acquire(1, bad_owner, Wait::Forever, 0);
     let mut no_limit = ask(Resource::new("job").unwrap());
     no_limit.access = Access::Shared(Some(0));

@@ -8,7 +8,6 @@ use super::{GroupResources, LockTable, ResourceState};
 use crate::error::Error;
 use crate::filter::Filter;
 use crate::lock::{LockStatus, Mode, StoredLock, sort_newest_first, sort_oldest_first};
-use crate::mutants::{self, Mutant};
 use crate::names::{LockId, Resource};
 use crate::time::{Timestamp, Ttl};
 
@@ -76,11 +75,6 @@ impl LockTable {
         margin: Duration,
         now: Timestamp,
     ) -> Result<LockStatus, Error> {
-        let margin = if mutants::active(Mutant::RenewWithoutMargin) {
-            Duration::ZERO
-        } else {
-            margin
-        };
         let state = self
             .resources
             .get_mut(resource)
@@ -92,10 +86,7 @@ impl LockTable {
             .chain(state.shared.iter_mut().map(|l| (Mode::Shared, l)))
             .find(|(_, l)| &l.lock_id == lock_id)
             .ok_or(Error::LockNotFound)?;
-        if lock
-            .expires_at
-            .is_some_and(|e| e <= now.saturating_add(margin))
-        {
+        if !lock.is_renewable(now, margin) {
             return Err(Error::NotRenewable {
                 locks: vec![lock.status(resource, mode, now)],
             });
@@ -164,18 +155,12 @@ pub fn renew<T: DerefMut<Target = LockTable>>(
     margin: Duration,
     now: Timestamp,
 ) -> Result<Vec<LockStatus>, Error> {
-    let margin = if mutants::active(Mutant::RenewWithoutMargin) {
-        Duration::ZERO
-    } else {
-        margin
-    };
-    let deadline = now.saturating_add(margin);
     let mut found = false;
     let mut refused = Vec::new();
     for table in shards.iter() {
         for (name, mode, lock) in table.group(lock_id) {
             found = true;
-            if lock.expires_at.is_some_and(|e| e <= deadline) {
+            if !lock.is_renewable(now, margin) {
                 refused.push(lock.status(name, mode, now));
             }
         }

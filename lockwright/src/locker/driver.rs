@@ -25,7 +25,7 @@ type InFlight = Pin<Box<dyn Future<Output = Option<(RequestId, Reply)>> + Send>>
 /// counts it as unanswered).
 fn perform<S: LockStore>(client: Client<S>, t: Transmit, deadline: Instant) -> InFlight {
     Box::pin(async move {
-        let work = t.request.send_to(client.store(), client.renew_margin());
+        let work = t.request.send_to(client.store());
         let reply = tokio::time::timeout_at(deadline, work).await.ok()?;
         Some((t.id, reply))
     })

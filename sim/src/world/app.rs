@@ -153,7 +153,7 @@ impl World {
             resource: self.resources[resource].clone(),
             access: Access::Exclusive,
             ttl: self.ttl,
-            who: Who::new(LockDetails::new().owner(format!("client-{client}"))),
+            who: Who::new(LockDetails::new().owner(format!("client-{client}")).holder),
         };
         c.core.acquire(key, ask, Wait::Forever, local);
         c.app = App::Acquiring { key, resource };

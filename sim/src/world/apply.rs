@@ -13,7 +13,7 @@ impl World {
     pub(super) fn apply(&mut self, client: usize, incarnation: u32, request: &Request) -> Reply {
         self.clock
             .set(EPOCH.saturating_add(Duration::from_millis(self.now)));
-        let reply = at_once(request.send_to(&self.store, self.config.drift_margin));
+        let reply = at_once(request.send_to(&self.store));
         // store-mem fails only on a broken rule or argument: the simulation is wrong.
         let outcomes = match &reply {
             Reply::Each(each) => each.as_slice(),

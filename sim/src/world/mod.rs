@@ -214,7 +214,8 @@ impl World {
     /// A fresh core, its generator seeded from the world's.
     fn new_core(&mut self) -> LockerCore<SimRng> {
         let rng = SimRng::seed_from_u64(self.rng.random());
-        LockerCore::new(self.config.clone(), rng)
+        let renew_margin = Duration::from_millis(self.opts.renew_margin_ms);
+        LockerCore::new(self.config.clone(), renew_margin, rng)
             .unwrap_or_else(|e| panic!("invalid simulation options: {e}"))
     }
 

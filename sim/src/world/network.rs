@@ -13,8 +13,8 @@ impl World {
     pub(super) fn describe(&self, request: &Request) -> String {
         match request {
             Request::Lock { request, .. } => format!("xlock {}", request.resource),
-            Request::Renew(_) => "renew".into(),
-            Request::RenewMany { locks } => format!("renew of {} locks", locks.len()),
+            Request::Renew { .. } => "renew".into(),
+            Request::RenewMany { locks, .. } => format!("renew of {} locks", locks.len()),
             Request::Unlock { .. } => "unlock".into(),
         }
     }
@@ -23,7 +23,7 @@ impl World {
     /// silence or a connection error), or reach the store after latency.
     pub(super) fn transmit(&mut self, client: usize, t: Transmit) {
         let incarnation = self.clients[client].incarnation;
-        if let Request::RenewMany { locks } = &t.request {
+        if let Request::RenewMany { locks, .. } = &t.request {
             self.report.tally.renew_batches += 1;
             self.report.tally.batched_renewals += locks.len() as u64;
             self.report.tally.largest_batch =
@@ -74,7 +74,7 @@ impl World {
         }
         let operation = match request {
             Request::Lock { .. } => "lock",
-            Request::Renew(_) | Request::RenewMany { .. } => "renew",
+            Request::Renew { .. } | Request::RenewMany { .. } => "renew",
             Request::Unlock { .. } => "unlock",
         };
         let reply = Reply::Failed(Error::backend(operation, "connection reset"));

@@ -28,8 +28,11 @@ pub(crate) fn backend<T: std::fmt::Debug>(op: &str, result: Result<T, Error>) ->
     }
 }
 
-/// Asserts a `Backend` error of `op` that says its outcome is unknown.
+/// Asserts a `Backend` error of `op` whose outcome is unknown, and that says so.
 pub(crate) fn outcome_unknown<T: std::fmt::Debug>(op: &str, result: Result<T, Error>) {
+    if let Err(e) = &result {
+        assert!(e.may_have_applied(), "{op}: the outcome must be unknown: {e:?}");
+    }
     let message = backend(op, result);
     assert!(
         message.contains("outcome is unknown"),
