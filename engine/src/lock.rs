@@ -286,7 +286,8 @@ impl StoredLock {
         } else {
             margin
         };
-        self.expires_at.is_none_or(|e| e > now.saturating_add(margin))
+        self.expires_at
+            .is_none_or(|e| e > now.saturating_add(margin))
     }
 
     /// The remaining TTL at `now`: `None` without a TTL, zero once expired.

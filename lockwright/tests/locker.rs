@@ -11,7 +11,8 @@ use std::time::Duration;
 use lockwright::MemStore;
 use lockwright::engine::{LockRequest, Renewal, Resource, SharedLimit, Ttl};
 use lockwright::{
-    Client, Ended, Error, Outcome, Filter, LockId, LockOptions, LockStatus, LockStore, Locker, LockerConfig,
+    Client, Ended, Error, Filter, LockId, LockOptions, LockStatus, LockStore, Locker, LockerConfig,
+    Outcome,
 };
 use lockwright_testkit::Backend;
 #[cfg(feature = "mem")]
@@ -421,9 +422,10 @@ async fn late_grant_is_released_not_handed_out<B: Backend>() {
             stale,
             // The driver stops waiting at the trust deadline (no reply), or the reply
             // arrived after it (a stale grant): either way it is not handed out.
-            Err(Error::StaleGrant { .. } | Error::NoReply {
-                operation: "acquire"
-            })
+            Err(Error::StaleGrant { .. }
+                | Error::NoReply {
+                    operation: "acquire"
+                })
         ),
         "{stale:?}"
     );
@@ -467,7 +469,11 @@ async fn only_an_unknown_outcome_is_released<B: Backend>() {
         matches!(&failed, Err(e @ Error::Backend { .. }) if e.may_have_applied()),
         "{failed:?}"
     );
-    assert_eq!(until_nothing_held(&locker, B::TTL).await, 0, "the grant was released");
+    assert_eq!(
+        until_nothing_held(&locker, B::TTL).await,
+        0,
+        "the grant was released"
+    );
     assert_eq!(
         store.unlock_calls.load(Ordering::SeqCst),
         1,

@@ -15,71 +15,110 @@ use crate::read::{Read, read_all, unless_skipped};
 use crate::{MongoStore, pipeline, schema};
 
 impl MongoStore {
-    /// `unlock`: removes every lock of `lock_id`.
-    pub(crate) async fn unlock_group(&self, lock_id: &LockId) -> Result<Vec<LockStatus>, Error> {
-        self.ready("unlock").await?;
-        match self.group_shape(lock_id).await {
-            GroupShape::Empty => return Ok(Vec::new()),
-            GroupShape::One(resource) => {
-                return Ok(self
-                    .unlock_one(&resource, lock_id)
-                    .await?
-                    .into_iter()
-                    .collect());
-            }
-            GroupShape::More => {}
+    /// Where the group `lock_id` is, from one read outside any transaction: a group in one
+    /// readable document is one lock (a document holds at most one lock per lock id), which
+    /// the one-lock operations handle in one more command; a bigger group, or one with a
+    /// document the rules cannot read, takes the transaction. The read is only a shortcut:
+    /// if it fails, the transaction (which retries) decides.
+    async fn group_shape(&self, lock_id: &LockId) -> GroupShape {
+        let read = async {
+            self.coll
+                .clone_with_type::<RawDocumentBuf>()
+                .find(pipeline::group_filter(lock_id))
+                .limit(2)
+                .await?
+                .try_collect::<Vec<RawDocumentBuf>>()
+                .await
+        };
+        match read.await.as_deref() {
+            Ok([]) => GroupShape::Empty,
+            // Text that is not UTF-8 would make the one-lock reply unreadable to the driver:
+            // the transaction reads such documents as they are.
+            Ok([one]) => match one.to_document().map(|d| schema::decode(&d)) {
+                Ok(Ok((resource, _))) => GroupShape::One(resource),
+                _ => GroupShape::More,
+            },
+            Ok(_) | Err(_) => GroupShape::More,
         }
-        let read = pipeline::read_with_now(pipeline::group_filter(lock_id), &self.now_expr());
-        let update = pipeline::unlock(lock_id);
-        let context = (&self.coll, lock_id, &read, &update);
-        let (released, skipped) = self
-            .transaction("unlock", context, |s, (coll, lock_id, read, update)| {
-                async move {
-                    let docs = read_all(coll, (*read).clone(), s).await?;
-                    let mut read = Read::from_docs(&docs);
-                    let Some(now) = read.now else {
-                        return Ok(Ok((Vec::new(), Vec::new())));
-                    };
-                    let released = table::unlock(&mut [&mut read.table], lock_id, now);
-                    // Only the documents read and decided on are written; the others are
-                    // reported and left as they are.
-                    let ids: Vec<Bson> = read.ids.into_values().collect();
-                    if !ids.is_empty() {
-                        coll.update_many(pipeline::ids_in(&ids), (*update).clone())
-                            .session(&mut *s)
-                            .await?;
-                    }
-                    Ok(Ok((released, read.skipped)))
-                }
-                .boxed()
-            })
-            .await?;
-        unless_skipped(released, skipped)
     }
+}
 
-    /// `renew`: renews every lock of `lock_id`, all or none.
-    pub(crate) async fn renew_group(
-        &self,
-        lock_id: &LockId,
-        ttl: Ttl,
-        margin: Duration,
-    ) -> Result<Vec<LockStatus>, Error> {
-        self.ready("renew").await?;
-        match self.group_shape(lock_id).await {
-            GroupShape::Empty => return Err(Error::LockNotFound),
-            GroupShape::One(resource) => {
-                let lock = Renewal {
-                    resource,
-                    lock_id: lock_id.clone(),
-                    ttl,
-                };
-                return Ok(vec![self.renew_one(&lock, margin).await?]);
-            }
-            GroupShape::More => {}
+/// Where a group's locks are, as far as a group operation cares.
+enum GroupShape {
+    /// No document holds a lock of it.
+    Empty,
+    /// One readable document, so one lock, on this resource.
+    One(Resource),
+    /// Several documents, or one the rules cannot read.
+    More,
+}
+
+/// `unlock`: removes every lock of `lock_id`.
+pub(crate) async fn unlock(store: &MongoStore, lock_id: &LockId) -> Result<Vec<LockStatus>, Error> {
+    store.ready("unlock").await?;
+    match store.group_shape(lock_id).await {
+        GroupShape::Empty => return Ok(Vec::new()),
+        GroupShape::One(resource) => {
+            return Ok(store
+                .unlock_one(&resource, lock_id)
+                .await?
+                .into_iter()
+                .collect());
         }
-        let read = pipeline::read_with_now(pipeline::group_filter(lock_id), &self.now_expr());
-        let context = (&self.coll, lock_id, &read);
-        self.transaction("renew", context, |s, (coll, lock_id, read)| {
+        GroupShape::More => {}
+    }
+    let read = pipeline::read_with_now(pipeline::group_filter(lock_id), &store.now_expr());
+    let update = pipeline::unlock(lock_id);
+    let context = (&store.coll, lock_id, &read, &update);
+    let (released, skipped) = store
+        .transaction("unlock", context, |s, (coll, lock_id, read, update)| {
+            async move {
+                let docs = read_all(coll, (*read).clone(), s).await?;
+                let mut read = Read::from_docs(&docs);
+                let Some(now) = read.now else {
+                    return Ok(Ok((Vec::new(), Vec::new())));
+                };
+                let released = table::unlock(&mut [&mut read.table], lock_id, now);
+                // Only the documents read and decided on are written; the others are
+                // reported and left as they are.
+                let ids: Vec<Bson> = read.ids.into_values().collect();
+                if !ids.is_empty() {
+                    coll.update_many(pipeline::ids_in(&ids), (*update).clone())
+                        .session(&mut *s)
+                        .await?;
+                }
+                Ok(Ok((released, read.skipped)))
+            }
+            .boxed()
+        })
+        .await?;
+    unless_skipped(released, skipped)
+}
+
+/// `renew`: renews every lock of `lock_id`, all or none.
+pub(crate) async fn renew(
+    store: &MongoStore,
+    lock_id: &LockId,
+    ttl: Ttl,
+    margin: Duration,
+) -> Result<Vec<LockStatus>, Error> {
+    store.ready("renew").await?;
+    match store.group_shape(lock_id).await {
+        GroupShape::Empty => return Err(Error::LockNotFound),
+        GroupShape::One(resource) => {
+            let lock = Renewal {
+                resource,
+                lock_id: lock_id.clone(),
+                ttl,
+            };
+            return Ok(vec![store.renew_one(&lock, margin).await?]);
+        }
+        GroupShape::More => {}
+    }
+    let read = pipeline::read_with_now(pipeline::group_filter(lock_id), &store.now_expr());
+    let context = (&store.coll, lock_id, &read);
+    store
+        .transaction("renew", context, |s, (coll, lock_id, read)| {
             async move {
                 let docs = read_all(coll, (*read).clone(), s).await?;
                 let mut read = Read::from_docs(&docs);
@@ -109,26 +148,26 @@ impl MongoStore {
             .boxed()
         })
         .await
-    }
+}
 
-    /// `renew_many`: renews each of `locks` on its own, in one transaction.
-    pub(crate) async fn renew_locks(
-        &self,
-        locks: &[Renewal],
-        margin: Duration,
-    ) -> Result<Vec<Result<LockStatus, Error>>, Error> {
-        if locks.is_empty() {
-            return Ok(Vec::new());
-        }
-        self.ready("renew").await?;
-        // One transaction for the batch: read the documents with the server's `now`, decide
-        // each lock with the engine, write the renewed ones with that same `now`.
-        let resources: BTreeSet<&str> = locks.iter().map(|r| r.resource.as_str()).collect();
-        let filter =
-            doc! { schema::RESOURCE: { "$in": resources.into_iter().collect::<Vec<_>>() } };
-        let read = pipeline::read_with_now(filter, &self.now_expr());
-        let context = (&self.coll, locks, margin, &read);
-        self.transaction("renew", context, |s, (coll, locks, margin, read)| {
+/// `renew_many`: renews each of `locks` on its own, in one transaction.
+pub(crate) async fn renew_many(
+    store: &MongoStore,
+    locks: &[Renewal],
+    margin: Duration,
+) -> Result<Vec<Result<LockStatus, Error>>, Error> {
+    if locks.is_empty() {
+        return Ok(Vec::new());
+    }
+    store.ready("renew").await?;
+    // One transaction for the batch: read the documents with the server's `now`, decide
+    // each lock with the engine, write the renewed ones with that same `now`.
+    let resources: BTreeSet<&str> = locks.iter().map(|r| r.resource.as_str()).collect();
+    let filter = doc! { schema::RESOURCE: { "$in": resources.into_iter().collect::<Vec<_>>() } };
+    let read = pipeline::read_with_now(filter, &store.now_expr());
+    let context = (&store.coll, locks, margin, &read);
+    store
+        .transaction("renew", context, |s, (coll, locks, margin, read)| {
             async move {
                 let docs = read_all(coll, (*read).clone(), s).await?;
                 let mut read = Read::from_docs(&docs);
@@ -174,42 +213,4 @@ impl MongoStore {
             .boxed()
         })
         .await
-    }
-
-    /// Where the group `lock_id` is, from one read outside any transaction: a group in one
-    /// readable document is one lock (a document holds at most one lock per lock id), which
-    /// the one-lock operations handle in one more command; a bigger group, or one with a
-    /// document the rules cannot read, takes the transaction. The read is only a shortcut:
-    /// if it fails, the transaction (which retries) decides.
-    async fn group_shape(&self, lock_id: &LockId) -> GroupShape {
-        let read = async {
-            self.coll
-                .clone_with_type::<RawDocumentBuf>()
-                .find(pipeline::group_filter(lock_id))
-                .limit(2)
-                .await?
-                .try_collect::<Vec<RawDocumentBuf>>()
-                .await
-        };
-        match read.await.as_deref() {
-            Ok([]) => GroupShape::Empty,
-            // Text that is not UTF-8 would make the one-lock reply unreadable to the driver:
-            // the transaction reads such documents as they are.
-            Ok([one]) => match one.to_document().map(|d| schema::decode(&d)) {
-                Ok(Ok((resource, _))) => GroupShape::One(resource),
-                _ => GroupShape::More,
-            },
-            Ok(_) | Err(_) => GroupShape::More,
-        }
-    }
-}
-
-/// Where a group's locks are, as far as a group operation cares.
-enum GroupShape {
-    /// No document holds a lock of it.
-    Empty,
-    /// One readable document, so one lock, on this resource.
-    One(Resource),
-    /// Several documents, or one the rules cannot read.
-    More,
 }

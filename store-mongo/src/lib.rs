@@ -201,27 +201,27 @@ impl MongoStore {
 impl LockStore for MongoStore {
     #[tracing::instrument(name = "mongo.xlock", skip_all, fields(resource = %request.resource))]
     async fn xlock(&self, request: &LockRequest) -> Result<LockStatus> {
-        self.lock_exclusive(request).await
+        one_lock::xlock(self, request).await
     }
 
     #[tracing::instrument(name = "mongo.slock", skip_all, fields(resource = %request.resource))]
     async fn slock(&self, request: &LockRequest, limit: Option<SharedLimit>) -> Result<LockStatus> {
-        self.lock_shared(request, limit).await
+        one_lock::slock(self, request, limit).await
     }
 
     #[tracing::instrument(name = "mongo.unlock", skip_all)]
     async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>> {
-        self.unlock_group(lock_id).await
+        group::unlock(self, lock_id).await
     }
 
     #[tracing::instrument(name = "mongo.renew", skip_all, fields(ttl_ms = ttl.as_millis()))]
     async fn renew(&self, lock_id: &LockId, ttl: Ttl, margin: Duration) -> Result<Vec<LockStatus>> {
-        self.renew_group(lock_id, ttl, margin).await
+        group::renew(self, lock_id, ttl, margin).await
     }
 
     #[tracing::instrument(name = "mongo.renew_one", skip_all, fields(resource = %lock.resource, ttl_ms = lock.ttl.as_millis()))]
     async fn renew_one(&self, lock: &Renewal, margin: Duration) -> Result<LockStatus> {
-        self.renew_lock(lock, margin).await
+        one_lock::renew_one(self, lock, margin).await
     }
 
     #[tracing::instrument(name = "mongo.renew_many", skip_all, fields(locks = locks.len()))]
@@ -230,7 +230,7 @@ impl LockStore for MongoStore {
         locks: &[Renewal],
         margin: Duration,
     ) -> Result<Vec<Result<LockStatus>>> {
-        self.renew_locks(locks, margin).await
+        group::renew_many(self, locks, margin).await
     }
 
     #[tracing::instrument(name = "mongo.unlock_one", skip_all, fields(resource = %resource))]
@@ -239,17 +239,17 @@ impl LockStore for MongoStore {
         resource: &Resource,
         lock_id: &LockId,
     ) -> Result<Option<LockStatus>> {
-        self.unlock_lock(resource, lock_id).await
+        one_lock::unlock_one(self, resource, lock_id).await
     }
 
     #[tracing::instrument(name = "mongo.status", skip_all)]
     async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>> {
-        self.status_of(filter).await
+        status::status(self, filter).await
     }
 
     #[tracing::instrument(name = "mongo.purge", skip_all)]
     async fn purge(&self) -> Result<Vec<LockStatus>> {
-        self.purge_expired().await
+        purge::purge(self).await
     }
 
     /// Creates the unique index on `resource` with the Go library's options (`unique`,
@@ -262,6 +262,6 @@ impl LockStore for MongoStore {
     /// a partial or collated one); `Backend` otherwise.
     #[tracing::instrument(name = "mongo.create_indexes", skip_all)]
     async fn create_indexes(&self) -> Result<()> {
-        self.ensure_indexes().await
+        setup::create_indexes(self).await
     }
 }

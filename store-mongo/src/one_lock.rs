@@ -33,96 +33,6 @@ fn already_locked(request: &LockRequest) -> Error {
 }
 
 impl MongoStore {
-    /// `xlock`: the exclusive grant.
-    pub(crate) async fn lock_exclusive(&self, request: &LockRequest) -> Result<LockStatus, Error> {
-        let build = |id: &Bson, now: &Bson| pipeline::xlock(request, id, now);
-        let granted = self.grant("xlock", request, Mode::Exclusive, build).await?;
-        granted.ok_or_else(|| already_locked(request))
-    }
-
-    /// `slock`: the shared grant.
-    pub(crate) async fn lock_shared(
-        &self,
-        request: &LockRequest,
-        limit: Option<SharedLimit>,
-    ) -> Result<LockStatus, Error> {
-        let build = |id: &Bson, now: &Bson| pipeline::slock(request, limit, id, now);
-        let granted = self.grant("slock", request, Mode::Shared, build).await?;
-        granted.ok_or_else(|| already_locked(request))
-    }
-
-    /// `renew_one`: renews the one lock of `lock_id` on `resource`.
-    pub(crate) async fn renew_lock(
-        &self,
-        lock: &Renewal,
-        margin: Duration,
-    ) -> Result<LockStatus, Error> {
-        let Renewal {
-            resource,
-            lock_id,
-            ttl,
-        } = lock;
-        let ttl = *ttl;
-        let op = "renew";
-        let margin_ms = u64::try_from(margin.as_millis()).unwrap_or(u64::MAX);
-        let update = pipeline::renew_one(lock_id, ttl.as_millis(), margin_ms, &self.now_expr());
-        let filter = pipeline::one_lock_filter(resource.as_str(), lock_id);
-        let (doc, reread) = match self
-            .modify_one(op, resource, filter, update, ReturnDocument::Before)
-            .await?
-        {
-            Modified::Reply(doc) => (doc, false),
-            Modified::Reread(doc) => (doc, true),
-            Modified::Nothing => return Err(Error::LockNotFound),
-        };
-        let now = now_of(op, &doc)?;
-        let (name, state) = schema::decode(&doc)?;
-        if reread {
-            // Read back after the command, with a later `now`: a lock still renewable was
-            // renewed (the pipeline renews every renewable lock), and is reported as it is.
-            return match state.lock_of(lock_id) {
-                Some((mode, lock)) if lock.is_renewable(now, margin) => {
-                    Ok(lock.status(&name, mode, now))
-                }
-                _ => LockTable::from_resources([(name.clone(), state)])
-                    .renew_one(&name, lock_id, ttl, margin, now),
-            };
-        }
-        // The document as the pipeline found it, at the instant it ran: the pipeline renewed
-        // iff the rules say so, and the engine says what that gave, or why not.
-        LockTable::from_resources([(name.clone(), state)])
-            .renew_one(&name, lock_id, ttl, margin, now)
-    }
-
-    /// `unlock_one`: removes the one lock of `lock_id` on `resource`.
-    pub(crate) async fn unlock_lock(
-        &self,
-        resource: &Resource,
-        lock_id: &LockId,
-    ) -> Result<Option<LockStatus>, Error> {
-        let op = "unlock";
-        let filter = pipeline::one_lock_filter(resource.as_str(), lock_id);
-        let update = pipeline::unlock_one(lock_id);
-        let doc = match self
-            .modify_one(op, resource, filter, update, ReturnDocument::Before)
-            .await?
-        {
-            Modified::Reply(doc) => doc,
-            Modified::Reread(doc) => {
-                // Read back after the removal: the lock is gone (its details with it), or the
-                // document could not be decided on and is as it was.
-                schema::decode(&doc)?;
-                return Ok(None);
-            }
-            Modified::Nothing => return Ok(None),
-        };
-        let now = now_of(op, &doc)?;
-        // A document the rules cannot decide on was left as it was: say so.
-        let (name, state) = schema::decode(&doc)?;
-        let mut table = LockTable::from_resources([(name.clone(), state)]);
-        Ok(table.unlock_one(&name, lock_id, now))
-    }
-
     /// One grant: `findAndModify` with upsert, hinted to the trusted unique index so that
     /// it fails rather than inserts when that index is gone. `Ok(None)` means refused by
     /// the rule.
@@ -327,4 +237,95 @@ fn decide_grant(
         return Err(failure::unknown(op, &e));
     }
     Ok(None)
+}
+
+/// `xlock`: the exclusive grant.
+pub(crate) async fn xlock(store: &MongoStore, request: &LockRequest) -> Result<LockStatus, Error> {
+    let build = |id: &Bson, now: &Bson| pipeline::xlock(request, id, now);
+    let granted = store
+        .grant("xlock", request, Mode::Exclusive, build)
+        .await?;
+    granted.ok_or_else(|| already_locked(request))
+}
+
+/// `slock`: the shared grant.
+pub(crate) async fn slock(
+    store: &MongoStore,
+    request: &LockRequest,
+    limit: Option<SharedLimit>,
+) -> Result<LockStatus, Error> {
+    let build = |id: &Bson, now: &Bson| pipeline::slock(request, limit, id, now);
+    let granted = store.grant("slock", request, Mode::Shared, build).await?;
+    granted.ok_or_else(|| already_locked(request))
+}
+
+/// `renew_one`: renews the one lock of `lock_id` on `resource`.
+pub(crate) async fn renew_one(
+    store: &MongoStore,
+    lock: &Renewal,
+    margin: Duration,
+) -> Result<LockStatus, Error> {
+    let Renewal {
+        resource,
+        lock_id,
+        ttl,
+    } = lock;
+    let ttl = *ttl;
+    let op = "renew";
+    let margin_ms = u64::try_from(margin.as_millis()).unwrap_or(u64::MAX);
+    let update = pipeline::renew_one(lock_id, ttl.as_millis(), margin_ms, &store.now_expr());
+    let filter = pipeline::one_lock_filter(resource.as_str(), lock_id);
+    let (doc, reread) = match store
+        .modify_one(op, resource, filter, update, ReturnDocument::Before)
+        .await?
+    {
+        Modified::Reply(doc) => (doc, false),
+        Modified::Reread(doc) => (doc, true),
+        Modified::Nothing => return Err(Error::LockNotFound),
+    };
+    let now = now_of(op, &doc)?;
+    let (name, state) = schema::decode(&doc)?;
+    if reread {
+        // Read back after the command, with a later `now`: a lock still renewable was
+        // renewed (the pipeline renews every renewable lock), and is reported as it is.
+        return match state.lock_of(lock_id) {
+            Some((mode, lock)) if lock.is_renewable(now, margin) => {
+                Ok(lock.status(&name, mode, now))
+            }
+            _ => LockTable::from_resources([(name.clone(), state)])
+                .renew_one(&name, lock_id, ttl, margin, now),
+        };
+    }
+    // The document as the pipeline found it, at the instant it ran: the pipeline renewed
+    // iff the rules say so, and the engine says what that gave, or why not.
+    LockTable::from_resources([(name.clone(), state)]).renew_one(&name, lock_id, ttl, margin, now)
+}
+
+/// `unlock_one`: removes the one lock of `lock_id` on `resource`.
+pub(crate) async fn unlock_one(
+    store: &MongoStore,
+    resource: &Resource,
+    lock_id: &LockId,
+) -> Result<Option<LockStatus>, Error> {
+    let op = "unlock";
+    let filter = pipeline::one_lock_filter(resource.as_str(), lock_id);
+    let update = pipeline::unlock_one(lock_id);
+    let doc = match store
+        .modify_one(op, resource, filter, update, ReturnDocument::Before)
+        .await?
+    {
+        Modified::Reply(doc) => doc,
+        Modified::Reread(doc) => {
+            // Read back after the removal: the lock is gone (its details with it), or the
+            // document could not be decided on and is as it was.
+            schema::decode(&doc)?;
+            return Ok(None);
+        }
+        Modified::Nothing => return Ok(None),
+    };
+    let now = now_of(op, &doc)?;
+    // A document the rules cannot decide on was left as it was: say so.
+    let (name, state) = schema::decode(&doc)?;
+    let mut table = LockTable::from_resources([(name.clone(), state)]);
+    Ok(table.unlock_one(&name, lock_id, now))
 }

@@ -18,109 +18,6 @@ use crate::{MongoStore, failure, pipeline, schema};
 const PURGE_BATCHES_IN_FLIGHT: usize = 4;
 
 impl MongoStore {
-    /// `purge`: removes every lock group holding an expired lock.
-    pub(crate) async fn purge_expired(&self) -> Result<Vec<LockStatus>, Error> {
-        self.ready("purge").await?;
-        let t = self.now_value("purge").await?;
-        let expired = self
-            .coll
-            .aggregate(pipeline::expired_groups(t))
-            .with_type::<RawDocumentBuf>()
-            .batch_size(CURSOR_BATCH);
-        let rows = all_rows("purge", expired).await?;
-        let mut skipped: Vec<MalformedDocument> = Vec::new();
-        let mut groups = BTreeSet::new();
-        for raw in &rows {
-            let row = lossy("purge", raw)?;
-            if let Ok(bad) = row.get_document("bad") {
-                skipped.push(
-                    schema::decode(bad)
-                        .err()
-                        .unwrap_or_else(|| MalformedDocument {
-                            resource: schema::label(bad),
-                            field: "(document)".into(),
-                            reason: "the server's validity test refused it".into(),
-                        }),
-                );
-            }
-            if let Ok(ids) = row.get_array("ids") {
-                for id in ids.iter().filter_map(Bson::as_str) {
-                    // A lock id read with U+FFFD in place of bytes that are not UTF-8 names
-                    // no stored lock: its group cannot be addressed, so it is named instead.
-                    if id.contains(char::REPLACEMENT_CHARACTER) && raw.to_document().is_err() {
-                        let m = MalformedDocument {
-                            resource: row.get_str(schema::RESOURCE).unwrap_or("").to_string(),
-                            field: "lockId".into(),
-                            reason: "an expired lock's lock id is not valid UTF-8, so its group \
-                                     cannot be addressed: remove it by hand"
-                                .into(),
-                        };
-                        if !skipped.contains(&m) {
-                            skipped.push(m);
-                        }
-                    } else {
-                        groups.insert(LockId::stored(id));
-                    }
-                }
-            }
-        }
-        let ids: Vec<LockId> = groups.into_iter().collect();
-        let mut removed = Vec::new();
-        let incomplete = |mut removed: Vec<LockStatus>, e: Error| {
-            if removed.is_empty() {
-                return e;
-            }
-            sort_purged(&mut removed);
-            Error::PurgeIncomplete {
-                removed,
-                source: Box::new(e),
-            }
-        };
-        // Up to PURGE_BATCHES_IN_FLIGHT batch transactions at once. After a failure no new
-        // batch starts, but those in flight finish: a batch that committed is reported.
-        let mut batches = ids.chunks(self.purge_batch);
-        let mut in_flight = FuturesUnordered::new();
-        in_flight.extend(
-            batches
-                .by_ref()
-                .take(PURGE_BATCHES_IN_FLIGHT)
-                .map(|b| self.purge_batch(b, t)),
-        );
-        let mut failure = None;
-        while let Some(outcome) = in_flight.next().await {
-            match outcome {
-                Ok(mut swept) => {
-                    removed.append(&mut swept.removed);
-                    for m in swept.skipped {
-                        if !skipped.contains(&m) {
-                            skipped.push(m);
-                        }
-                    }
-                }
-                Err(e) => {
-                    failure.get_or_insert(e);
-                }
-            }
-            if failure.is_none() {
-                in_flight.extend(batches.next().map(|b| self.purge_batch(b, t)));
-            }
-        }
-        if let Some(e) = failure {
-            return Err(incomplete(removed, e));
-        }
-        if let Err(e) = self.coll.delete_many(pipeline::deletable(t)).await {
-            return Err(incomplete(removed, failure::backend("purge", &e)));
-        }
-        sort_purged(&mut removed);
-        tracing::debug!(
-            removed = removed.len(),
-            groups = ids.len(),
-            skipped = skipped.len(),
-            "purged"
-        );
-        unless_skipped(removed, skipped)
-    }
-
     /// Removes the groups `ids` (found expired at `t`) in one transaction; returns what it
     /// removed and the documents it left alone because it could not read them (the groups
     /// they name are left whole).
@@ -196,4 +93,107 @@ impl MongoStore {
 struct Swept {
     removed: Vec<LockStatus>,
     skipped: Vec<MalformedDocument>,
+}
+
+/// `purge`: removes every lock group holding an expired lock.
+pub(crate) async fn purge(store: &MongoStore) -> Result<Vec<LockStatus>, Error> {
+    store.ready("purge").await?;
+    let t = store.now_value("purge").await?;
+    let expired = store
+        .coll
+        .aggregate(pipeline::expired_groups(t))
+        .with_type::<RawDocumentBuf>()
+        .batch_size(CURSOR_BATCH);
+    let rows = all_rows("purge", expired).await?;
+    let mut skipped: Vec<MalformedDocument> = Vec::new();
+    let mut groups = BTreeSet::new();
+    for raw in &rows {
+        let row = lossy("purge", raw)?;
+        if let Ok(bad) = row.get_document("bad") {
+            skipped.push(
+                schema::decode(bad)
+                    .err()
+                    .unwrap_or_else(|| MalformedDocument {
+                        resource: schema::label(bad),
+                        field: "(document)".into(),
+                        reason: "the server's validity test refused it".into(),
+                    }),
+            );
+        }
+        if let Ok(ids) = row.get_array("ids") {
+            for id in ids.iter().filter_map(Bson::as_str) {
+                // A lock id read with U+FFFD in place of bytes that are not UTF-8 names
+                // no stored lock: its group cannot be addressed, so it is named instead.
+                if id.contains(char::REPLACEMENT_CHARACTER) && raw.to_document().is_err() {
+                    let m = MalformedDocument {
+                        resource: row.get_str(schema::RESOURCE).unwrap_or("").to_string(),
+                        field: "lockId".into(),
+                        reason: "an expired lock's lock id is not valid UTF-8, so its group \
+                                 cannot be addressed: remove it by hand"
+                            .into(),
+                    };
+                    if !skipped.contains(&m) {
+                        skipped.push(m);
+                    }
+                } else {
+                    groups.insert(LockId::stored(id));
+                }
+            }
+        }
+    }
+    let ids: Vec<LockId> = groups.into_iter().collect();
+    let mut removed = Vec::new();
+    let incomplete = |mut removed: Vec<LockStatus>, e: Error| {
+        if removed.is_empty() {
+            return e;
+        }
+        sort_purged(&mut removed);
+        Error::PurgeIncomplete {
+            removed,
+            source: Box::new(e),
+        }
+    };
+    // Up to PURGE_BATCHES_IN_FLIGHT batch transactions at once. After a failure no new
+    // batch starts, but those in flight finish: a batch that committed is reported.
+    let mut batches = ids.chunks(store.purge_batch);
+    let mut in_flight = FuturesUnordered::new();
+    in_flight.extend(
+        batches
+            .by_ref()
+            .take(PURGE_BATCHES_IN_FLIGHT)
+            .map(|b| store.purge_batch(b, t)),
+    );
+    let mut failure = None;
+    while let Some(outcome) = in_flight.next().await {
+        match outcome {
+            Ok(mut swept) => {
+                removed.append(&mut swept.removed);
+                for m in swept.skipped {
+                    if !skipped.contains(&m) {
+                        skipped.push(m);
+                    }
+                }
+            }
+            Err(e) => {
+                failure.get_or_insert(e);
+            }
+        }
+        if failure.is_none() {
+            in_flight.extend(batches.next().map(|b| store.purge_batch(b, t)));
+        }
+    }
+    if let Some(e) = failure {
+        return Err(incomplete(removed, e));
+    }
+    if let Err(e) = store.coll.delete_many(pipeline::deletable(t)).await {
+        return Err(incomplete(removed, failure::backend("purge", &e)));
+    }
+    sort_purged(&mut removed);
+    tracing::debug!(
+        removed = removed.len(),
+        groups = ids.len(),
+        skipped = skipped.len(),
+        "purged"
+    );
+    unless_skipped(removed, skipped)
 }

@@ -121,54 +121,6 @@ impl MongoStore {
             },
         })
     }
-
-    /// `create_indexes`: makes the unique index on `resource` and the plain ones.
-    pub(crate) async fn ensure_indexes(&self) -> Result<(), Error> {
-        let op = "create_indexes";
-        self.check_namespace()?;
-        let existing = self.indexes(op).await?;
-        let trusted = existing
-            .iter()
-            .any(|i| matches!(judge_resource_index(i), Some(Ok(_))));
-        let mut models = Vec::new();
-        if !trusted {
-            let unique = IndexOptions::builder().unique(true).sparse(true).build();
-            models.push(
-                IndexModel::builder()
-                    .keys(doc! { "resource": 1 })
-                    .options(unique)
-                    .build(),
-            );
-        }
-        for key in [
-            "exclusive.lockId",
-            "exclusive.expiresAt",
-            "shared.locks.lockId",
-            "shared.locks.expiresAt",
-        ] {
-            models.push(IndexModel::builder().keys(doc! { key: 1 }).build());
-        }
-        match self.coll.create_indexes(models).await {
-            Ok(_) => {}
-            Err(e) if command_code(&e).is_some_and(|c| INDEX_CONFLICT.contains(&c)) => {
-                let why = existing
-                    .iter()
-                    .find_map(|i| judge_resource_index(i).and_then(Result::err))
-                    .unwrap_or_else(|| {
-                        format!("an existing index conflicts ({})", MongoFailure::new(&e))
-                    });
-                return Err(Error::Misconfigured {
-                    reason: format!(
-                        "collection {}: {why}; drop that index and call create_indexes() again",
-                        self.coll.namespace()
-                    ),
-                });
-            }
-            Err(e) => return Err(failure::backend(op, &e)),
-        }
-        self.forget_ready();
-        Ok(())
-    }
 }
 
 /// Whether `index` is a unique index on `resource`: `None` if it is not on `resource`
@@ -222,4 +174,52 @@ pub(crate) fn command_code(e: &mongodb::error::Error) -> Option<i32> {
         ErrorKind::Write(WriteFailure::WriteError(w)) => Some(w.code),
         _ => None,
     }
+}
+
+/// `create_indexes`: makes the unique index on `resource` and the plain ones.
+pub(crate) async fn create_indexes(store: &MongoStore) -> Result<(), Error> {
+    let op = "create_indexes";
+    store.check_namespace()?;
+    let existing = store.indexes(op).await?;
+    let trusted = existing
+        .iter()
+        .any(|i| matches!(judge_resource_index(i), Some(Ok(_))));
+    let mut models = Vec::new();
+    if !trusted {
+        let unique = IndexOptions::builder().unique(true).sparse(true).build();
+        models.push(
+            IndexModel::builder()
+                .keys(doc! { "resource": 1 })
+                .options(unique)
+                .build(),
+        );
+    }
+    for key in [
+        "exclusive.lockId",
+        "exclusive.expiresAt",
+        "shared.locks.lockId",
+        "shared.locks.expiresAt",
+    ] {
+        models.push(IndexModel::builder().keys(doc! { key: 1 }).build());
+    }
+    match store.coll.create_indexes(models).await {
+        Ok(_) => {}
+        Err(e) if command_code(&e).is_some_and(|c| INDEX_CONFLICT.contains(&c)) => {
+            let why = existing
+                .iter()
+                .find_map(|i| judge_resource_index(i).and_then(Result::err))
+                .unwrap_or_else(|| {
+                    format!("an existing index conflicts ({})", MongoFailure::new(&e))
+                });
+            return Err(Error::Misconfigured {
+                reason: format!(
+                    "collection {}: {why}; drop that index and call create_indexes() again",
+                    store.coll.namespace()
+                ),
+            });
+        }
+        Err(e) => return Err(failure::backend(op, &e)),
+    }
+    store.forget_ready();
+    Ok(())
 }

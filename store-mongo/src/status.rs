@@ -8,42 +8,40 @@ use lockwright_engine::{Error, Filter, LockStatus};
 use crate::read::{CURSOR_BATCH, Read, all_rows, lossy, unless_skipped};
 use crate::{MongoStore, pipeline};
 
-impl MongoStore {
-    /// `status`: the locks matching `filter`.
-    pub(crate) async fn status_of(&self, filter: &Filter) -> Result<Vec<LockStatus>, Error> {
-        filter.validate()?;
-        self.ready("status").await?;
-        // One command: the documents and the server's `now` in one aggregation. A filter
-        // with a TTL bound needs `now` before the query to use the expiry indexes: then the
-        // server's time is asked for first (`hello`), and the query is a `find`.
-        let ttl_bound = filter.ttl_lt.is_some() || filter.ttl_gte.is_some();
-        let now = if ttl_bound {
-            Some(self.now_value("status").await?)
-        } else {
-            None
-        };
-        let prefilter = pipeline::status_prefilter(filter, now);
-        let raw = if ttl_bound {
-            let coll = self.coll.clone_with_type::<RawDocumentBuf>();
-            let find = coll.find(prefilter).batch_size(CURSOR_BATCH);
-            all_rows("status", find).await?
-        } else {
-            let aggregate = self
-                .coll
-                .aggregate(pipeline::read_with_now(prefilter, &self.now_expr()))
-                .with_type::<RawDocumentBuf>()
-                .batch_size(CURSOR_BATCH);
-            all_rows("status", aggregate).await?
-        };
-        let docs = raw
-            .iter()
-            .map(|r| lossy("status", r))
-            .collect::<Result<Vec<_>, _>>()?;
-        let read = Read::from_docs(&docs);
-        // No document, no lock (and no `now` needed).
-        let Some(now) = now.or(read.now) else {
-            return unless_skipped(Vec::new(), read.skipped);
-        };
-        unless_skipped(table::status(&[&read.table], filter, now), read.skipped)
-    }
+/// `status`: the locks matching `filter`.
+pub(crate) async fn status(store: &MongoStore, filter: &Filter) -> Result<Vec<LockStatus>, Error> {
+    filter.validate()?;
+    store.ready("status").await?;
+    // One command: the documents and the server's `now` in one aggregation. A filter
+    // with a TTL bound needs `now` before the query to use the expiry indexes: then the
+    // server's time is asked for first (`hello`), and the query is a `find`.
+    let ttl_bound = filter.ttl_lt.is_some() || filter.ttl_gte.is_some();
+    let now = if ttl_bound {
+        Some(store.now_value("status").await?)
+    } else {
+        None
+    };
+    let prefilter = pipeline::status_prefilter(filter, now);
+    let raw = if ttl_bound {
+        let coll = store.coll.clone_with_type::<RawDocumentBuf>();
+        let find = coll.find(prefilter).batch_size(CURSOR_BATCH);
+        all_rows("status", find).await?
+    } else {
+        let aggregate = store
+            .coll
+            .aggregate(pipeline::read_with_now(prefilter, &store.now_expr()))
+            .with_type::<RawDocumentBuf>()
+            .batch_size(CURSOR_BATCH);
+        all_rows("status", aggregate).await?
+    };
+    let docs = raw
+        .iter()
+        .map(|r| lossy("status", r))
+        .collect::<Result<Vec<_>, _>>()?;
+    let read = Read::from_docs(&docs);
+    // No document, no lock (and no `now` needed).
+    let Some(now) = now.or(read.now) else {
+        return unless_skipped(Vec::new(), read.skipped);
+    };
+    unless_skipped(table::status(&[&read.table], filter, now), read.skipped)
 }

@@ -276,9 +276,7 @@ impl<R: RngCore> LockerCore<R> {
     /// What a lease of `ttl` has left when its renewal falls due, if that is not more than
     /// the renew margin (so the store would refuse every renewal).
     fn left_at_renewal(&self, ttl: Ttl) -> Option<Duration> {
-        let left = ttl
-            .as_duration()
-            .mul_f64(1.0 - self.config.renew_fraction);
+        let left = ttl.as_duration().mul_f64(1.0 - self.config.renew_fraction);
         (left <= self.renew_margin).then_some(left)
     }
 
@@ -343,16 +341,19 @@ impl<R: RngCore> LockerCore<R> {
     }
 
     /// The next request to send.
+    #[must_use]
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         self.outbox.pop_front()
     }
 
     /// The next event to act on.
+    #[must_use]
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
 
     /// When to call [`LockerCore::handle_timeout`] next (local ms), if ever.
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<u64> {
         let timer = self.timers.first().map(|(t, _)| *t);
         match (timer, self.schedule.next_wakeup()) {

@@ -31,7 +31,10 @@ pub(crate) fn backend<T: std::fmt::Debug>(op: &str, result: Result<T, Error>) ->
 /// Asserts a `Backend` error of `op` whose outcome is unknown, and that says so.
 pub(crate) fn outcome_unknown<T: std::fmt::Debug>(op: &str, result: Result<T, Error>) {
     if let Err(e) = &result {
-        assert!(e.may_have_applied(), "{op}: the outcome must be unknown: {e:?}");
+        assert!(
+            e.may_have_applied(),
+            "{op}: the outcome must be unknown: {e:?}"
+        );
     }
     let message = backend(op, result);
     assert!(
