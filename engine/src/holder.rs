@@ -11,13 +11,13 @@
 use std::time::Duration;
 
 use crate::mutants::{self, Mutant};
-use crate::time::{Ttl, duration_millis};
+use crate::time::{LocalMs, Ttl, duration_millis};
 
-/// The last instant (on the client's clock, in ms) at which a lock requested at `sent`
+/// The last instant (on the client's clock) at which a lock requested at `sent`
 /// with `ttl` may still be trusted: `sent + ttl - drift_margin`, or `None` when the margin
 /// eats the whole TTL (never trust it).
 #[must_use]
-pub fn trust_until(sent: u64, ttl: Ttl, drift_margin: Duration) -> Option<u64> {
+pub fn trust_until(sent: LocalMs, ttl: Ttl, drift_margin: Duration) -> Option<LocalMs> {
     let margin = if mutants::active(Mutant::HolderWithoutMargin) {
         0
     } else {
@@ -27,7 +27,7 @@ pub fn trust_until(sent: u64, ttl: Ttl, drift_margin: Duration) -> Option<u64> {
     if lease == 0 {
         return None;
     }
-    Some(sent.saturating_add(lease))
+    Some(sent.saturating_add_millis(lease))
 }
 
 #[cfg(test)]
@@ -37,11 +37,12 @@ mod tests {
     #[test]
     fn trusts_until_sent_plus_ttl_minus_margin() {
         let ttl = Ttl::new(Duration::from_millis(100)).unwrap();
+        let sent = LocalMs::from_millis(1_000);
         assert_eq!(
-            trust_until(1_000, ttl, Duration::from_millis(10)),
-            Some(1_090)
+            trust_until(sent, ttl, Duration::from_millis(10)),
+            Some(LocalMs::from_millis(1_090))
         );
-        assert_eq!(trust_until(1_000, ttl, Duration::from_millis(100)), None);
-        assert_eq!(trust_until(1_000, ttl, Duration::from_secs(1)), None);
+        assert_eq!(trust_until(sent, ttl, Duration::from_millis(100)), None);
+        assert_eq!(trust_until(sent, ttl, Duration::from_secs(1)), None);
     }
 }

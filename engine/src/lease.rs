@@ -19,7 +19,7 @@ use std::time::Duration;
 use crate::error::Error;
 use crate::holder::trust_until;
 use crate::names::LockId;
-use crate::time::{Ttl, duration_millis};
+use crate::time::{LocalMs, Ttl, duration_millis};
 
 /// A caller-chosen handle for one held lock.
 pub type LeaseKey = u64;
@@ -134,8 +134,8 @@ pub enum LostCause {
 struct Lease {
     lock_id: LockId,
     ttl: Ttl,
-    trust_until: u64,
-    due: u64,
+    trust_until: LocalMs,
+    due: LocalMs,
     attempts: u32,
     in_flight: bool,
 }
@@ -147,7 +147,7 @@ pub struct LeaseSchedule {
     leases: BTreeMap<LeaseKey, Lease>,
     /// (instant, key) for each lease: its next renewal, or its validity end while a renewal
     /// is in flight.
-    deadlines: BTreeSet<(u64, LeaseKey)>,
+    deadlines: BTreeSet<(LocalMs, LeaseKey)>,
     /// The longest a renewal may be brought forward to join a batch, over every lease.
     max_early_ms: u64,
 }
@@ -182,7 +182,7 @@ impl LeaseSchedule {
         self.leases.is_empty()
     }
 
-    fn deadline_of(l: &Lease) -> u64 {
+    fn deadline_of(l: &Lease) -> LocalMs {
         if l.in_flight {
             l.trust_until
         } else {
@@ -190,7 +190,7 @@ impl LeaseSchedule {
         }
     }
 
-    fn reindex(&mut self, key: LeaseKey, old: Option<u64>) {
+    fn reindex(&mut self, key: LeaseKey, old: Option<LocalMs>) {
         if let Some(old) = old {
             self.deadlines.remove(&(old, key));
         }
@@ -204,11 +204,13 @@ impl LeaseSchedule {
         ttl.as_millis().saturating_mul(self.config.batch_permille) / 1000
     }
 
-    fn renew_at(&self, sent: u64, ttl: Ttl) -> u64 {
+    fn renew_at(&self, sent: LocalMs, ttl: Ttl) -> LocalMs {
         if crate::mutants::active(crate::mutants::Mutant::LockerRenewAfterDeadline) {
-            return sent.saturating_add(ttl.as_millis());
+            return sent.saturating_add_millis(ttl.as_millis());
         }
-        sent.saturating_add(ttl.as_millis().saturating_mul(self.config.renew_permille) / 1000)
+        sent.saturating_add_millis(
+            ttl.as_millis().saturating_mul(self.config.renew_permille) / 1000,
+        )
     }
 
     /// Starts tracking a lock granted by a request sent at local time `sent`.
@@ -220,7 +222,7 @@ impl LeaseSchedule {
         key: LeaseKey,
         lock_id: LockId,
         ttl: Ttl,
-        sent: u64,
+        sent: LocalMs,
     ) -> Result<(), Error> {
         let until = trust_until(sent, ttl, self.config.drift_margin())
             .ok_or_else(|| Error::invalid("ttl", "must be longer than the drift margin"))?;
@@ -255,19 +257,19 @@ impl LeaseSchedule {
 
     /// The local instant until which `key` may be trusted.
     #[must_use]
-    pub fn trust_until(&self, key: LeaseKey) -> Option<u64> {
+    pub fn trust_until(&self, key: LeaseKey) -> Option<LocalMs> {
         self.leases.get(&key).map(|l| l.trust_until)
     }
 
     /// When the caller should next call [`LeaseSchedule::poll`].
     #[must_use]
-    pub fn next_wakeup(&self) -> Option<u64> {
+    pub fn next_wakeup(&self) -> Option<LocalMs> {
         self.deadlines.first().map(|(t, _)| *t)
     }
 
     /// The events due at local time `now`: renewals to send, and leases lost because their
     /// validity ran out (checked first: a lease is never renewed once it ran out).
-    pub fn poll(&mut self, now: u64) -> Vec<LeaseEvent> {
+    pub fn poll(&mut self, now: LocalMs) -> Vec<LeaseEvent> {
         let mut events = Vec::new();
         while let Some(&(t, key)) = self.deadlines.first() {
             if t > now {
@@ -296,11 +298,11 @@ impl LeaseSchedule {
     }
 
     /// Renewals due soon enough join the batch that is going out at `now`.
-    fn join_batch(&mut self, now: u64, events: &mut Vec<LeaseEvent>) {
-        let horizon = now.saturating_add(self.max_early_ms);
-        let candidates: Vec<(u64, LeaseKey)> = self
+    fn join_batch(&mut self, now: LocalMs, events: &mut Vec<LeaseEvent>) {
+        let horizon = now.saturating_add_millis(self.max_early_ms);
+        let candidates: Vec<(LocalMs, LeaseKey)> = self
             .deadlines
-            .range((now.saturating_add(1), 0)..=(horizon, LeaseKey::MAX))
+            .range((now.saturating_add_millis(1), 0)..=(horizon, LeaseKey::MAX))
             .copied()
             .collect();
         for (at, key) in candidates {
@@ -308,8 +310,8 @@ impl LeaseSchedule {
                 continue;
             };
             let early = self.early_ms(lease.ttl);
-            if lease.in_flight || lease.due.saturating_sub(early) > now || now >= lease.trust_until
-            {
+            let joins_at = LocalMs::from_millis(lease.due.as_millis().saturating_sub(early));
+            if lease.in_flight || joins_at > now || now >= lease.trust_until {
                 continue;
             }
             self.deadlines.remove(&(at, key));
@@ -333,7 +335,7 @@ impl LeaseSchedule {
     }
 
     /// A renewal of `key`, sent at local time `sent`, succeeded.
-    pub fn renewed(&mut self, key: LeaseKey, sent: u64) {
+    pub fn renewed(&mut self, key: LeaseKey, sent: LocalMs) {
         let margin = self.config.drift_margin();
         let Some(lease) = self.leases.get(&key) else {
             return;
@@ -356,7 +358,12 @@ impl LeaseSchedule {
     /// A renewal of `key` failed at local time `now`: `refused` when the store said no (the
     /// lock is gone or not renewable), otherwise a transient error worth retrying. Returns
     /// the loss, if this ends the lease.
-    pub fn renew_failed(&mut self, key: LeaseKey, refused: bool, now: u64) -> Option<LeaseEvent> {
+    pub fn renew_failed(
+        &mut self,
+        key: LeaseKey,
+        refused: bool,
+        now: LocalMs,
+    ) -> Option<LeaseEvent> {
         let lease = self.leases.get(&key)?;
         let old = Self::deadline_of(lease);
         if refused {
@@ -373,7 +380,7 @@ impl LeaseSchedule {
                 cause: LostCause::Expired,
             });
         }
-        let retry = now.saturating_add(self.config.retry_backoff_ms);
+        let retry = now.saturating_add_millis(self.config.retry_backoff_ms);
         if let Some(lease) = self.leases.get_mut(&key) {
             lease.in_flight = false;
             lease.due = retry;

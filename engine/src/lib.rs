@@ -53,4 +53,4 @@ pub use lock::{
 pub use names::{LockId, Resource};
 pub use port::LockStore;
 pub use table::{LockTable, ResourceState};
-pub use time::{ManualClock, Timestamp, Ttl};
+pub use time::{LocalMs, ManualClock, Timestamp, Ttl};

@@ -72,6 +72,56 @@ impl fmt::Display for Timestamp {
     }
 }
 
+/// An instant of a client's own monotonic clock, in milliseconds since an epoch its driver
+/// chooses (the `Locker`'s start, a simulation's start): the Locker core's time. It is
+/// never compared with the store's [`Timestamp`]: the two clocks differ in origin and rate.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct LocalMs(pub u64);
+
+impl LocalMs {
+    /// The driver's epoch.
+    pub const ZERO: LocalMs = LocalMs(0);
+
+    /// The instant `ms` milliseconds after the driver's epoch.
+    #[must_use]
+    pub const fn from_millis(ms: u64) -> Self {
+        LocalMs(ms)
+    }
+
+    /// Milliseconds since the driver's epoch.
+    #[must_use]
+    pub const fn as_millis(self) -> u64 {
+        self.0
+    }
+
+    /// `self + d`, saturating at the largest representable instant.
+    #[must_use]
+    pub fn saturating_add(self, d: Duration) -> Self {
+        self.saturating_add_millis(duration_millis(d))
+    }
+
+    /// `self + ms` milliseconds, saturating.
+    #[must_use]
+    pub const fn saturating_add_millis(self, ms: u64) -> Self {
+        LocalMs(self.0.saturating_add(ms))
+    }
+
+    /// The time from `earlier` to `self`, or zero when `earlier` is later.
+    #[must_use]
+    pub fn saturating_duration_since(self, earlier: LocalMs) -> Duration {
+        Duration::from_millis(self.0.saturating_sub(earlier.0))
+    }
+}
+
+impl fmt::Display for LocalMs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "local {}ms", self.0)
+    }
+}
+
 /// Whole milliseconds of `d`, saturating.
 pub(crate) fn duration_millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)

@@ -15,7 +15,7 @@ use std::time::Duration;
 use lockwright_engine::lease::LeaseKey;
 pub use lockwright_engine::locker::{Access, Ended, LockerConfig, LockerStats};
 use lockwright_engine::locker::{Ask, LockerCore, Wait, Who};
-use lockwright_engine::{Error, LockId, LockStatus, LockStore, Resource, Ttl};
+use lockwright_engine::{Error, LocalMs, LockId, LockStatus, LockStore, Resource, Ttl};
 use rand_core::{OsRng, UnwrapErr};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
@@ -23,12 +23,12 @@ use tokio::time::Instant;
 use crate::{Client, LockOptions};
 use driver::drive;
 
-/// What a guard sees of its lease: how it ended, if it has, and the local instant (ms since
-/// the locker started) until which the lock may be trusted.
+/// What a guard sees of its lease: how it ended, if it has, and the local instant (since the
+/// locker started) until which the lock may be trusted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct LeaseView {
     ended: Option<Ended>,
-    trust_until: u64,
+    trust_until: LocalMs,
 }
 
 enum Command<S: LockStore> {
@@ -57,18 +57,20 @@ struct Inner<S> {
 }
 
 impl<S> Inner<S> {
-    /// Local monotonic time in ms since the locker started.
-    fn now(&self) -> u64 {
-        millis(self.epoch.elapsed())
+    /// Local monotonic time since the locker started.
+    fn now(&self) -> LocalMs {
+        self.local(Instant::now())
     }
 
-    fn instant(&self, ms: u64) -> Instant {
-        self.epoch + Duration::from_millis(ms)
+    /// `at` on the core's clock.
+    fn local(&self, at: Instant) -> LocalMs {
+        LocalMs::ZERO.saturating_add(at.saturating_duration_since(self.epoch))
     }
-}
 
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+    /// The core's instant `at` on tokio's clock.
+    fn instant(&self, at: LocalMs) -> Instant {
+        self.epoch + Duration::from_millis(at.as_millis())
+    }
 }
 
 /// Acquires locks, renews them all from one background task, and tells holders when a lock
@@ -209,7 +211,7 @@ impl<S: LockStore> Locker<S> {
         deadline: Instant,
     ) -> Result<LockGuard<S>, Error> {
         self.start(resource, options, |shared| {
-            Wait::Until(millis(deadline.saturating_duration_since(shared.epoch)))
+            Wait::Until(shared.local(deadline))
         })
         .await
     }

@@ -4,7 +4,7 @@
 //! time, client clocks and beliefs, faults, and the fenced downstream store.
 
 use lockwright_engine::table::{delete_empty, expired_groups, fence_floor, purge_groups};
-use lockwright_engine::{Error, LockDetails, LockRequest, Mode, Timestamp, holder};
+use lockwright_engine::{Error, LocalMs, LockDetails, LockRequest, Mode, Timestamp, holder};
 use stateright::{Model, Property};
 
 use crate::action::{Action, Effect};
@@ -121,7 +121,9 @@ impl LockModel {
                         // trusted anew from it.
                         let local = next.local(client);
                         let c = &mut next.clients[client];
+                        let local = LocalMs(local);
                         match holder::trust_until(local, self.config.ttl, self.config.drift_margin)
+                            .map(|t| t.0)
                         {
                             Some(t) => c.trust_until = Some(t),
                             None => c.forget(),
@@ -287,7 +289,8 @@ impl LockModel {
                 // The request is answered in the same step, so it was sent at this local time.
                 let sent = next.local(client);
                 let trust_until =
-                    holder::trust_until(sent, self.config.ttl, self.config.drift_margin);
+                    holder::trust_until(LocalMs(sent), self.config.ttl, self.config.drift_margin)
+                        .map(|t| t.0);
                 if let Some(t) = trust_until {
                     let c = &mut next.clients[client];
                     c.beliefs[r] = Some(Belief {

@@ -11,10 +11,11 @@ use crate::lease::LeaseKey;
 use crate::lock::{Holder, LockRequest};
 use crate::mutants::{self, Mutant};
 use crate::names::LockId;
+use crate::time::LocalMs;
 use crate::time::duration_millis;
 
 impl<R: RngCore> LockerCore<R> {
-    pub(super) fn attempt(&mut self, key: LeaseKey, now: u64) {
+    pub(super) fn attempt(&mut self, key: LeaseKey, now: LocalMs) {
         let Some(a) = self.acquires.get(&key) else {
             return;
         };
@@ -52,7 +53,7 @@ impl<R: RngCore> LockerCore<R> {
 
     /// The reply to an attempt whose acquire was cancelled, gave up or was shut down:
     /// release whatever may have been granted.
-    pub(super) fn orphan_settled(&mut self, grant: Grant, reply: Option<Reply>, now: u64) {
+    pub(super) fn orphan_settled(&mut self, grant: Grant, reply: Option<Reply>, now: LocalMs) {
         match &reply {
             Some(Reply::Granted(_)) => self.start_release(None, grant, now),
             None => self.release_unknown(grant, now),
@@ -67,9 +68,9 @@ impl<R: RngCore> LockerCore<R> {
         &mut self,
         key: LeaseKey,
         grant: Grant,
-        sent: u64,
+        sent: LocalMs,
         reply: Option<Reply>,
-        now: u64,
+        now: LocalMs,
     ) {
         if let Some(a) = self.acquires.get_mut(&key) {
             a.attempt = None;
@@ -128,7 +129,7 @@ impl<R: RngCore> LockerCore<R> {
     }
 
     /// After an outcome that may have been a grant: release it.
-    fn release_unknown(&mut self, grant: Grant, now: u64) {
+    fn release_unknown(&mut self, grant: Grant, now: LocalMs) {
         if !mutants::active(Mutant::LockerNoReleaseAfterUnknown) {
             self.start_release(None, grant, now);
         }
@@ -142,7 +143,7 @@ impl<R: RngCore> LockerCore<R> {
 
     /// A waiting acquire waits (full jitter, doubling backoff) and asks again; a one-shot
     /// acquire ends with `error`.
-    fn retry_or_fail(&mut self, key: LeaseKey, error: Error, now: u64) {
+    fn retry_or_fail(&mut self, key: LeaseKey, error: Error, now: LocalMs) {
         let max = duration_millis(self.config.max_backoff).max(1);
         let Some(a) = self.acquires.get_mut(&key) else {
             return;
@@ -154,6 +155,6 @@ impl<R: RngCore> LockerCore<R> {
         let wait = (self.rng.next_u64() % a.backoff_ms.saturating_add(1)).max(1);
         a.backoff_ms = a.backoff_ms.saturating_mul(2).min(max);
         self.timers
-            .insert((now.saturating_add(wait), Timer::Attempt(key)));
+            .insert((now.saturating_add_millis(wait), Timer::Attempt(key)));
     }
 }

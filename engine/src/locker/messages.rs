@@ -13,6 +13,7 @@ use crate::lock::{LockRequest, LockStatus, Renewal, SharedLimit};
 use crate::mutants::{self, Mutant};
 use crate::names::{LockId, Resource};
 use crate::port::LockStore;
+use crate::time::LocalMs;
 
 /// A request for the store.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,7 +88,7 @@ pub struct Transmit {
     /// What to send.
     pub request: Request,
     /// Local ms.
-    pub deadline: u64,
+    pub deadline: LocalMs,
 }
 
 /// How the store answered a request.
@@ -180,7 +181,7 @@ pub enum Event {
         /// The lock as granted.
         status: LockStatus,
         /// Local ms.
-        trust_until: u64,
+        trust_until: LocalMs,
     },
     /// The acquire `key` ended without a lock.
     AcquireFailed {
@@ -194,7 +195,7 @@ pub enum Event {
         /// The lease.
         key: LeaseKey,
         /// Local ms.
-        trust_until: u64,
+        trust_until: LocalMs,
     },
     /// One renewal attempt of `key` failed (it may be retried).
     RenewFailed {

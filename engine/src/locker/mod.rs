@@ -43,7 +43,7 @@ use crate::holder::trust_until;
 use crate::lease::{LeaseEvent, LeaseKey, LeaseSchedule};
 use crate::lock::{Holder, Renewal};
 use crate::names::{LockId, Resource};
-use crate::time::{Ttl, duration_millis, validate_margin};
+use crate::time::{LocalMs, Ttl, duration_millis, validate_margin};
 
 pub use self::config::{LockerConfig, LockerStats};
 pub use self::messages::{Ended, Event, Reply, Request, Transmit};
@@ -84,8 +84,8 @@ pub enum Wait {
     No,
     /// Ask again after every refusal, stale grant or unanswered attempt, without end.
     Forever,
-    /// As `Forever`, giving up with `Timeout` at this local instant (ms).
-    Until(u64),
+    /// As `Forever`, giving up with `Timeout` at this local instant.
+    Until(LocalMs),
 }
 
 #[derive(Debug)]
@@ -114,8 +114,8 @@ enum Purpose {
 
 #[derive(Debug)]
 struct InFlight {
-    sent: u64,
-    deadline: u64,
+    sent: LocalMs,
+    deadline: LocalMs,
     purpose: Purpose,
 }
 
@@ -123,7 +123,7 @@ struct InFlight {
 struct Release {
     key: Option<LeaseKey>,
     grant: Grant,
-    deadline: u64,
+    deadline: LocalMs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -158,7 +158,7 @@ pub struct LockerCore<R> {
     requests: BTreeMap<RequestId, InFlight>,
     releases: BTreeMap<u64, Release>,
     /// Pending timers; entries whose subject is gone are skipped when they fire.
-    timers: BTreeSet<(u64, Timer)>,
+    timers: BTreeSet<(LocalMs, Timer)>,
     outbox: VecDeque<Transmit>,
     events: VecDeque<Event>,
     stats: LockerStats,
@@ -222,10 +222,10 @@ impl<R: RngCore> LockerCore<R> {
 
     /// Starts acquiring `resource` under the caller's unique `key`; the first request is
     /// ready at once. Ends with [`Event::Acquired`] or [`Event::AcquireFailed`].
-    pub fn acquire(&mut self, key: LeaseKey, ask: Ask, wait: Wait, now: u64) {
+    pub fn acquire(&mut self, key: LeaseKey, ask: Ask, wait: Wait, now: LocalMs) {
         let error = if self.shut_down {
             Some(Error::Shutdown)
-        } else if trust_until(0, ask.ttl, self.config.drift_margin).is_none() {
+        } else if trust_until(LocalMs::ZERO, ask.ttl, self.config.drift_margin).is_none() {
             Some(Error::invalid(
                 "ttl",
                 "must be longer than the locker's drift margin",
@@ -292,7 +292,7 @@ impl<R: RngCore> LockerCore<R> {
     /// ([`Event::Ended`] with [`Ended::Released`] if it was live), and its lock id is
     /// unlocked, retried until `release_timeout` ([`Event::Released`]). A key the core
     /// does not hold is reported released at once.
-    pub fn release(&mut self, key: LeaseKey, now: u64) {
+    pub fn release(&mut self, key: LeaseKey, now: LocalMs) {
         self.cancel(key);
         match self.held.remove(&key) {
             Some(held) => {
@@ -354,7 +354,7 @@ impl<R: RngCore> LockerCore<R> {
 
     /// When to call [`LockerCore::handle_timeout`] next (local ms), if ever.
     #[must_use]
-    pub fn poll_timeout(&self) -> Option<u64> {
+    pub fn poll_timeout(&self) -> Option<LocalMs> {
         let timer = self.timers.first().map(|(t, _)| *t);
         match (timer, self.schedule.next_wakeup()) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -364,7 +364,7 @@ impl<R: RngCore> LockerCore<R> {
 
     /// The store answered request `id` at local time `now`. Replies to requests the core
     /// no longer waits for (past their deadline) are ignored.
-    pub fn handle_reply(&mut self, id: RequestId, reply: Reply, now: u64) {
+    pub fn handle_reply(&mut self, id: RequestId, reply: Reply, now: LocalMs) {
         let Some(request) = self.requests.remove(&id) else {
             return;
         };
@@ -374,7 +374,7 @@ impl<R: RngCore> LockerCore<R> {
 
     /// Time has reached `now`: requests past their deadline count as unanswered, waiting
     /// acquires ask again or give up, renewals are sent, leases whose trust ran out end.
-    pub fn handle_timeout(&mut self, now: u64) {
+    pub fn handle_timeout(&mut self, now: LocalMs) {
         while let Some(&(at, timer)) = self.timers.first() {
             if at > now {
                 break;
@@ -426,7 +426,13 @@ impl<R: RngCore> LockerCore<R> {
         self.send_renewals(batch, now);
     }
 
-    fn send(&mut self, request: Request, purpose: Purpose, deadline: u64, now: u64) -> RequestId {
+    fn send(
+        &mut self,
+        request: Request,
+        purpose: Purpose,
+        deadline: LocalMs,
+        now: LocalMs,
+    ) -> RequestId {
         let id = self.next_id;
         self.next_id += 1;
         self.requests.insert(
@@ -447,7 +453,7 @@ impl<R: RngCore> LockerCore<R> {
     }
 
     /// How a request ended: with a reply, or (`None`) unanswered by its deadline.
-    fn settle(&mut self, id: RequestId, request: InFlight, reply: Option<Reply>, now: u64) {
+    fn settle(&mut self, id: RequestId, request: InFlight, reply: Option<Reply>, now: LocalMs) {
         match request.purpose {
             Purpose::Lock { key, grant } => {
                 let ours = self

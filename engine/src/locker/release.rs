@@ -6,13 +6,13 @@ use super::{Event, Grant, LockerCore, Purpose, Release, Reply, Request, Timer};
 use crate::error::Error;
 use crate::lease::LeaseKey;
 use crate::mutants::{self, Mutant};
-use crate::time::duration_millis;
+use crate::time::LocalMs;
 
 impl<R: RngCore> LockerCore<R> {
-    pub(super) fn start_release(&mut self, key: Option<LeaseKey>, grant: Grant, now: u64) {
+    pub(super) fn start_release(&mut self, key: Option<LeaseKey>, grant: Grant, now: LocalMs) {
         let rid = self.next_id;
         self.next_id += 1;
-        let deadline = now.saturating_add(duration_millis(self.config.release_timeout));
+        let deadline = now.saturating_add(self.config.release_timeout);
         self.releases.insert(
             rid,
             Release {
@@ -24,11 +24,13 @@ impl<R: RngCore> LockerCore<R> {
         self.send_unlock(rid, now);
     }
 
-    pub(super) fn send_unlock(&mut self, rid: u64, now: u64) {
+    pub(super) fn send_unlock(&mut self, rid: u64, now: LocalMs) {
         let Some(r) = self.releases.get(&rid) else {
             return;
         };
-        let deadline = r.deadline.min(now.saturating_add(r.grant.ttl.as_millis()));
+        let deadline = r
+            .deadline
+            .min(now.saturating_add(r.grant.ttl.as_duration()));
         let request = Request::Unlock {
             resource: r.grant.resource.clone(),
             lock_id: r.grant.lock_id.clone(),
@@ -36,7 +38,7 @@ impl<R: RngCore> LockerCore<R> {
         self.send(request, Purpose::Unlock { release: rid }, deadline, now);
     }
 
-    pub(super) fn unlock_settled(&mut self, rid: u64, reply: Option<Reply>, now: u64) {
+    pub(super) fn unlock_settled(&mut self, rid: u64, reply: Option<Reply>, now: LocalMs) {
         let error = match reply {
             // A refusal (no such lock) leaves nothing to release either.
             Some(Reply::Done | Reply::Refused(_)) => {
@@ -59,7 +61,7 @@ impl<R: RngCore> LockerCore<R> {
         let Some(r) = self.releases.get(&rid) else {
             return;
         };
-        let retry = now.saturating_add(duration_millis(self.config.renew_retry));
+        let retry = now.saturating_add(self.config.renew_retry);
         if retry < r.deadline && !mutants::active(Mutant::LockerReleaseNotRetried) {
             self.timers.insert((retry, Timer::Release(rid)));
         } else if let Some(r) = self.releases.remove(&rid) {

@@ -10,11 +10,12 @@ use crate::error::Error;
 use crate::lease::{LeaseEvent, LeaseKey, LostCause};
 use crate::lock::Renewal;
 use crate::mutants::{self, Mutant};
+use crate::time::LocalMs;
 
 impl<R: RngCore> LockerCore<R> {
     /// One lock: one `Renew`. More: one `RenewMany`, answered by the earliest of their
     /// trust deadlines.
-    pub(super) fn send_renewals(&mut self, mut batch: Vec<(LeaseKey, Renewal)>, now: u64) {
+    pub(super) fn send_renewals(&mut self, mut batch: Vec<(LeaseKey, Renewal)>, now: LocalMs) {
         let deadline = batch
             .iter()
             .filter_map(|(key, _)| self.schedule.trust_until(*key))
@@ -47,9 +48,9 @@ impl<R: RngCore> LockerCore<R> {
     pub(super) fn batch_settled(
         &mut self,
         keys: Vec<LeaseKey>,
-        sent: u64,
+        sent: LocalMs,
         reply: Option<Reply>,
-        now: u64,
+        now: LocalMs,
     ) {
         match reply {
             Some(Reply::Each(each)) if each.len() == keys.len() => {
@@ -78,9 +79,9 @@ impl<R: RngCore> LockerCore<R> {
     pub(super) fn renew_settled(
         &mut self,
         key: LeaseKey,
-        sent: u64,
+        sent: LocalMs,
         reply: Option<Reply>,
-        now: u64,
+        now: LocalMs,
     ) {
         if !self.held.get(&key).is_some_and(|h| h.live) {
             return;

@@ -18,6 +18,10 @@ fn core() -> LockerCore<StdRng> {
     LockerCore::new(config, Duration::from_millis(100), StdRng::seed_from_u64(7)).unwrap()
 }
 
+fn ms(ms: u64) -> LocalMs {
+    LocalMs::from_millis(ms)
+}
+
 fn ttl() -> Ttl {
     Ttl::new(Duration::from_millis(1_000)).unwrap()
 }
@@ -33,7 +37,7 @@ fn ask(resource: Resource) -> Ask {
 
 fn acquire(core: &mut LockerCore<StdRng>, key: LeaseKey, wait: Wait, now: u64) -> Transmit {
     let resource = Resource::new("job").unwrap();
-    core.acquire(key, ask(resource), wait, now);
+    core.acquire(key, ask(resource), wait, ms(now));
     core.poll_transmit().expect("a lock request")
 }
 
@@ -65,33 +69,33 @@ fn refused() -> Reply {
 fn a_grant_is_trusted_from_the_send_time_and_renewed_at_the_fraction() {
     let mut c = core();
     let t = acquire(&mut c, 1, Wait::No, 100);
-    assert_eq!(t.deadline, 1_000, "sent + ttl - margin");
-    c.handle_reply(t.id, grant(&t), 150);
+    assert_eq!(t.deadline, ms(1_000), "sent + ttl - margin");
+    c.handle_reply(t.id, grant(&t), ms(150));
     let ev = events(&mut c);
     assert!(
         matches!(
             ev[..],
             [Event::Acquired {
                 key: 1,
-                trust_until: 1_000,
+                trust_until: LocalMs(1_000),
                 ..
             }]
         ),
         "{ev:?}"
     );
-    assert_eq!(c.poll_timeout(), Some(600));
-    c.handle_timeout(600);
+    assert_eq!(c.poll_timeout(), Some(ms(600)));
+    c.handle_timeout(ms(600));
     let renew = c.poll_transmit().unwrap();
     assert!(matches!(renew.request, Request::Renew { .. }));
-    assert_eq!(renew.deadline, 1_000);
-    c.handle_reply(renew.id, Reply::Done, 620);
+    assert_eq!(renew.deadline, ms(1_000));
+    c.handle_reply(renew.id, Reply::Done, ms(620));
     let ev = events(&mut c);
     assert!(
         matches!(
             ev[..],
             [Event::Renewed {
                 key: 1,
-                trust_until: 1_500
+                trust_until: LocalMs(1_500)
             }]
         ),
         "{ev:?}"
@@ -103,7 +107,7 @@ fn a_grant_is_trusted_from_the_send_time_and_renewed_at_the_fraction() {
 fn a_grant_arriving_at_its_trust_deadline_is_released_not_handed_out() {
     let mut c = core();
     let t = acquire(&mut c, 1, Wait::Forever, 0);
-    c.handle_reply(t.id, grant(&t), 900);
+    c.handle_reply(t.id, grant(&t), ms(900));
     assert!(events(&mut c).is_empty(), "no guard");
     let unlock = c.poll_transmit().unwrap();
     let (Request::Lock { request, .. }, Request::Unlock { lock_id, .. }) =
@@ -117,7 +121,7 @@ fn a_grant_arriving_at_its_trust_deadline_is_released_not_handed_out() {
     );
     let next = c.poll_timeout().unwrap();
     assert!(
-        (901..=921).contains(&next),
+        (901..=921).contains(&next.as_millis()),
         "asks again after a jittered backoff: {next}"
     );
     c.handle_timeout(next);
@@ -128,7 +132,7 @@ fn a_grant_arriving_at_its_trust_deadline_is_released_not_handed_out() {
 
     let mut c = core();
     let t = acquire(&mut c, 1, Wait::No, 0);
-    c.handle_reply(t.id, grant(&t), 950);
+    c.handle_reply(t.id, grant(&t), ms(950));
     let ev = events(&mut c);
     assert!(
         matches!(
@@ -146,14 +150,14 @@ fn a_grant_arriving_at_its_trust_deadline_is_released_not_handed_out() {
 fn an_unanswered_lock_request_is_released_and_a_waiting_acquire_asks_again() {
     let mut c = core();
     let t = acquire(&mut c, 1, Wait::Forever, 0);
-    assert_eq!(c.poll_timeout(), Some(900));
-    c.handle_timeout(900);
+    assert_eq!(c.poll_timeout(), Some(ms(900)));
+    c.handle_timeout(ms(900));
     let unlock = c.poll_transmit().unwrap();
     assert!(matches!(unlock.request, Request::Unlock { .. }));
     // The late reply is ignored: the lock id is being released.
-    c.handle_reply(t.id, grant(&t), 901);
+    c.handle_reply(t.id, grant(&t), ms(901));
     assert!(events(&mut c).is_empty());
-    c.handle_reply(unlock.id, Reply::Done, 905);
+    c.handle_reply(unlock.id, Reply::Done, ms(905));
     let ev = events(&mut c);
     assert!(
         matches!(
@@ -178,7 +182,7 @@ fn only_a_failure_of_unknown_outcome_is_followed_by_a_release() {
             panic!("not a lock request: {t:?}");
         };
         let lock_id = request.lock_id.clone();
-        c.handle_reply(t.id, Reply::Failed(failure), 10);
+        c.handle_reply(t.id, Reply::Failed(failure), ms(10));
         assert!(
             matches!(
                 events(&mut c)[..],
@@ -210,11 +214,11 @@ fn refusals_back_off_with_full_jitter_doubling_to_the_cap() {
     let mut t = acquire(&mut c, 1, Wait::Forever, now);
     let mut waits = Vec::new();
     for _ in 0..12 {
-        c.handle_reply(t.id, refused(), now);
+        c.handle_reply(t.id, refused(), ms(now));
         let next = c.poll_timeout().unwrap();
-        waits.push(next - now);
-        now = next;
-        c.handle_timeout(now);
+        waits.push(next.as_millis() - now);
+        now = next.as_millis();
+        c.handle_timeout(ms(now));
         t = c.poll_transmit().unwrap();
     }
     assert!(waits.iter().all(|w| (1..=1_000).contains(w)), "{waits:?}");
@@ -227,14 +231,14 @@ fn refusals_back_off_with_full_jitter_doubling_to_the_cap() {
 fn an_unanswered_renewal_ends_the_lease_at_its_trust_deadline() {
     let mut c = core();
     let t = acquire(&mut c, 1, Wait::No, 0);
-    c.handle_reply(t.id, grant(&t), 10);
+    c.handle_reply(t.id, grant(&t), ms(10));
     events(&mut c);
-    c.handle_timeout(500);
+    c.handle_timeout(ms(500));
     assert!(c.poll_transmit().is_some());
-    assert_eq!(c.poll_timeout(), Some(900));
-    c.handle_timeout(899);
+    assert_eq!(c.poll_timeout(), Some(ms(900)));
+    c.handle_timeout(ms(899));
     assert!(events(&mut c).is_empty());
-    c.handle_timeout(900);
+    c.handle_timeout(ms(900));
     let ev = events(&mut c);
     assert!(
         ev.iter().any(|e| matches!(
@@ -255,20 +259,20 @@ fn renewals_falling_due_together_go_out_as_one_batch() {
     let mut c = core();
     for (key, at) in [(1, 0), (2, 10), (3, 20)] {
         let t = acquire(&mut c, key, Wait::No, at);
-        c.handle_reply(t.id, grant(&t), at + 1);
+        c.handle_reply(t.id, grant(&t), ms(at + 1));
     }
     events(&mut c);
-    c.handle_timeout(500);
+    c.handle_timeout(ms(500));
     let batch = c.poll_transmit().unwrap();
     let Request::RenewMany { locks, .. } = &batch.request else {
         panic!("one batch: {batch:?}");
     };
     assert_eq!(locks.len(), 3);
-    assert_eq!(batch.deadline, 900, "the earliest trust deadline");
+    assert_eq!(batch.deadline, ms(900), "the earliest trust deadline");
     assert!(c.poll_transmit().is_none());
     let done = || Reply::Done;
     let gone = Reply::Refused(Error::LockNotFound);
-    c.handle_reply(batch.id, Reply::Each(vec![done(), gone, done()]), 520);
+    c.handle_reply(batch.id, Reply::Each(vec![done(), gone, done()]), ms(520));
     let ev = events(&mut c);
     assert!(
         matches!(
@@ -276,7 +280,7 @@ fn renewals_falling_due_together_go_out_as_one_batch() {
             [
                 Event::Renewed {
                     key: 1,
-                    trust_until: 1_400
+                    trust_until: LocalMs(1_400)
                 },
                 Event::RenewFailed { key: 2, .. },
                 Event::Ended {
@@ -285,7 +289,7 @@ fn renewals_falling_due_together_go_out_as_one_batch() {
                 },
                 Event::Renewed {
                     key: 3,
-                    trust_until: 1_400
+                    trust_until: LocalMs(1_400)
                 },
             ]
         ),
@@ -297,18 +301,22 @@ fn renewals_falling_due_together_go_out_as_one_batch() {
 fn a_release_is_retried_until_the_release_timeout() {
     let mut c = core();
     let t = acquire(&mut c, 1, Wait::No, 0);
-    c.handle_reply(t.id, grant(&t), 10);
+    c.handle_reply(t.id, grant(&t), ms(10));
     events(&mut c);
-    c.release(1, 100);
+    c.release(1, ms(100));
     let mut attempts = 0;
     let mut now = 100;
     while let Some(u) = c.poll_transmit() {
         attempts += 1;
-        c.handle_reply(u.id, Reply::Failed(Error::backend("unlock", "down")), now);
+        c.handle_reply(
+            u.id,
+            Reply::Failed(Error::backend("unlock", "down")),
+            ms(now),
+        );
         match c.poll_timeout() {
             Some(next) => {
-                now = next;
-                c.handle_timeout(now);
+                now = next.as_millis();
+                c.handle_timeout(ms(now));
             }
             None => break,
         }
@@ -339,7 +347,7 @@ fn a_cancelled_or_abandoned_acquire_releases_what_it_is_granted() {
     let mut c = core();
     let t = acquire(&mut c, 1, Wait::Forever, 0);
     c.cancel(1);
-    c.handle_reply(t.id, grant(&t), 10);
+    c.handle_reply(t.id, grant(&t), ms(10));
     assert!(events(&mut c).is_empty());
     assert!(matches!(
         c.poll_transmit().unwrap().request,
@@ -347,8 +355,8 @@ fn a_cancelled_or_abandoned_acquire_releases_what_it_is_granted() {
     ));
 
     let mut c = core();
-    let t = acquire(&mut c, 1, Wait::Until(50), 0);
-    c.handle_timeout(50);
+    let t = acquire(&mut c, 1, Wait::Until(ms(50)), 0);
+    c.handle_timeout(ms(50));
     let ev = events(&mut c);
     assert!(
         matches!(
@@ -360,7 +368,7 @@ fn a_cancelled_or_abandoned_acquire_releases_what_it_is_granted() {
         ),
         "{ev:?}"
     );
-    c.handle_reply(t.id, grant(&t), 60);
+    c.handle_reply(t.id, grant(&t), ms(60));
     assert!(matches!(
         c.poll_transmit().unwrap().request,
         Request::Unlock { .. }
@@ -371,10 +379,10 @@ fn a_cancelled_or_abandoned_acquire_releases_what_it_is_granted() {
 fn shutdown_cancels_leases_and_refuses_new_acquires() {
     let mut c = core();
     let t = acquire(&mut c, 1, Wait::No, 0);
-    c.handle_reply(t.id, grant(&t), 10);
+    c.handle_reply(t.id, grant(&t), ms(10));
     events(&mut c);
     c.shutdown();
-    c.acquire(2, ask(Resource::new("job").unwrap()), Wait::Forever, 20);
+    c.acquire(2, ask(Resource::new("job").unwrap()), Wait::Forever, ms(20));
     let ev = events(&mut c);
     assert!(
         matches!(
@@ -400,10 +408,10 @@ fn bad_owner_or_limit_fails_the_acquire_before_any_request() {
     let mut c = core();
     let mut bad_owner = ask(Resource::new("job").unwrap());
     bad_owner.who = Who::new(LockDetails::new().owner("").holder);
-    c.acquire(1, bad_owner, Wait::Forever, 0);
+    c.acquire(1, bad_owner, Wait::Forever, ms(0));
     let mut no_limit = ask(Resource::new("job").unwrap());
     no_limit.access = Access::Shared(Some(0));
-    c.acquire(2, no_limit, Wait::Forever, 0);
+    c.acquire(2, no_limit, Wait::Forever, ms(0));
     let ev = events(&mut c);
     assert!(
         matches!(

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 
+use lockwright_engine::LocalMs;
 use lockwright_engine::LockDetails;
 use lockwright_engine::lease::LeaseKey;
 use lockwright_engine::locker::{Access, Ask, Ended, Event as CoreEvent, Wait, Who};
@@ -43,7 +44,7 @@ impl World {
             CoreEvent::Acquired {
                 key,
                 status,
-                trust_until,
+                trust_until: LocalMs(trust_until),
             } => {
                 let App::Acquiring { key: k, resource } = self.clients[client].app else {
                     panic!("client {client}: acquired {key}, which it no longer waits for");
@@ -98,7 +99,10 @@ impl World {
                     };
                 }
             }
-            CoreEvent::Renewed { key, trust_until } => {
+            CoreEvent::Renewed {
+                key,
+                trust_until: LocalMs(trust_until),
+            } => {
                 let c = &mut self.clients[client];
                 if let Some(i) = c.hold_of(key) {
                     c.holds[i].trust_until = trust_until;
@@ -123,7 +127,7 @@ impl World {
                 }
                 self.note(Some(client), format!("stops trusting r{resource}: {how}"));
                 // The application drops that guard and goes on with the others of its job.
-                self.clients[client].core.release(key, local);
+                self.clients[client].core.release(key, LocalMs(local));
                 let c = &mut self.clients[client];
                 if matches!(c.app, App::Holding { .. }) && c.holds.is_empty() {
                     c.app = if self.healing {
@@ -155,7 +159,7 @@ impl World {
             ttl: self.ttl,
             who: Who::new(LockDetails::new().owner(format!("client-{client}")).holder),
         };
-        c.core.acquire(key, ask, Wait::Forever, local);
+        c.core.acquire(key, ask, Wait::Forever, LocalMs(local));
         c.app = App::Acquiring { key, resource };
         self.note(Some(client), format!("acquires r{resource}"));
     }
@@ -165,7 +169,7 @@ impl World {
     pub(super) fn release_all(&mut self, client: usize, local: u64) {
         self.clients[client].to_acquire.clear();
         for h in std::mem::take(&mut self.clients[client].holds) {
-            self.clients[client].core.release(h.key, local);
+            self.clients[client].core.release(h.key, LocalMs(local));
             self.note(Some(client), format!("releases r{}", h.resource));
         }
     }

@@ -6,6 +6,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use lockwright_engine::LocalMs;
 use lockwright_engine::{Filter, LockStore};
 
 use super::client::Hold;
@@ -25,9 +26,9 @@ impl World {
             if self.clients[client]
                 .core
                 .poll_timeout()
-                .is_some_and(|t| t <= local)
+                .is_some_and(|t| t.0 <= local)
             {
-                self.clients[client].core.handle_timeout(local);
+                self.clients[client].core.handle_timeout(LocalMs(local));
                 self.flush(client);
                 self.schedule_wake(client);
             }

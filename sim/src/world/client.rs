@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 
+use lockwright_engine::LocalMs;
 use lockwright_engine::lease::LeaseKey;
 use lockwright_engine::locker::{LockerCore, Reply, RequestId};
 use rand::Rng;
@@ -132,7 +133,7 @@ impl World {
         if !c.is_active() {
             return;
         }
-        let mut next = c.core.poll_timeout();
+        let mut next = c.core.poll_timeout().map(|t| t.0);
         let mut consider = |t: u64| next = Some(next.map_or(t, |n: u64| n.min(t)));
         match c.app {
             App::Idle { until } if !healing => consider(until),
@@ -180,7 +181,9 @@ impl World {
             self.report.tally.late_grants += 1;
             self.note(Some(client), "a grant arrives after its trust deadline");
         }
-        self.clients[client].core.handle_reply(id, reply, local);
+        self.clients[client]
+            .core
+            .handle_reply(id, reply, LocalMs(local));
     }
 
     /// The client wakes from a pause: the write it decided on before the pause leaves, and
@@ -196,13 +199,13 @@ impl World {
         let timeouts_first = self.rng.random_bool(0.5);
         let local = self.local(client);
         if timeouts_first {
-            self.clients[client].core.handle_timeout(local);
+            self.clients[client].core.handle_timeout(LocalMs(local));
         }
         for (id, reply, lock_deadline) in inbox {
             self.deliver(client, id, reply, lock_deadline);
         }
         if !timeouts_first {
-            self.clients[client].core.handle_timeout(local);
+            self.clients[client].core.handle_timeout(LocalMs(local));
         }
         self.settle(client);
     }

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
+use lockwright_engine::LocalMs;
 use lockwright_engine::locker::{LockerConfig, LockerCore, Reply, Request, RequestId};
 use lockwright_engine::{LockId, ManualClock, Resource, Timestamp, Ttl};
 use lockwright_store_mem::MemStore;
@@ -312,7 +313,7 @@ impl World {
                     }
                 }
                 let local = self.local(client);
-                self.clients[client].core.handle_timeout(local);
+                self.clients[client].core.handle_timeout(LocalMs(local));
                 self.settle(client);
             }
             Event::AtStore {
@@ -380,7 +381,7 @@ impl World {
         for client in 0..self.clients.len() {
             if self.clients[client].is_active() {
                 let local = self.local(client);
-                self.clients[client].core.handle_timeout(local);
+                self.clients[client].core.handle_timeout(LocalMs(local));
                 self.settle(client);
             }
         }

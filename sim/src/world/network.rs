@@ -38,7 +38,7 @@ impl World {
             incarnation,
             id: t.id,
         };
-        let lock_deadline = matches!(t.request, Request::Lock { .. }).then_some(t.deadline);
+        let lock_deadline = matches!(t.request, Request::Lock { .. }).then_some(t.deadline.0);
         if !self.healing && self.rng.random_range(0..100) < self.mix.lost_request_pct {
             self.report.faults.lost_requests += 1;
             let what = self.describe(&t.request);
@@ -50,7 +50,7 @@ impl World {
             return;
         }
         let at = self.now + self.latency();
-        let (request, deadline) = (t.request, t.deadline);
+        let (request, deadline) = (t.request, t.deadline.0);
         self.push(
             at,
             Event::AtStore {
