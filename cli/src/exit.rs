@@ -101,7 +101,7 @@ pub fn chain(err: &(dyn std::error::Error + 'static)) -> String {
 
 /// `s` with every line break and control character replaced, so it prints as one line.
 pub fn one_line(s: &str) -> String {
-    lockwright::engine::error::Escaped(s).to_string()
+    lockwright_engine::error::Escaped(s).to_string()
 }
 
 /// Whether the failure is the driver finding no server to talk to.

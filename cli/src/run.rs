@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use lockwright::engine::error::Escaped;
+use lockwright_engine::error::Escaped;
 use lockwright::{
     Client, DEFAULT_RENEW_MARGIN, Error, Filter, LockGuard, LockOptions, LockStatus, Locker,
     LockerConfig, MongoStore,

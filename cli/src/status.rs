@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use comfy_table::{ContentArrangement, Table, presets};
-use lockwright::engine::error::Escaped;
+use lockwright_engine::error::Escaped;
 use lockwright::{Client, Error, Filter, LockStatus, Mode, Timestamp};
 use serde::Serialize;
 

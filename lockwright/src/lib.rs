@@ -13,8 +13,10 @@
 //! - [`MemStore`] (feature `mem`, on by default) — the embedded in-memory backend;
 //! - `MongoStore` (feature `mongo`) — the MongoDB backend.
 //!
-//! The rules live in the sans-IO crate `lockwright-engine`, re-exported here as [`engine`];
-//! SEMANTICS.md in the repository states them in full.
+//! The rules, and the `Locker`'s sans-IO state machine (`LockerCore`, for whoever drives it
+//! in a runtime of their own), live in the crate `lockwright-engine`; this crate re-exports
+//! what a user of the client, the `Locker` or a store of their own needs. SEMANTICS.md in
+//! the repository states the rules in full.
 //!
 #![cfg_attr(feature = "mem", doc = "```")]
 #![cfg_attr(not(feature = "mem"), doc = "```ignore")]
@@ -43,10 +45,9 @@ pub use locker::{Access, Ended, LockGuard, Locker, LockerConfig, LockerStats};
 pub use options::LockOptions;
 pub use purger::{Purger, PurgerHandle, PurgerReport};
 
-pub use lockwright_engine as engine;
 pub use lockwright_engine::{
-    Error, Filter, Holder, LockDetails, LockId, LockStatus, LockStore, Mode, Outcome, Resource,
-    Timestamp,
+    Error, Filter, Holder, LockDetails, LockId, LockRequest, LockStatus, LockStore,
+    MalformedDocument, Mode, Outcome, Renewal, Resource, SharedLimit, Timestamp, Ttl,
 };
 
 /// A clock that moves only when told to: hand it to `MemStore::with_clock` to drive expiry

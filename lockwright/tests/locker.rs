@@ -9,10 +9,9 @@ use std::time::Duration;
 
 #[cfg(feature = "mem")]
 use lockwright::MemStore;
-use lockwright::engine::{LockRequest, Renewal, Resource, SharedLimit, Ttl};
 use lockwright::{
-    Client, Ended, Error, Filter, LockId, LockOptions, LockStatus, LockStore, Locker, LockerConfig,
-    Outcome,
+    Client, Ended, Error, Filter, LockId, LockOptions, LockRequest, LockStatus, LockStore, Locker,
+    LockerConfig, Outcome, Renewal, Resource, SharedLimit, Ttl,
 };
 use lockwright_testkit::Backend;
 #[cfg(feature = "mem")]

@@ -5,10 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use lockwright::engine::{LockRequest, Renewal, Resource, SharedLimit, Ttl};
 use lockwright::{
-    Client, Error, Filter, LockDetails, LockId, LockStatus, LockStore, ManualClock, MemStore,
-    Purger, Timestamp, generate_lock_id,
+    Client, Error, Filter, LockDetails, LockId, LockRequest, LockStatus, LockStore, ManualClock,
+    MemStore, Purger, Renewal, Resource, SharedLimit, Timestamp, Ttl, generate_lock_id,
 };
 
 const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);
