@@ -203,7 +203,8 @@ impl<S: LockStore> Locker<S> {
     /// As [`Locker::acquire`], giving up at `deadline`.
     ///
     /// # Errors
-    /// As [`Locker::acquire`], and [`Error::Timeout`] when the deadline passes first.
+    /// As [`Locker::acquire`], and [`Error::Timeout`] when the deadline passes first (at
+    /// once, with nothing sent to the store, when it has already passed).
     pub async fn acquire_until(
         &self,
         resource: &str,

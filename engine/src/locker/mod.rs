@@ -258,6 +258,19 @@ impl<R: RngCore> LockerCore<R> {
             self.events.push_back(Event::AcquireFailed { key, error });
             return;
         }
+        if let Wait::Until(deadline) = wait
+            && deadline <= now
+        {
+            // Past its deadline before it began: nothing is sent, so nothing can be granted
+            // after the caller was told `Timeout`.
+            self.events.push_back(Event::AcquireFailed {
+                key,
+                error: Error::Timeout {
+                    resource: ask.resource,
+                },
+            });
+            return;
+        }
         if let Wait::Until(deadline) = wait {
             self.timers.insert((deadline, Timer::GiveUp(key)));
         }

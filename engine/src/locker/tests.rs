@@ -207,6 +207,30 @@ fn only_a_failure_of_unknown_outcome_is_followed_by_a_release() {
     assert_eq!(writes_after(Error::backend("xlock", down())), 1);
 }
 
+/// An acquire whose deadline has already passed ends with `Timeout` and sends nothing, so
+/// the store cannot grant it after the caller was told it timed out.
+#[test]
+fn an_acquire_past_its_deadline_sends_nothing() {
+    let mut c = core();
+    for now in [50, 51] {
+        c.acquire(
+            now,
+            ask(Resource::new("job").unwrap()),
+            Wait::Until(ms(50)),
+            ms(now),
+        );
+        assert!(c.poll_transmit().is_none(), "nothing is sent");
+        assert!(matches!(
+            events(&mut c)[..],
+            [Event::AcquireFailed {
+                error: Error::Timeout { .. },
+                ..
+            }]
+        ));
+    }
+    assert!(c.is_idle());
+}
+
 #[test]
 fn refusals_back_off_with_full_jitter_doubling_to_the_cap() {
     let mut c = core();
