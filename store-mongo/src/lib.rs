@@ -22,7 +22,11 @@
 //!   document that fails the strict part is never written, and the operations over many
 //!   documents finish on the others before naming it ([`Error::Skipped`]).
 //! - **Failures.** What is safe to retry is retried within [`RETRY_WINDOW`]; a write whose
-//!   outcome is unknown is a `Backend` error that says so, never a refusal.
+//!   outcome is unknown is a `Backend` error that says so, never a refusal. Each lock
+//!   operation (`xlock`, `slock`, `unlock`, `unlock_one`, `renew`, `renew_one`,
+//!   `renew_many`) and `create_indexes` gives up after the driver's server selection
+//!   timeout plus [`RETRY_WINDOW`] in all, whatever its steps wait for; `status` and `purge`,
+//!   whose work grows with the collection, are bounded per command.
 //!
 //! A replica set (or sharded cluster) is required, because transactions make the group
 //! operations atomic and majority writes make grants survive a failover; a one-member
@@ -54,7 +58,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mongodb::bson::{Bson, Document};
-use mongodb::options::{CollectionOptions, WriteConcern};
+use mongodb::options::{ClientOptions, CollectionOptions, WriteConcern};
 use mongodb::{Client, Collection};
 
 pub use failure::MongoFailure;
@@ -78,7 +82,20 @@ pub struct MongoStore {
     purge_batch: usize,
     /// The name of the trusted unique index on `resource`, once the set-up was checked.
     ready: Mutex<Option<Arc<str>>>,
+    /// The longest a lock operation runs: the server selection timeout plus [`RETRY_WINDOW`].
+    bound: Duration,
 }
+
+/// The server selection timeout the driver uses unless the URI says otherwise.
+const DEFAULT_SERVER_SELECTION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why a lock operation was given up: it ran for its whole bound.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "gave up after {0:?} (the server selection timeout plus the retry window): no server \
+     answered in time"
+)]
+struct GaveUp(Duration);
 
 impl MongoStore {
     /// Connects to `uri` (TLS, auth and timeouts as the URI says) and uses `collection` in
@@ -93,18 +110,23 @@ impl MongoStore {
         if let Some((field, why)) = names::refused(database, collection) {
             return Err(Error::invalid(field, why));
         }
-        let client = Client::with_uri_str(uri)
+        let options = ClientOptions::parse(uri)
             .await
             .map_err(|e| failure::backend("connect", &e))?;
-        Ok(Self::from_collection(
-            client.database(database).collection(collection),
-        ))
+        let selection = options
+            .server_selection_timeout
+            .unwrap_or(DEFAULT_SERVER_SELECTION_TIMEOUT);
+        let client = Client::with_options(options).map_err(|e| failure::backend("connect", &e))?;
+        let mut store = Self::from_collection(client.database(database).collection(collection));
+        store.bound = selection.saturating_add(RETRY_WINDOW);
+        Ok(store)
     }
 
     /// Uses an existing collection handle (and its client), with majority write concern
     /// whatever the handle's own is: a grant acknowledged by fewer members can be rolled
     /// back by a failover and granted again. [`MongoStore::with_write_concern`] chooses
-    /// another.
+    /// another. Lock operations give up after the driver's default server selection timeout
+    /// (30 s) plus [`RETRY_WINDOW`] (the client's own timeout cannot be read back from it).
     #[must_use]
     pub fn from_collection(coll: Collection<Document>) -> Self {
         let write_concern = WriteConcern::majority();
@@ -116,6 +138,7 @@ impl MongoStore {
             clock: None,
             purge_batch: DEFAULT_PURGE_BATCH,
             ready: Mutex::new(None),
+            bound: DEFAULT_SERVER_SELECTION_TIMEOUT.saturating_add(RETRY_WINDOW),
         };
         store.with_write_concern(write_concern)
     }
@@ -169,6 +192,18 @@ impl MongoStore {
         &self.client
     }
 
+    /// Runs the lock operation `op` for at most its bound; past it, `op` fails with an
+    /// unknown outcome (a write may be under way).
+    async fn bounded<T>(
+        &self,
+        op: &'static str,
+        work: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        tokio::time::timeout(self.bound, work)
+            .await
+            .unwrap_or_else(|_| Err(Error::backend(op, GaveUp(self.bound))))
+    }
+
     /// `now` inside pipelines: `$$NOW`, or the override.
     fn now_expr(&self) -> Bson {
         match &self.clock {
@@ -201,27 +236,30 @@ impl MongoStore {
 impl LockStore for MongoStore {
     #[tracing::instrument(name = "mongo.xlock", skip_all, fields(resource = %request.resource))]
     async fn xlock(&self, request: &LockRequest) -> Result<LockStatus> {
-        one_lock::xlock(self, request).await
+        self.bounded("xlock", one_lock::xlock(self, request)).await
     }
 
     #[tracing::instrument(name = "mongo.slock", skip_all, fields(resource = %request.resource))]
     async fn slock(&self, request: &LockRequest, limit: Option<SharedLimit>) -> Result<LockStatus> {
-        one_lock::slock(self, request, limit).await
+        self.bounded("slock", one_lock::slock(self, request, limit))
+            .await
     }
 
     #[tracing::instrument(name = "mongo.unlock", skip_all)]
     async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>> {
-        group::unlock(self, lock_id).await
+        self.bounded("unlock", group::unlock(self, lock_id)).await
     }
 
     #[tracing::instrument(name = "mongo.renew", skip_all, fields(ttl_ms = ttl.as_millis()))]
     async fn renew(&self, lock_id: &LockId, ttl: Ttl, margin: Duration) -> Result<Vec<LockStatus>> {
-        group::renew(self, lock_id, ttl, margin).await
+        self.bounded("renew", group::renew(self, lock_id, ttl, margin))
+            .await
     }
 
     #[tracing::instrument(name = "mongo.renew_one", skip_all, fields(resource = %lock.resource, ttl_ms = lock.ttl.as_millis()))]
     async fn renew_one(&self, lock: &Renewal, margin: Duration) -> Result<LockStatus> {
-        one_lock::renew_one(self, lock, margin).await
+        self.bounded("renew", one_lock::renew_one(self, lock, margin))
+            .await
     }
 
     #[tracing::instrument(name = "mongo.renew_many", skip_all, fields(locks = locks.len()))]
@@ -230,7 +268,8 @@ impl LockStore for MongoStore {
         locks: &[Renewal],
         margin: Duration,
     ) -> Result<Vec<Result<LockStatus>>> {
-        group::renew_many(self, locks, margin).await
+        self.bounded("renew", group::renew_many(self, locks, margin))
+            .await
     }
 
     #[tracing::instrument(name = "mongo.unlock_one", skip_all, fields(resource = %resource))]
@@ -239,7 +278,8 @@ impl LockStore for MongoStore {
         resource: &Resource,
         lock_id: &LockId,
     ) -> Result<Option<LockStatus>> {
-        one_lock::unlock_one(self, resource, lock_id).await
+        self.bounded("unlock", one_lock::unlock_one(self, resource, lock_id))
+            .await
     }
 
     #[tracing::instrument(name = "mongo.status", skip_all)]
@@ -262,6 +302,7 @@ impl LockStore for MongoStore {
     /// a partial or collated one); `Backend` otherwise.
     #[tracing::instrument(name = "mongo.create_indexes", skip_all)]
     async fn create_indexes(&self) -> Result<()> {
-        setup::create_indexes(self).await
+        self.bounded("create_indexes", setup::create_indexes(self))
+            .await
     }
 }

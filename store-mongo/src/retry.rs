@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use mongodb::ClientSession;
 use mongodb::bson::doc;
-use mongodb::error::{TRANSIENT_TRANSACTION_ERROR, UNKNOWN_TRANSACTION_COMMIT_RESULT};
+use mongodb::error::{ErrorKind, TRANSIENT_TRANSACTION_ERROR, UNKNOWN_TRANSACTION_COMMIT_RESULT};
 use mongodb::options::{ReadConcern, TransactionOptions};
 use tokio::time::Instant;
 
@@ -16,8 +16,8 @@ use crate::{MongoStore, failure};
 /// failure that is safe to retry (a transient transaction error, an unknown commit result,
 /// a retryable write error such as "not primary" during an election). Each attempt is
 /// itself bounded by the driver's server selection timeout (`serverSelectionTimeoutMS`,
-/// 30 s unless the URI says otherwise), so an operation against a deployment that is down
-/// fails after at most that timeout plus this window.
+/// 30 s unless the URI says otherwise), and each lock operation as a whole by that timeout
+/// plus this window, so one against a deployment that is down fails within that bound.
 pub const RETRY_WINDOW: Duration = Duration::from_secs(10);
 
 /// The pause before another attempt of an operation.
@@ -71,6 +71,12 @@ impl MongoStore {
                     // Nothing was written; the abort only ends the transaction early.
                     let _ = session.abort_transaction().await;
                     return Err(refusal);
+                }
+                Err(e) if matches!(e.kind.as_ref(), ErrorKind::ServerSelection { .. }) => {
+                    // No server could be selected for a whole selection timeout: nothing was
+                    // committed, and an abort or another attempt would only wait out another
+                    // timeout. Dropping the session ends its transaction.
+                    return Err(failure::backend(op, &e));
                 }
                 Err(e) => {
                     let _ = session.abort_transaction().await;
