@@ -38,6 +38,8 @@ struct Faulty<S> {
     grant_failure: std::sync::Mutex<Option<Outcome>>,
     /// Release round trips: one per `unlock_one` call.
     unlock_calls: AtomicU64,
+    /// This many grants fail with an unreachable server, before the store is reached.
+    grants_unreachable: AtomicU64,
     /// Renewal round trips: one per `renew_one` or `renew_many` call.
     renew_calls: AtomicU64,
 }
@@ -52,6 +54,7 @@ fn faulty<S>(inner: S) -> Faulty<S> {
         unlock_failures: AtomicU64::new(0),
         grant_failure: std::sync::Mutex::new(None),
         unlock_calls: AtomicU64::new(0),
+        grants_unreachable: AtomicU64::new(0),
         renew_calls: AtomicU64::new(0),
     }
 }
@@ -75,6 +78,14 @@ impl<S> Faulty<S> {
 
 impl<S: LockStore> LockStore for Faulty<S> {
     async fn xlock(&self, r: &LockRequest) -> Result<LockStatus, Error> {
+        let unreachable = self
+            .grants_unreachable
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if unreachable {
+            let down = std::io::Error::other("no server available");
+            return Err(Error::not_applied("xlock", down));
+        }
         let failure = self.grant_failure.lock().unwrap().take();
         let lost = || std::io::Error::other("connection reset");
         match failure {
@@ -483,6 +494,44 @@ async fn only_an_unknown_outcome_is_released<B: Backend>() {
     B::teardown(store.inner_ref()).await;
 }
 
+/// A waiting acquire asks again through failed attempts (the store unreachable for a while)
+/// and is granted once the store answers; when every attempt fails for
+/// `unavailable_timeout`, it gives up with the last failure. Both are counted.
+async fn waiting_acquire_outlasts_a_short_outage_not_a_long_one<B: Backend>() {
+    let store = faulty(B::real_time_store().await);
+    let client = Client::with_renew_margin(store, B::TTL / 10).unwrap();
+    let mut config = config(B::TTL);
+    config.unavailable_timeout = B::TTL * 2;
+    let locker = Locker::new(client, config).unwrap();
+    let store = locker.client().store();
+    let options = LockOptions::exclusive(B::TTL);
+    store.grants_unreachable.store(3, Ordering::SeqCst);
+    let guard = locker.acquire("job", &options).await.unwrap();
+    assert_eq!(locker.stats().acquire_failures, 3);
+    guard.release().await.unwrap();
+
+    store.grants_unreachable.store(u64::MAX, Ordering::SeqCst);
+    let started = Instant::now();
+    let gave_up = locker.acquire("job", &options).await;
+    assert!(
+        matches!(
+            &gave_up,
+            Err(Error::Backend {
+                operation: "xlock",
+                ..
+            })
+        ),
+        "{gave_up:?}"
+    );
+    assert!(
+        started.elapsed() >= B::TTL * 2,
+        "not before unavailable_timeout"
+    );
+    assert!(locker.stats().acquire_failures > 4);
+    store.grants_unreachable.store(0, Ordering::SeqCst);
+    B::teardown(store.inner_ref()).await;
+}
+
 /// A release that fails is tried again until it succeeds (within `release_timeout`), and
 /// the guard's `release` reports the success.
 async fn failed_release_is_retried<B: Backend>() {
@@ -633,6 +682,8 @@ macro_rules! locker_tests {
             async fn options_are_recorded_with_the_lock() { super::options_are_recorded_with_the_lock::<$backend>().await }
             #[tokio::test($($attr)*)]
             async fn only_an_unknown_outcome_is_released() { super::only_an_unknown_outcome_is_released::<$backend>().await }
+            #[tokio::test($($attr)*)]
+            async fn waiting_acquire_outlasts_a_short_outage_not_a_long_one() { super::waiting_acquire_outlasts_a_short_outage_not_a_long_one::<$backend>().await }
             #[tokio::test($($attr)*)]
             async fn failed_release_is_retried() { super::failed_release_is_retried::<$backend>().await }
         }

@@ -100,11 +100,15 @@ impl<R: RngCore> LockerCore<R> {
             }
             Some(Reply::Granted(_)) => {
                 // Granted too late to trust: release it, and ask again if waiting.
+                self.store_answered(key);
                 let resource = grant.resource.clone();
                 self.start_release(None, grant, now);
                 self.retry_or_fail(key, Error::StaleGrant { resource }, now);
             }
-            Some(Reply::Refused(e)) => self.retry_or_fail(key, e, now),
+            Some(Reply::Refused(e)) => {
+                self.store_answered(key);
+                self.retry_or_fail(key, e, now);
+            }
             Some(Reply::Done | Reply::Each(_)) => self.fail(
                 key,
                 Error::backend("acquire", "the store's answer does not fit a lock request"),
@@ -113,19 +117,48 @@ impl<R: RngCore> LockerCore<R> {
                 if e.may_have_applied() {
                     self.release_unknown(grant, now);
                 }
-                self.fail(key, e);
+                if matches!(e, Error::Backend { .. }) {
+                    self.attempt_failed(key, e, sent, now);
+                } else {
+                    // Retrying cannot help (a bad argument, a malformed document, a
+                    // misconfigured store).
+                    self.fail(key, e);
+                }
             }
             None => {
                 self.release_unknown(grant, now);
-                self.retry_or_fail(
-                    key,
-                    Error::NoReply {
-                        operation: "acquire",
-                    },
-                    now,
-                );
+                let e = Error::NoReply {
+                    operation: "acquire",
+                };
+                self.attempt_failed(key, e, sent, now);
             }
         }
+    }
+
+    /// The store answered an attempt of `key` (with a refusal or a grant).
+    fn store_answered(&mut self, key: LeaseKey) {
+        if let Some(a) = self.acquires.get_mut(&key) {
+            a.failing_since = None;
+        }
+    }
+
+    /// An attempt sent at `sent` failed or got no reply: a one-shot acquire ends with
+    /// `error`; a waiting one asks again after its backoff, unless attempts have failed
+    /// without an answer from the store for `unavailable_timeout` (it then ends with
+    /// `error`).
+    fn attempt_failed(&mut self, key: LeaseKey, error: Error, sent: LocalMs, now: LocalMs) {
+        self.stats.acquire_failures += 1;
+        let timeout = self.config.unavailable_timeout;
+        let Some(a) = self.acquires.get_mut(&key) else {
+            return;
+        };
+        let since = *a.failing_since.get_or_insert(sent);
+        if a.wait == Wait::No || since.saturating_add(timeout) <= now {
+            self.fail(key, error);
+            return;
+        }
+        self.events.push_back(Event::AttemptFailed { key, error });
+        self.schedule_retry(key, now);
     }
 
     /// After an outcome that may have been a grant: release it.
@@ -144,14 +177,20 @@ impl<R: RngCore> LockerCore<R> {
     /// A waiting acquire waits (full jitter, doubling backoff) and asks again; a one-shot
     /// acquire ends with `error`.
     fn retry_or_fail(&mut self, key: LeaseKey, error: Error, now: LocalMs) {
+        if self.acquires.get(&key).is_some_and(|a| a.wait == Wait::No) {
+            self.fail(key, error);
+        } else {
+            self.schedule_retry(key, now);
+        }
+    }
+
+    /// The waiting acquire `key` asks again after a random wait up to its backoff, which
+    /// doubles up to `max_backoff`.
+    fn schedule_retry(&mut self, key: LeaseKey, now: LocalMs) {
         let max = duration_millis(self.config.max_backoff).max(1);
         let Some(a) = self.acquires.get_mut(&key) else {
             return;
         };
-        if a.wait == Wait::No {
-            self.fail(key, error);
-            return;
-        }
         let wait = (self.rng.next_u64() % a.backoff_ms.saturating_add(1)).max(1);
         a.backoff_ms = a.backoff_ms.saturating_mul(2).min(max);
         self.timers

@@ -19,6 +19,9 @@ pub struct LockerStats {
     pub renew_failures: u64,
     /// Locks lost (refused or expired).
     pub lost: u64,
+    /// Acquire attempts that failed or got no reply (the store was unreachable, slow or
+    /// failing).
+    pub acquire_failures: u64,
 }
 
 /// How a Locker behaves. Start from [`LockerConfig::default`].
@@ -46,6 +49,12 @@ pub struct LockerConfig {
     /// fraction of their TTL are renewed with it, in one batch (in [0, `renew_fraction`];
     /// 0 renews every lock on its own).
     pub renew_batch_fraction: f64,
+    /// How long a waiting acquire keeps asking while every attempt fails or goes
+    /// unanswered (the store is down or unreachable): it then ends with the last attempt's
+    /// error. Counted from the first such attempt; any answer of the store (a refusal
+    /// included) starts it again. The default is the MongoDB driver's default server
+    /// selection timeout.
+    pub unavailable_timeout: Duration,
 }
 
 impl Default for LockerConfig {
@@ -59,6 +68,7 @@ impl Default for LockerConfig {
             max_backoff: Duration::from_secs(1),
             release_timeout: Duration::from_secs(5),
             renew_batch_fraction: 0.1,
+            unavailable_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -68,8 +78,8 @@ impl LockerConfig {
     ///
     /// # Errors
     /// `InvalidArgument` for `renew_fraction` outside (0, 1), zero `max_renew_attempts`,
-    /// zero `renew_retry`, `initial_backoff` or `release_timeout`, or `max_backoff` below
-    /// `initial_backoff`.
+    /// zero `renew_retry`, `initial_backoff`, `release_timeout` or `unavailable_timeout`, or
+    /// `max_backoff` below `initial_backoff`.
     pub fn lease_config(&self) -> Result<LeaseConfig, Error> {
         let lease = LeaseConfig::new(
             self.renew_fraction,
@@ -88,6 +98,12 @@ impl LockerConfig {
             return Err(Error::invalid(
                 "max_backoff",
                 "must be at least initial_backoff",
+            ));
+        }
+        if self.unavailable_timeout.is_zero() {
+            return Err(Error::invalid(
+                "unavailable_timeout",
+                "must be greater than zero",
             ));
         }
         if self.release_timeout.is_zero() {

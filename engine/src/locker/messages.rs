@@ -190,6 +190,14 @@ pub enum Event {
         /// Why.
         error: Error,
     },
+    /// An attempt of the waiting acquire `key` failed or got no reply (whatever it may have
+    /// been granted is being released); it asks again after its backoff.
+    AttemptFailed {
+        /// The acquire.
+        key: LeaseKey,
+        /// Why.
+        error: Error,
+    },
     /// The lease `key` was renewed and is trusted until local `trust_until`.
     Renewed {
         /// The lease.

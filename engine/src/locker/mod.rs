@@ -21,7 +21,9 @@
 //! - A request whose outcome is unknown (it failed in a way that may have been applied, or
 //!   no reply came before its deadline) is followed by a release of its lock id, and a
 //!   release is retried until `release_timeout` has passed.
-//! - A waiting acquire asks again after a refusal with full-jitter exponential backoff.
+//! - A waiting acquire asks again after a refusal with full-jitter exponential backoff, and
+//!   after a failed or unanswered attempt too, until attempts have failed without an answer
+//!   from the store for `unavailable_timeout`.
 
 mod acquire;
 mod config;
@@ -94,6 +96,8 @@ struct Acquire {
     wait: Wait,
     backoff_ms: u64,
     attempt: Option<RequestId>,
+    /// When the first of the attempts that failed since the store last answered was sent.
+    failing_since: Option<LocalMs>,
 }
 
 /// One lock a lock request asked for (and perhaps got): what a release needs.
@@ -281,6 +285,7 @@ impl<R: RngCore> LockerCore<R> {
                 wait,
                 backoff_ms: duration_millis(self.config.initial_backoff).max(1),
                 attempt: None,
+                failing_since: None,
             },
         );
         self.attempt(key, now);

@@ -154,6 +154,13 @@ fn an_unanswered_lock_request_is_released_and_a_waiting_acquire_asks_again() {
     c.handle_timeout(ms(900));
     let unlock = c.poll_transmit().unwrap();
     assert!(matches!(unlock.request, Request::Unlock { .. }));
+    assert!(matches!(
+        events(&mut c)[..],
+        [Event::AttemptFailed {
+            key: 1,
+            error: Error::NoReply { .. }
+        }]
+    ));
     // The late reply is ignored: the lock id is being released.
     c.handle_reply(t.id, grant(&t), ms(901));
     assert!(events(&mut c).is_empty());
@@ -229,6 +236,47 @@ fn an_acquire_past_its_deadline_sends_nothing() {
         ));
     }
     assert!(c.is_idle());
+}
+
+/// A waiting acquire asks again after failed attempts, and gives up with the last failure
+/// once attempts have failed without an answer from the store for `unavailable_timeout`;
+/// a refusal (an answer) starts that time again.
+#[test]
+fn a_waiting_acquire_gives_up_on_a_store_that_stays_unavailable() {
+    let down = || Reply::Failed(Error::not_applied("xlock", "no server available"));
+    let mut c = core();
+    let timeout = ms(0).saturating_add(c.config().unavailable_timeout);
+    let mut t = acquire(&mut c, 1, Wait::Forever, 0);
+    let mut now = 0;
+    let mut failed_attempts = 0;
+    let ended = loop {
+        c.handle_reply(t.id, down(), ms(now));
+        failed_attempts += 1;
+        let ev = events(&mut c);
+        match &ev[..] {
+            [Event::AttemptFailed { key: 1, .. }] => {}
+            [Event::AcquireFailed { key: 1, error }] => break (ms(now), error.to_string()),
+            other => panic!("{other:?}"),
+        }
+        if failed_attempts == 3 {
+            // An answer of the store: the outage is over, and so is its clock.
+            let next = c.poll_timeout().unwrap();
+            c.handle_timeout(next);
+            now = next.as_millis();
+            t = c.poll_transmit().unwrap();
+            c.handle_reply(t.id, refused(), ms(now));
+            assert!(events(&mut c).is_empty());
+        }
+        let next = c.poll_timeout().unwrap();
+        now = next.as_millis();
+        c.handle_timeout(next);
+        t = c.poll_transmit().expect("asks again");
+        assert!(matches!(t.request, Request::Lock { .. }));
+    };
+    assert!(ended.0 >= timeout, "not before the timeout: {ended:?}");
+    assert!(ended.1.contains("xlock failed"), "{ended:?}");
+    assert_eq!(c.stats().acquire_failures, failed_attempts);
+    assert!(failed_attempts > 10, "{failed_attempts}");
 }
 
 #[test]

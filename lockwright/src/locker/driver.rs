@@ -162,6 +162,13 @@ fn deliver<S: LockStore>(
                 signal.send_modify(|v| v.trust_until = trust_until);
             }
         }
+        Event::AttemptFailed { key, error } => {
+            tracing::debug!(
+                acquire = key,
+                error = %crate::purger::error_chain(&error),
+                "acquire attempt failed; asking again"
+            );
+        }
         Event::RenewFailed { key, error } => {
             tracing::debug!(lease = key, error = %crate::purger::error_chain(&error), "renewal failed");
         }

@@ -111,6 +111,9 @@ impl World {
             CoreEvent::RenewFailed { error, .. } => {
                 self.note(Some(client), format!("renewal failed: {error}"));
             }
+            CoreEvent::AttemptFailed { error, .. } => {
+                self.note(Some(client), format!("acquire attempt failed: {error}"));
+            }
             CoreEvent::Ended { key, how } => {
                 let Some(i) = self.clients[client].hold_of(key) else {
                     return;

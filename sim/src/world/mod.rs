@@ -134,6 +134,8 @@ impl World {
         config.max_backoff = Duration::from_millis((ttl_ms / 2).max(1));
         // A release never legitimately gives up within a run.
         config.release_timeout = Duration::from_millis(ttl_ms.saturating_mul(100));
+        // Nor does a waiting acquire give up on a store that a run's faults make unreachable.
+        config.unavailable_timeout = Duration::from_millis(ttl_ms.saturating_mul(100));
         let ttl = Ttl::new(Duration::from_millis(ttl_ms))
             .unwrap_or_else(|e| panic!("invalid simulation options: ttl: {e}"));
         let resources = (0..opts.resources)
