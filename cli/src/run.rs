@@ -6,11 +6,11 @@ use std::path::Path;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use lockwright_engine::error::Escaped;
 use lockwright::{
     Client, DEFAULT_RENEW_MARGIN, Error, Filter, LockGuard, LockOptions, LockStatus, Locker,
     LockerConfig, MongoStore,
 };
+use lockwright_engine::error::Escaped;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 

@@ -4,8 +4,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use comfy_table::{ContentArrangement, Table, presets};
-use lockwright_engine::error::Escaped;
 use lockwright::{Client, Error, Filter, LockStatus, Mode, Timestamp};
+use lockwright_engine::error::Escaped;
 use serde::Serialize;
 
 use crate::connect::{ConnArgs, connect};

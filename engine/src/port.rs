@@ -10,9 +10,10 @@ use crate::names::{LockId, Resource};
 use crate::time::Ttl;
 
 /// A place where locks live (in memory, in MongoDB). Implementations apply the rules of
-/// this crate with their own clock and must pass the conformance suite of the `lockwright`
-/// crate. Arguments arrive validated; results follow the same order conventions as
-/// [`crate::table`].
+/// this crate with their own clock and must pass the conformance suite (the workspace's
+/// test kit, `lockwright_testkit::conformance`; a test file runs it against a backend with
+/// `lockwright_testkit::conformance_suite!(TheBackend)`). Arguments arrive validated;
+/// results follow the same order conventions as [`crate::table`].
 pub trait LockStore: Send + Sync + 'static {
     /// Grants an exclusive lock ([`crate::LockTable::xlock`]).
     fn xlock(&self, request: &LockRequest) -> impl Future<Output = Result<LockStatus>> + Send;

@@ -1,7 +1,5 @@
-//! The conformance suite against the in-memory backend.
+//! The conformance suite (`lockwright_testkit::conformance`) against the in-memory backend:
+//! one test per case.
 #![cfg(feature = "mem")]
 
-#[macro_use]
-mod conformance;
-
-conformance_suite!(lockwright_testkit::Mem);
+lockwright_testkit::conformance_suite!(lockwright_testkit::Mem);

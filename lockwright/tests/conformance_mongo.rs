@@ -1,8 +1,6 @@
-//! The conformance suite against MongoDB (a real server from `MONGODB_URI`), with the
-//! server's `$$NOW` replaced by the suite's manual clock inside the shipped pipelines.
+//! The conformance suite (`lockwright_testkit::conformance`) against MongoDB (a real server
+//! from `MONGODB_URI`), with the server's `$$NOW` replaced by the suite's manual clock inside
+//! the shipped pipelines: one test per case.
 #![cfg(feature = "mongo")]
 
-#[macro_use]
-mod conformance;
-
-conformance_suite!(lockwright_testkit::Mongo);
+lockwright_testkit::conformance_suite!(lockwright_testkit::Mongo);

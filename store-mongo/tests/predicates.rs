@@ -15,6 +15,11 @@
 //! deleted, which lock was renewed or released (for a batch: each lock's outcome), or why not. At least 500 cases per run; a failure is shrunk to a smallest state.
 //!
 //! The pipeline mutants of the kill matrix (`LOCKWRIGHT_MUTANT=pipeline_…`) must fail it.
+//!
+//! Seeds: the cases come from a fixed seed ([`SEED`]), so a run, and the kill matrix of
+//! `scripts/mutants`, is the same every time. `LOCKWRIGHT_RANDOM_SEED=1` draws a fresh seed
+//! instead, and `PROPTEST_RNG_SEED=<u64>` (proptest's own variable) runs the seed given; the
+//! seed in use is printed (shown with a failure), so `PROPTEST_RNG_SEED` reruns a random run.
 
 // A test that cannot unwrap has failed: panicking is how it says so.
 #![allow(clippy::unwrap_used)]
@@ -31,12 +36,14 @@ use lockwright_store_mongo::MongoStore;
 use lockwright_store_mongo::test_support::{fresh_store, snapshot, teardown};
 use mongodb::bson::{Bson, DateTime, Document, doc};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 
 /// The instant every case runs at.
 const NOW: Timestamp = Timestamp::from_millis(1_800_000_000_000);
 /// Cases per run.
 const CASES: u32 = 600;
+/// The seed of the cases (see the module's documentation).
+const SEED: u64 = 1;
 const IDS: [&str; 5] = ["a", "b", "c", "d", "e"];
 
 #[derive(Clone, Debug)]
@@ -369,6 +376,23 @@ async fn check(store: &MongoStore, c: &Case) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// The seed of the run: `PROPTEST_RNG_SEED` when set, a fresh one with
+/// `LOCKWRIGHT_RANDOM_SEED=1`, else [`SEED`]; printed either way.
+fn seed() -> u64 {
+    let seed = if let Some(s) = std::env::var("PROPTEST_RNG_SEED")
+        .ok()
+        .filter(|s| !s.is_empty())
+    {
+        s.parse().expect("PROPTEST_RNG_SEED is a decimal u64")
+    } else if std::env::var("LOCKWRIGHT_RANDOM_SEED").is_ok_and(|v| !v.is_empty() && v != "0") {
+        rand::random()
+    } else {
+        SEED
+    };
+    eprintln!("predicates: proptest seed {seed} (rerun with PROPTEST_RNG_SEED={seed})");
+    seed
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipelines_decide_as_the_engine() {
     #[cfg(lockwright_mutants)]
@@ -376,11 +400,13 @@ async fn pipelines_decide_as_the_engine() {
     let store = Arc::new(fresh_store(Some(Arc::new(ManualClock::new(NOW)))).await);
     let runner_store = Arc::clone(&store);
     let handle = tokio::runtime::Handle::current();
+    let seed = seed();
     // proptest drives synchronously; each case runs on this runtime from a blocking thread.
     let result = tokio::task::spawn_blocking(move || {
         let mut runner = TestRunner::new(Config {
             cases: CASES,
             failure_persistence: None,
+            rng_seed: RngSeed::Fixed(seed),
             ..Config::default()
         });
         let count = std::sync::atomic::AtomicU32::new(0);

@@ -11,6 +11,12 @@
 //!   which a linearizability checker must catch.
 //! - [`FencedStore`]: a downstream store that accepts a write only with a fence at least as
 //!   high as any it accepted for that key.
+//! - [`conformance`]: the conformance suite every [`LockStore`] must pass, about a hundred
+//!   cases written against `lockwright`'s `Client`; a test file runs it against a backend
+//!   with `lockwright_testkit::conformance_suite!(TheBackend)`, one `#[test]` per case.
+//! - `replset` (feature `replset`): a throwaway MongoDB replica set on 127.0.0.1 (one or
+//!   three mongods) that a test or example starts, fails over, kills, restarts, pauses and
+//!   starts with shifted clocks; the `lockwright-mongod` binary runs a command beside one.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -18,12 +24,15 @@ use std::time::Duration;
 
 use lockwright_engine::{LockStore, LockTable, ManualClock};
 
+pub mod conformance;
 mod downstream;
 #[cfg(feature = "mem")]
 mod mem;
 #[cfg(feature = "mongo")]
 pub mod mongo;
 mod non_atomic;
+#[cfg(feature = "replset")]
+pub mod replset;
 
 pub use downstream::{FencedStore, Verdict};
 #[cfg(feature = "mem")]

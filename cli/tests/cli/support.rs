@@ -13,7 +13,7 @@ pub fn mongodb_uri() -> String {
         Ok(uri) if !uri.is_empty() => uri,
         _ => panic!(
             "MONGODB_URI is not set: these tests need a MongoDB replica set. Run \
-             `scripts/test`, or `scripts/mongod.sh start` and export the URI it prints"
+             `scripts/test`, or the tests under `scripts/mongod.sh run -- cargo test ...`"
         ),
     }
 }

@@ -1,5 +1,5 @@
-//! What the run is told: the command line, checked, and `MONGODB_URI`, given the harness's
-//! timeouts.
+//! What the run is told: the command line, checked, and the URI of its replica set, given
+//! the harness's timeouts.
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -59,6 +59,14 @@ pub(crate) struct Args {
     /// Contend without any failover (a baseline for the numbers).
     #[arg(long)]
     pub(crate) no_failover: bool,
+    /// Members of the replica set the run starts (1 or 3): 3 by default, 1 with
+    /// `--no-failover`. Failovers need 3.
+    #[arg(long, value_parser = parse_members)]
+    pub(crate) members: Option<usize>,
+    /// Start member MEMBER (0-based) with its wall clock MS milliseconds ahead (negative:
+    /// behind), through libfaketime. Repeatable.
+    #[arg(long = "skew", value_name = "MEMBER=MS", value_parser = parse_skew)]
+    pub(crate) skews: Vec<(usize, i64)>,
     /// Checks the observer: `Client` holders break the holding rule (they hold every lock
     /// for its TTL plus 500 ms without renewing it, trusting it throughout), so the run must
     /// FAIL with overlaps.
@@ -67,6 +75,10 @@ pub(crate) struct Args {
 }
 
 impl Args {
+    /// How many members the replica set has.
+    pub(crate) fn member_count(&self) -> usize {
+        self.members.unwrap_or(if self.no_failover { 1 } else { 3 })
+    }
     pub(crate) fn ttl(&self) -> Duration {
         Duration::from_millis(self.ttl_ms)
     }
@@ -87,6 +99,30 @@ impl Args {
     }
 }
 
+fn parse_members(s: &str) -> Result<usize, String> {
+    match s {
+        "1" => Ok(1),
+        "3" => Ok(3),
+        _ => Err(format!("1 or 3, not {s:?}")),
+    }
+}
+
+/// `MEMBER=MS`, e.g. `2=3000` or `1=-500`.
+fn parse_skew(s: &str) -> Result<(usize, i64), String> {
+    let (member, ms) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not MEMBER=MS"))?;
+    let member = member
+        .trim()
+        .parse()
+        .map_err(|e| format!("member {member:?}: {e}"))?;
+    let ms = ms
+        .trim()
+        .parse()
+        .map_err(|e| format!("milliseconds {ms:?}: {e}"))?;
+    Ok((member, ms))
+}
+
 /// The renew margin of every client: below half the TTL, so that the `Locker`'s renewals (at
 /// half the TTL) are allowed.
 pub(crate) const RENEW_MARGIN: Duration = Duration::from_millis(200);
@@ -97,6 +133,15 @@ pub(crate) fn check_args(args: &Args) -> Result<(), String> {
     }
     if args.resources == 0 || args.shared_limit == 0 || args.every == 0 || args.seconds == 0 {
         return Err("--resources, --shared-limit, --every and --seconds must be positive".into());
+    }
+    if !args.no_failover && args.member_count() < 3 {
+        return Err("failovers need a three-member set: --members 3 (or --no-failover)".into());
+    }
+    if let Some((m, _)) = args.skews.iter().find(|(m, _)| *m >= args.member_count()) {
+        return Err(format!(
+            "--skew names member {m} of a set of {}",
+            args.member_count()
+        ));
     }
     if !(0.0..=1.0).contains(&args.exclusive_share) {
         return Err("--exclusive-share must be between 0 and 1".into());
@@ -110,10 +155,10 @@ pub(crate) fn check_args(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
-/// MONGODB_URI with the harness's timeouts, after checking that it names 127.0.0.1 only.
+/// The set's URI with the harness's timeouts, after checking that it names 127.0.0.1 only.
 pub(crate) fn harness_uri(uri: &str) -> Result<String, String> {
     let rest = uri.strip_prefix("mongodb://").ok_or(
-        "MONGODB_URI must start with mongodb:// and name 127.0.0.1 (this harness kills servers)",
+        "the URI must start with mongodb:// and name 127.0.0.1 (this harness kills servers)",
     )?;
     let end = rest.find(['/', '?']).unwrap_or(rest.len());
     let hosts = &rest[..end];
@@ -122,7 +167,7 @@ pub(crate) fn harness_uri(uri: &str) -> Result<String, String> {
         let host = h.rsplit_once(':').map_or(h, |(host, _)| host);
         if host != "127.0.0.1" {
             return Err(format!(
-                "MONGODB_URI names {h}: this harness kills and restarts servers, so it runs \
+                "the URI names {h}: this harness kills and restarts servers, so it runs \
                  against 127.0.0.1 only"
             ));
         }

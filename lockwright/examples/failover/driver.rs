@@ -1,11 +1,11 @@
 //! The failover driver: at each planned instant, a `replSetStepDown` of the primary or a
-//! SIGKILL of it followed by a restart of that member, alternately, through
-//! `scripts/mongod.sh`.
+//! SIGKILL of it followed by a restart of that member, alternately, through the test kit's
+//! replica set fixture.
 
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use lockwright_testkit::replset::ReplSet;
 
 use crate::observer::Shared;
 
@@ -32,38 +32,10 @@ pub(crate) struct Failover {
     pub(crate) error: Option<String>,
 }
 
-/// Runs `scripts/mongod.sh ARGS`; its stdout, trimmed.
-pub(crate) async fn run_script(
-    script: &std::path::Path,
-    args: Vec<String>,
-) -> Result<String, String> {
-    let script = script.to_path_buf();
-    tokio::task::spawn_blocking(move || {
-        let out = std::process::Command::new(&script)
-            .args(&args)
-            .stdin(Stdio::null())
-            .stderr(Stdio::inherit())
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-        } else {
-            Err(format!(
-                "mongod.sh {} failed ({})",
-                args.join(" "),
-                out.status
-            ))
-        }
-    })
-    .await
-    .map_err(|e| format!("the task running mongod.sh failed: {e}"))?
-}
-
 /// Forces a failover at each instant of `plan`: step-down, kill + restart, alternately.
 pub(crate) async fn failover_task(
     sh: Shared,
-    script: PathBuf,
-    dir: String,
+    set: Arc<ReplSet>,
     plan: Vec<Instant>,
     out: Arc<Mutex<Vec<Failover>>>,
 ) {
@@ -79,7 +51,10 @@ pub(crate) async fn failover_task(
             Action::Kill => "kill-primary",
         };
         let called = Instant::now();
-        let result = run_script(&script, vec![sub.to_string(), dir.clone()]).await;
+        let result = match action {
+            Action::StepDown => set.step_down().await,
+            Action::Kill => set.kill_primary().await,
+        };
         let at = Instant::now();
         let mut f = Failover {
             n: i + 1,
@@ -90,12 +65,9 @@ pub(crate) async fn failover_task(
             restart: None,
             error: None,
         };
-        match result.and_then(|s| {
-            s.parse::<usize>()
-                .map_err(|e| format!("mongod.sh {sub} printed {s:?}: {e}"))
-        }) {
+        match result {
             Ok(m) => f.member = Some(m),
-            Err(e) => f.error = Some(e),
+            Err(e) => f.error = Some(format!("{sub}: {e}")),
         }
         eprintln!(
             "failover: #{} {} of member {} done at {:.1} s (the command took {:.2} s){}",
@@ -110,13 +82,8 @@ pub(crate) async fn failover_task(
         );
         if let (Action::Kill, Some(m)) = (action, f.member) {
             let t = Instant::now();
-            match run_script(
-                &script,
-                vec!["restart-member".into(), dir.clone(), m.to_string()],
-            )
-            .await
-            {
-                Ok(_) => {
+            match set.restart(m).await {
+                Ok(()) => {
                     f.restart = Some(t.elapsed());
                     eprintln!(
                         "failover: #{} member {m} restarted, set healthy at {:.1} s",
@@ -124,7 +91,7 @@ pub(crate) async fn failover_task(
                         sh.secs(Instant::now())
                     );
                 }
-                Err(e) => f.error = Some(e),
+                Err(e) => f.error = Some(format!("restart of member {m}: {e}")),
             }
         }
         out.lock()

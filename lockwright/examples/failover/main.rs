@@ -4,7 +4,8 @@
 //! half through [`Client`] (xlock or slock with a limit, renew by hand, unlock), all on a few
 //! resources so that they really contend. A side task forces a failover every `--every`
 //! seconds, alternately `replSetStepDown` on the primary and SIGKILL of the primary followed by
-//! a restart of that member, through `scripts/mongod.sh`.
+//! a restart of that member, through the test kit's replica set fixture
+//! (`lockwright_testkit::replset`).
 //!
 //! An independent observer (plain data recorded by the clients, none of Lockwright's own
 //! checks) keeps every holder's *trusted interval* on this process's monotonic clock: from
@@ -29,16 +30,17 @@
 //! A `Client` grant that failed with an error other than a refusal has an unknown outcome: it
 //! is released (unlock with its lock id) and not counted as a grant.
 //!
-//! Run (starts and stops a three-member replica set on 127.0.0.1):
+//! Run (starts a three-member replica set of its own on 127.0.0.1, one member with
+//! `--no-failover`, with the mongod that `scripts/mongod.sh install` installs, and stops it at
+//! the end; `MONGODB_URI` is not used):
 //!
 //! ```text
-//! scripts/mongod.sh run --members 3 -- \
-//!   cargo run -p lockwright --features mongo --release --example failover -- --clients 32 --seconds 60
+//! scripts/mongod.sh install
+//! cargo run -p lockwright --features mongo --release --example failover -- --clients 32 --seconds 60
 //! ```
 //!
-//! It needs `MONGODB_URI` (the set, on 127.0.0.1 only) and `LOCKWRIGHT_REPLSET_DIR` (its state
-//! dir), which `scripts/mongod.sh run --members 3` exports. Exit status: 0 when every check
-//! passes, 1 when one fails, 2 when the run could not be set up.
+//! `--skew MEMBER=MS` starts a member with its wall clock shifted (libfaketime). Exit status:
+//! 0 when every check passes, 1 when one fails, 2 when the run could not be set up.
 
 mod args;
 mod checks;
@@ -47,13 +49,13 @@ mod driver;
 mod observer;
 mod report;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 use lockwright::{Client, Locker, LockerConfig, MongoStore};
+use lockwright_testkit::replset::ReplSet;
 
 use args::{Args, RENEW_MARGIN, check_args, harness_uri};
 use clients::{client_task, locker_task};
@@ -106,30 +108,8 @@ async fn connect(uri: &str, args: &Args, collection: &str) -> Result<Client<Mong
     Client::with_renew_margin(store, RENEW_MARGIN).map_err(|e| chain(&e))
 }
 
-#[allow(clippy::too_many_lines)]
 async fn run(args: Args) -> Result<bool, String> {
     check_args(&args)?;
-    let uri = std::env::var("MONGODB_URI").map_err(|_| {
-        "MONGODB_URI is not set: run under `scripts/mongod.sh run --members 3 -- ...`".to_string()
-    })?;
-    let uri = harness_uri(&uri)?;
-    let dir = if args.no_failover {
-        String::new()
-    } else {
-        let dir = std::env::var("LOCKWRIGHT_REPLSET_DIR").map_err(|_| {
-            "LOCKWRIGHT_REPLSET_DIR is not set: run under `scripts/mongod.sh run --members 3 -- ...` \
-             (or pass --no-failover)"
-                .to_string()
-        })?;
-        if !std::path::Path::new(&dir).join("state.env").is_file() {
-            return Err(format!("LOCKWRIGHT_REPLSET_DIR={dir} has no state.env"));
-        }
-        dir
-    };
-    let script = std::env::var_os("LOCKWRIGHT_MONGOD_SH").map_or_else(
-        || PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/mongod.sh")),
-        PathBuf::from,
-    );
     let offsets: Vec<u64> = if args.no_failover {
         Vec::new()
     } else {
@@ -141,6 +121,35 @@ async fn run(args: Args) -> Result<bool, String> {
     if !args.no_failover && offsets.is_empty() {
         return Err("--seconds must be at least twice --every, for one failover".into());
     }
+    let set = start_set(&args).await?;
+    let result = tokio::select! {
+        result = contend(args, &set, offsets) => result,
+        _ = tokio::signal::ctrl_c() => Err("interrupted (SIGINT)".to_string()),
+    };
+    // Stops the mongods and removes their files (a blocking wait, off the runtime's
+    // threads); a task that still holds the set (a hung one, aborted) lets it go when the
+    // runtime drops it.
+    let _ = tokio::task::spawn_blocking(move || drop(set)).await;
+    result
+}
+
+/// The run's own replica set, with the members' clock offsets.
+async fn start_set(args: &Args) -> Result<Arc<ReplSet>, String> {
+    let mut builder = ReplSet::builder(args.member_count());
+    for (member, ms) in &args.skews {
+        builder = builder.skew_ms(*member, *ms);
+    }
+    let set = builder
+        .start()
+        .await
+        .map_err(|e| format!("cannot start the replica set: {e}"))?;
+    Ok(Arc::new(set))
+}
+
+/// The run proper, on `set`, with a failover at each of `offsets` (seconds from the start).
+#[allow(clippy::too_many_lines)]
+async fn contend(args: Args, set: &Arc<ReplSet>, offsets: Vec<u64>) -> Result<bool, String> {
+    let uri = harness_uri(set.uri())?;
 
     let collection = format!("run_{:016x}", rand::random::<u64>());
     let setup = connect(&uri, &args, &collection).await?;
@@ -182,6 +191,14 @@ async fn run(args: Args) -> Result<bool, String> {
         args.database,
         collection
     );
+    if !args.skews.is_empty() {
+        let skews: Vec<String> = args
+            .skews
+            .iter()
+            .map(|(m, ms)| format!("member {m}: {ms:+} ms"))
+            .collect();
+        eprintln!("failover: shifted wall clocks: {}", skews.join(", "));
+    }
 
     let totals = Arc::new(Mutex::new(LockerTotals::default()));
     let mut tasks: Vec<(String, tokio::task::JoinHandle<()>)> = Vec::new();
@@ -220,8 +237,7 @@ async fn run(args: Args) -> Result<bool, String> {
             "failover".into(),
             tokio::spawn(failover_task(
                 sh.clone(),
-                script,
-                dir,
+                Arc::clone(set),
                 plan,
                 Arc::clone(&failovers),
             )),

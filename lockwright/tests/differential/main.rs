@@ -20,6 +20,12 @@
 //! on every run. To replay or dig in:
 //! `scripts/mongod.sh run -- cargo test -p lockwright --all-features --test differential`,
 //! with `PROPTEST_CASES=N` for more cases.
+//!
+//! Seeds: each test runs the sequences of a fixed seed ([`MEM_SEED`], [`MONGO_SEED`]), so a
+//! run, and the kill matrix of `scripts/mutants`, is the same every time.
+//! `LOCKWRIGHT_RANDOM_SEED=1` draws a fresh seed instead, and `PROPTEST_RNG_SEED=<u64>`
+//! (proptest's own variable) runs the seed given; the seed in use is printed (shown with a
+//! failure), so `PROPTEST_RNG_SEED` reruns a random run.
 
 // A test that cannot unwrap has failed: panicking is how it says so.
 #![allow(clippy::unwrap_used)]
@@ -29,7 +35,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use lockwright::engine::{
+use lockwright_engine::{
     Error, Filter, LockDetails, LockId, LockRequest, LockStatus, LockStore, LockTable, ManualClock,
     Mode, Renewal, Resource, SharedLimit, Timestamp, Ttl,
 };
@@ -39,7 +45,7 @@ use lockwright_testkit::Mem;
 #[cfg(feature = "mongo")]
 use lockwright_testkit::Mongo;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, FileFailurePersistence};
+use proptest::test_runner::{Config, FileFailurePersistence, RngSeed};
 use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state_machine};
 
 const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);
@@ -57,8 +63,48 @@ mod system;
 use properties::*;
 use reference::*;
 
-fn config(cases: u32) -> Config {
-    let mut config = Config::with_cases(cases);
+/// The seed of the sequences on store-mem.
+#[cfg(feature = "mem")]
+const MEM_SEED: u64 = 38;
+/// The seed of the sequences on MongoDB.
+#[cfg(feature = "mongo")]
+const MONGO_SEED: u64 = 38;
+
+/// The seed of a run: `PROPTEST_RNG_SEED` when set, a fresh one (one per process) with
+/// `LOCKWRIGHT_RANDOM_SEED=1`, else `fixed`; printed once per test. proptest-state-machine
+/// evaluates the configuration again for every case, hence the memory of both.
+fn seed(fixed: u64) -> u64 {
+    static CHOSEN: OnceLock<Option<u64>> = OnceLock::new();
+    thread_local! {
+        static PRINTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    let chosen = *CHOSEN.get_or_init(|| {
+        if let Some(s) = std::env::var("PROPTEST_RNG_SEED")
+            .ok()
+            .filter(|s| !s.is_empty())
+        {
+            Some(s.parse().expect("PROPTEST_RNG_SEED is a decimal u64"))
+        } else if std::env::var("LOCKWRIGHT_RANDOM_SEED").is_ok_and(|v| !v.is_empty() && v != "0") {
+            Some(rand::random())
+        } else {
+            None
+        }
+    });
+    let seed = chosen.unwrap_or(fixed);
+    if !PRINTED.replace(true) {
+        eprintln!("differential: proptest seed {seed} (rerun with PROPTEST_RNG_SEED={seed})");
+    }
+    seed
+}
+
+/// `cases` sequences (unless `PROPTEST_CASES` says how many) from the seed [`seed`] gives.
+fn config(cases: u32, fixed_seed: u64) -> Config {
+    // The default reads proptest's environment variables (`PROPTEST_CASES` among them).
+    let mut config = Config::default();
+    if std::env::var_os("PROPTEST_CASES").is_none() {
+        config.cases = cases;
+    }
+    config.rng_seed = RngSeed::Fixed(seed(fixed_seed));
     // Runs under a mutant are expected to fail; their counterexamples are not regressions.
     if std::env::var_os("LOCKWRIGHT_MUTANT").is_some_and(|v| !v.is_empty()) {
         config.failure_persistence = None;
@@ -73,14 +119,14 @@ fn config(cases: u32) -> Config {
 
 #[cfg(feature = "mem")]
 prop_state_machine! {
-    #![proptest_config(config(256))]
+    #![proptest_config(config(256, MEM_SEED))]
     #[test]
     fn store_mem_matches_engine(sequential 1..40 => Differential<Mem>);
 }
 
 #[cfg(feature = "mongo")]
 prop_state_machine! {
-    #![proptest_config(config(40))]
+    #![proptest_config(config(40, MONGO_SEED))]
     #[test]
     fn store_mongo_matches_engine(sequential 1..30 => Differential<Mongo>);
 }

@@ -9,7 +9,7 @@ impl<B: Backend> StateMachineTest for Differential<B> {
 
     fn init_test(_initial: &Reference) -> System<B> {
         #[cfg(lockwright_mutants)]
-        lockwright::engine::mutants::activate_from_env();
+        lockwright_engine::mutants::activate_from_env();
         let clock = Arc::new(ManualClock::new(T0));
         System {
             store: runtime().block_on(B::store(Arc::clone(&clock), SHARDS)),

@@ -184,15 +184,31 @@ impl Plan {
     }
 }
 
-/// The seeds of the rounds of a test: from `LINEARIZABILITY_SEED` (that seed only) or random.
-pub(crate) fn seeds(rounds: usize) -> Vec<u64> {
-    match std::env::var("LINEARIZABILITY_SEED") {
-        Ok(s) if !s.is_empty() => {
-            let s = s.trim_start_matches("0x");
-            vec![u64::from_str_radix(s, 16).expect("LINEARIZABILITY_SEED is a hex u64")]
-        }
-        _ => (0..rounds).map(|_| rand::random()).collect(),
+/// The seeds of the rounds of a test: `base`, `base + 1`, ... (`rounds` of them), or the
+/// one seed `LINEARIZABILITY_SEED` gives. `LINEARIZABILITY_BASE_SEED` replaces `base`, and
+/// `LOCKWRIGHT_RANDOM_SEED=1` draws a fresh one; the base in use is printed.
+pub(crate) fn seeds(rounds: usize, base: u64) -> Vec<u64> {
+    let hex = |var: &str| {
+        let s = std::env::var(var).ok().filter(|s| !s.is_empty())?;
+        let s = s.trim_start_matches("0x");
+        Some(u64::from_str_radix(s, 16).unwrap_or_else(|_| panic!("{var} is a hex u64")))
+    };
+    if let Some(seed) = hex("LINEARIZABILITY_SEED") {
+        eprintln!("linearizability: the round of seed {seed:#x}");
+        return vec![seed];
     }
+    let base = if let Some(base) = hex("LINEARIZABILITY_BASE_SEED") {
+        base
+    } else if std::env::var("LOCKWRIGHT_RANDOM_SEED").is_ok_and(|v| !v.is_empty() && v != "0") {
+        rand::random()
+    } else {
+        base
+    };
+    eprintln!(
+        "linearizability: {rounds} rounds of seeds {base:#x} and up (rerun with \
+         LINEARIZABILITY_BASE_SEED={base:#x})"
+    );
+    (0..rounds as u64).map(|i| base.wrapping_add(i)).collect()
 }
 
 /// The history of a round: the tester, and every event in the order recorded, for messages.
@@ -285,16 +301,17 @@ pub(crate) fn run_round<S: LockStore>(
     history.into_inner().unwrap()
 }
 
-/// Runs `rounds` rounds of `ops` operations per client; `round` runs one plan on a fresh,
-/// preloaded store and returns the verdict. Returns the first non-linearizable round's
+/// Runs `rounds` rounds of `ops` operations per client, of the seeds [`seeds`] gives from
+/// `base_seed`; `round` runs one plan on a fresh, preloaded store and returns the verdict. Returns the first non-linearizable round's
 /// account, if any, and how many rounds ran.
 pub(crate) fn rounds(
     rounds: usize,
+    base_seed: u64,
     workload: Workload,
     ops: usize,
     mut round: impl FnMut(Plan) -> Result<(), String>,
 ) -> (Option<String>, usize) {
-    let seeds = seeds(rounds);
+    let seeds = seeds(rounds, base_seed);
     for (i, seed) in seeds.iter().enumerate() {
         if let Err(account) = round(Plan::new(*seed, workload, ops)) {
             return (Some(account), i + 1);

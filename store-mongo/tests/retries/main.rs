@@ -3,11 +3,11 @@
 //! transactions retried on transient errors and unknown commit results, both bounded by
 //! `RETRY_WINDOW`, and failures whose outcome may have been applied reported as such.
 //!
-//! The server must run with `--setParameter enableTestCommands=1` (scripts/mongod.sh starts
-//! it so). A server has one `failCommand` configuration at a time, so the tests here take
-//! turns (`FAIL_POINT`); each restricts the fail point to its own client through a unique
-//! `appName`, so that other clients and test binaries are unaffected, and always switches it
-//! off again, also when the test fails.
+//! The server must run with `--setParameter enableTestCommands=1` (`scripts/mongod.sh run`
+//! and the test kit's replica set fixture start it so). A server has one `failCommand`
+//! configuration at a time, so the tests here take turns (`FAIL_POINT`); each restricts the
+//! fail point to its own client through a unique `appName`, so that other clients and test
+//! binaries are unaffected, and always switches it off again, also when the test fails.
 
 // A test that cannot unwrap has failed: panicking is how it says so.
 #![allow(clippy::unwrap_used)]

@@ -3,6 +3,8 @@
 use super::super::support::*;
 
 cases! {
+    __conformance_input;
+
     async fn rejects_empty_resource(cx) {
         let a = generate_lock_id();
         assert_invalid(cx.client.xlock("", &a, &forever()).await, "resource");

@@ -3,6 +3,8 @@
 use super::super::support::*;
 
 cases! {
+    __conformance_xlock;
+
     async fn xlock_grants_free_resource(cx) {
         let a = generate_lock_id();
         let details = LockDetails::new()

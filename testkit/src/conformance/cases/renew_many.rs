@@ -58,6 +58,8 @@ fn replaced(locks: &[LockStatus], changed: &[&LockStatus]) -> Vec<LockStatus> {
 }
 
 cases! {
+    __conformance_renew_many;
+
     async fn renew_many_renews_each_lock_with_its_ttl(cx) {
         let (a, b, c, d) = (
             generate_lock_id(),

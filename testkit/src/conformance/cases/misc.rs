@@ -3,6 +3,8 @@
 use super::super::support::*;
 
 cases! {
+    __conformance_misc;
+
     async fn create_indexes_is_idempotent(cx) {
         cx.client.create_indexes().await.expect("create indexes");
         cx.client

@@ -3,6 +3,8 @@
 use super::super::support::*;
 
 cases! {
+    __conformance_purge;
+
     async fn purge_removes_expired_groups_and_keeps_live(cx) {
         let (x, y, z) = (generate_lock_id(), generate_lock_id(), generate_lock_id());
         cx.client

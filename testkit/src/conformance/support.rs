@@ -5,12 +5,13 @@ pub use std::fmt::Debug;
 pub use std::sync::Arc;
 pub use std::time::Duration;
 
-pub use lockwright::engine::{Renewal, Ttl};
-pub use lockwright::{
-    Client, Error, Filter, LockDetails, LockId, LockStatus, LockStore, ManualClock, Mode,
-    Timestamp, generate_lock_id,
+pub use lockwright::{Client, generate_lock_id};
+pub use lockwright_engine::{
+    Error, Filter, LockDetails, LockId, LockStatus, LockStore, ManualClock, Mode, Renewal,
+    Timestamp, Ttl,
 };
-pub use lockwright_testkit::Backend;
+
+pub use crate::Backend;
 
 pub use super::{Ctx, SHARDS, T0};
 

@@ -3,6 +3,8 @@
 use super::super::support::*;
 
 cases! {
+    __conformance_unlock_one;
+
     async fn unlock_one_releases_live_lock(cx) {
         let a = generate_lock_id();
         let details = LockDetails::new()

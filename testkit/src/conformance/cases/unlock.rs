@@ -3,6 +3,8 @@
 use super::super::support::*;
 
 cases! {
+    __conformance_unlock;
+
     async fn unlock_returns_newest_first_across_resources(cx) {
         let a = generate_lock_id();
         cx.client

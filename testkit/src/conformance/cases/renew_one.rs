@@ -16,6 +16,8 @@ fn assert_not_found<T: Debug>(result: Result<T, Error>) {
 }
 
 cases! {
+    __conformance_renew_one;
+
     async fn renew_one_extends_live_exclusive_lock(cx) {
         let a = generate_lock_id();
         let details = LockDetails::new()

@@ -3,6 +3,8 @@
 use super::super::support::*;
 
 cases! {
+    __conformance_fences;
+
     async fn fences_increase_per_resource(cx) {
         let mut last = 0;
         for _ in 0..5 {

@@ -3,6 +3,8 @@
 use super::super::support::*;
 
 cases! {
+    __conformance_slock;
+
     async fn slock_unlimited_admits_many(cx) {
         for _ in 0..20 {
             cx.client

@@ -18,6 +18,8 @@ async fn ttl_ladder<B: Backend>(cx: &Ctx<B>) {
 }
 
 cases! {
+    __conformance_status;
+
     async fn status_reports_remaining_ttl(cx) {
         cx.client
             .xlock("forever", generate_lock_id(), &forever())

@@ -3,6 +3,8 @@
 use super::super::support::*;
 
 cases! {
+    __conformance_renew;
+
     async fn renew_extends_every_lock_of_group(cx) {
         let a = generate_lock_id();
         cx.client
