@@ -34,6 +34,7 @@ use lockwright_engine::{
 };
 use lockwright_store_mongo::MongoStore;
 use lockwright_store_mongo::test_support::{fresh_store, snapshot, teardown};
+use lockwright_testkit::seed;
 use mongodb::bson::{Bson, DateTime, Document, doc};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
@@ -379,16 +380,7 @@ async fn check(store: &MongoStore, c: &Case) -> Result<(), TestCaseError> {
 /// The seed of the run: `PROPTEST_RNG_SEED` when set, a fresh one with
 /// `LOCKWRIGHT_RANDOM_SEED=1`, else [`SEED`]; printed either way.
 fn seed() -> u64 {
-    let seed = if let Some(s) = std::env::var("PROPTEST_RNG_SEED")
-        .ok()
-        .filter(|s| !s.is_empty())
-    {
-        s.parse().expect("PROPTEST_RNG_SEED is a decimal u64")
-    } else if std::env::var("LOCKWRIGHT_RANDOM_SEED").is_ok_and(|v| !v.is_empty() && v != "0") {
-        rand::random()
-    } else {
-        SEED
-    };
+    let seed = seed::chosen("PROPTEST_RNG_SEED", SEED, seed::decimal);
     eprintln!("predicates: proptest seed {seed} (rerun with PROPTEST_RNG_SEED={seed})");
     seed
 }

@@ -33,6 +33,7 @@ pub mod mongo;
 mod non_atomic;
 #[cfg(feature = "replset")]
 pub mod replset;
+pub mod seed;
 
 pub use downstream::{FencedStore, Verdict};
 #[cfg(feature = "mem")]

@@ -39,11 +39,11 @@ use lockwright_engine::{
     Error, Filter, LockDetails, LockId, LockRequest, LockStatus, LockStore, LockTable, ManualClock,
     Mode, Renewal, Resource, SharedLimit, Timestamp, Ttl,
 };
-use lockwright_testkit::Backend;
 #[cfg(feature = "mem")]
 use lockwright_testkit::Mem;
 #[cfg(feature = "mongo")]
 use lockwright_testkit::Mongo;
+use lockwright_testkit::{Backend, seed};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed};
 use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state_machine};
@@ -74,23 +74,10 @@ const MONGO_SEED: u64 = 38;
 /// `LOCKWRIGHT_RANDOM_SEED=1`, else `fixed`; printed once per test. proptest-state-machine
 /// evaluates the configuration again for every case, hence the memory of both.
 fn seed(fixed: u64) -> u64 {
-    static CHOSEN: OnceLock<Option<u64>> = OnceLock::new();
     thread_local! {
         static PRINTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     }
-    let chosen = *CHOSEN.get_or_init(|| {
-        if let Some(s) = std::env::var("PROPTEST_RNG_SEED")
-            .ok()
-            .filter(|s| !s.is_empty())
-        {
-            Some(s.parse().expect("PROPTEST_RNG_SEED is a decimal u64"))
-        } else if std::env::var("LOCKWRIGHT_RANDOM_SEED").is_ok_and(|v| !v.is_empty() && v != "0") {
-            Some(rand::random())
-        } else {
-            None
-        }
-    });
-    let seed = chosen.unwrap_or(fixed);
+    let seed = seed::chosen("PROPTEST_RNG_SEED", fixed, seed::decimal);
     if !PRINTED.replace(true) {
         eprintln!("differential: proptest seed {seed} (rerun with PROPTEST_RNG_SEED={seed})");
     }

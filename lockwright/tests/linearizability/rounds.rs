@@ -2,6 +2,7 @@
 //! recorded as histories.
 
 use super::*;
+use lockwright_testkit::seed;
 
 /// Which lock ids the clients use, and which locks a round starts with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -188,22 +189,11 @@ impl Plan {
 /// one seed `LINEARIZABILITY_SEED` gives. `LINEARIZABILITY_BASE_SEED` replaces `base`, and
 /// `LOCKWRIGHT_RANDOM_SEED=1` draws a fresh one; the base in use is printed.
 pub(crate) fn seeds(rounds: usize, base: u64) -> Vec<u64> {
-    let hex = |var: &str| {
-        let s = std::env::var(var).ok().filter(|s| !s.is_empty())?;
-        let s = s.trim_start_matches("0x");
-        Some(u64::from_str_radix(s, 16).unwrap_or_else(|_| panic!("{var} is a hex u64")))
-    };
-    if let Some(seed) = hex("LINEARIZABILITY_SEED") {
+    if let Some(seed) = seed::from_env("LINEARIZABILITY_SEED", seed::hex) {
         eprintln!("linearizability: the round of seed {seed:#x}");
         return vec![seed];
     }
-    let base = if let Some(base) = hex("LINEARIZABILITY_BASE_SEED") {
-        base
-    } else if std::env::var("LOCKWRIGHT_RANDOM_SEED").is_ok_and(|v| !v.is_empty() && v != "0") {
-        rand::random()
-    } else {
-        base
-    };
+    let base = seed::chosen("LINEARIZABILITY_BASE_SEED", base, seed::hex);
     eprintln!(
         "linearizability: {rounds} rounds of seeds {base:#x} and up (rerun with \
          LINEARIZABILITY_BASE_SEED={base:#x})"

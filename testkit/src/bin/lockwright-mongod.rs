@@ -137,12 +137,19 @@ impl Signals {
 /// Starts the set, or says why not. The signal handlers are installed first, so that a
 /// signal during the start stops the set too (the start is abandoned, which stops the
 /// members started so far).
-async fn start_set(members: usize, signals: &mut Signals) -> Result<ReplSet, u8> {
+async fn start_set(members: usize) -> Result<(ReplSet, Signals), u8> {
+    let mut signals = Signals::new().map_err(|e| {
+        eprintln!("lockwright-mongod: cannot handle signals: {e}");
+        SETUP_FAILED
+    })?;
     tokio::select! {
-        set = ReplSet::start(members) => set.map_err(|e| {
-            eprintln!("lockwright-mongod: error: {e}");
-            SETUP_FAILED
-        }),
+        set = ReplSet::start(members) => match set {
+            Ok(set) => Ok((set, signals)),
+            Err(e) => {
+                eprintln!("lockwright-mongod: error: {e}");
+                Err(SETUP_FAILED)
+            }
+        },
         sig = signals.recv() => {
             eprintln!("lockwright-mongod: {sig} during the start; stopping");
             Err(128 + exit_byte(sig as i32))
@@ -151,15 +158,8 @@ async fn start_set(members: usize, signals: &mut Signals) -> Result<ReplSet, u8>
 }
 
 async fn run(members: usize, cmd: Vec<OsString>) -> u8 {
-    let mut signals = match Signals::new() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("lockwright-mongod: cannot handle signals: {e}");
-            return SETUP_FAILED;
-        }
-    };
-    let set = match start_set(members, &mut signals).await {
-        Ok(set) => set,
+    let (set, mut signals) = match start_set(members).await {
+        Ok(started) => started,
         Err(code) => return code,
     };
     let code = run_command(&set, &cmd, &mut signals).await;
@@ -214,15 +214,8 @@ async fn run_command(set: &ReplSet, cmd: &[OsString], signals: &mut Signals) -> 
 }
 
 async fn start(members: usize) -> u8 {
-    let mut signals = match Signals::new() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("lockwright-mongod: cannot handle signals: {e}");
-            return SETUP_FAILED;
-        }
-    };
-    let set = match start_set(members, &mut signals).await {
-        Ok(set) => set,
+    let (set, mut signals) = match start_set(members).await {
+        Ok(started) => started,
         Err(code) => return code,
     };
     let mut out = std::io::stdout();
