@@ -119,8 +119,8 @@ exec_fixture() {
     local target="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
     [[ "$target" == /* ]] || target="$REPO_ROOT/$target"
     log "building the test kit's lockwright-mongod (a no-op once built) ..."
-    (cd -- "$REPO_ROOT" && cargo build -q -p lockwright-testkit --features replset --bin lockwright-mongod) ||
-        die "could not build lockwright-mongod (cargo build -p lockwright-testkit --features replset)"
+    (cd -- "$REPO_ROOT" && cargo build -q --workspace --all-features --bin lockwright-mongod) ||
+        die "could not build lockwright-mongod (cargo build --workspace --all-features --bin lockwright-mongod)"
     LOCKWRIGHT_MONGOD=$MONGOD exec "$target/debug/lockwright-mongod" "$@"
 }
 
