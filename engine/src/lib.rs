@@ -52,5 +52,6 @@ pub use lock::{
 };
 pub use names::{LockId, Resource};
 pub use port::LockStore;
+pub use rules::{DEFAULT_TAKEOVER_GRACE, MAX_TAKEOVER_GRACE, check_takeover_grace};
 pub use table::{LockTable, ResourceState};
 pub use time::{LocalMs, ManualClock, Timestamp, Ttl};

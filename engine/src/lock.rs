@@ -259,14 +259,11 @@ impl StoredLock {
         }
     }
 
-    /// Expired at `now`: `expires_at <= now`. The one expiry predicate of every rule.
+    /// Expired at `now`: `expires_at <= now` (locks without a TTL never expire). Its holder
+    /// can no longer count on it; whether another grant may take it over is
+    /// [`StoredLock::is_abandoned`].
     #[must_use]
     pub fn is_expired(&self, now: Timestamp) -> bool {
-        let now = if crate::mutants::active(crate::mutants::Mutant::TakeoverUnexpired) {
-            now.saturating_add(Duration::from_millis(1))
-        } else {
-            now
-        };
         self.expires_at.is_some_and(|e| e <= now)
     }
 
@@ -276,18 +273,48 @@ impl StoredLock {
         !self.is_expired(now)
     }
 
-    /// Renewable at `now` with the renew `margin`: it expires after `now + margin` (locks
-    /// without a TTL always are). The one renewal predicate of every rule and store; a lock
-    /// that is not renewable gives `NotRenewable`.
+    /// Abandoned at `now` with the takeover `grace`: `expires_at + grace <= now`. The one
+    /// takeover predicate of every rule and store: until then the lock blocks every other
+    /// grant, counts towards a shared limit and is spared by purge, though it has expired,
+    /// so that a store whose clock runs up to `grace` ahead of the clock that wrote
+    /// `expires_at` (a new primary) cannot hand it to another holder early.
     #[must_use]
-    pub fn is_renewable(&self, now: Timestamp, margin: Duration) -> bool {
+    pub fn is_abandoned(&self, now: Timestamp, grace: Duration) -> bool {
+        let now = if crate::mutants::active(crate::mutants::Mutant::TakeoverUnexpired) {
+            now.saturating_add(Duration::from_millis(1))
+        } else {
+            now
+        };
+        let grace = if crate::mutants::active(crate::mutants::Mutant::TakeoverIgnoresGrace) {
+            Duration::ZERO
+        } else {
+            grace
+        };
+        self.expires_at
+            .is_some_and(|e| e.saturating_add(grace) <= now)
+    }
+
+    /// Held at `now` with the takeover `grace`: not [abandoned](StoredLock::is_abandoned).
+    #[must_use]
+    pub fn is_held(&self, now: Timestamp, grace: Duration) -> bool {
+        !self.is_abandoned(now, grace)
+    }
+
+    /// Renewable at `now` with the renew `margin` and the takeover `grace`: nobody may take
+    /// it over before `now + margin`, that is `expires_at + grace > now + margin` (locks
+    /// without a TTL always are). So a lock whose expiry a store's clock has passed may
+    /// still be renewed inside the grace, by its own holder only: nobody else can have
+    /// taken it. The one renewal predicate of every rule and store; a lock that is not
+    /// renewable gives `NotRenewable`.
+    #[must_use]
+    pub fn is_renewable(&self, now: Timestamp, margin: Duration, grace: Duration) -> bool {
         let margin = if crate::mutants::active(crate::mutants::Mutant::RenewWithoutMargin) {
             Duration::ZERO
         } else {
             margin
         };
         self.expires_at
-            .is_none_or(|e| e > now.saturating_add(margin))
+            .is_none_or(|e| e.saturating_add(grace) > now.saturating_add(margin))
     }
 
     /// The remaining TTL at `now`: `None` without a TTL, zero once expired.

@@ -34,6 +34,8 @@ pub enum Mutant {
     ExclusiveIgnoresShared,
     /// Locks count as expired one millisecond early, so an unexpired lock is taken over.
     TakeoverUnexpired,
+    /// Expired locks are taken over (and purged) at once, without the takeover grace.
+    TakeoverIgnoresGrace,
     /// A grant reuses the resource's last fence instead of a greater one.
     FenceNotIncremented,
     /// A status filter's `ttl_lt` overwrites its `ttl_gte` (square/mongo-lock's bug).
@@ -49,6 +51,9 @@ pub enum Mutant {
     PipelineExclusiveIgnoresShared,
     /// MongoDB's xlock pipeline takes over a live exclusive lock.
     PipelineTakeoverLive,
+    /// MongoDB's grant pipelines take over expired locks at once, without the takeover
+    /// grace.
+    PipelineTakeoverIgnoresGrace,
     /// MongoDB's grant pipelines reuse the last fence instead of a greater one.
     PipelineFenceNotIncremented,
     /// MongoDB's purge deletes documents that still hold an exclusive lock.
@@ -74,13 +79,14 @@ pub enum Mutant {
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 23] = [
+    pub const ALL: [Mutant; 25] = [
         Mutant::PurgeIgnoresGroups,
         Mutant::PurgeIgnoresCreatedBefore,
         Mutant::RenewWithoutMargin,
         Mutant::SharedIgnoresLimit,
         Mutant::ExclusiveIgnoresShared,
         Mutant::TakeoverUnexpired,
+        Mutant::TakeoverIgnoresGrace,
         Mutant::FenceNotIncremented,
         Mutant::StatusTtlBoundOverwritten,
         Mutant::HolderWithoutMargin,
@@ -88,6 +94,7 @@ impl Mutant {
         Mutant::PipelineSharedIgnoresLimit,
         Mutant::PipelineExclusiveIgnoresShared,
         Mutant::PipelineTakeoverLive,
+        Mutant::PipelineTakeoverIgnoresGrace,
         Mutant::PipelineFenceNotIncremented,
         Mutant::PipelinePurgeDeletesHeld,
         Mutant::PipelineRenewOneWithoutMargin,
@@ -110,6 +117,7 @@ impl Mutant {
             Mutant::SharedIgnoresLimit => "shared_ignores_limit",
             Mutant::ExclusiveIgnoresShared => "exclusive_ignores_shared",
             Mutant::TakeoverUnexpired => "takeover_unexpired",
+            Mutant::TakeoverIgnoresGrace => "takeover_ignores_grace",
             Mutant::FenceNotIncremented => "fence_not_incremented",
             Mutant::StatusTtlBoundOverwritten => "status_ttl_bound_overwritten",
             Mutant::HolderWithoutMargin => "holder_without_margin",
@@ -117,6 +125,7 @@ impl Mutant {
             Mutant::PipelineSharedIgnoresLimit => "pipeline_shared_ignores_limit",
             Mutant::PipelineExclusiveIgnoresShared => "pipeline_exclusive_ignores_shared",
             Mutant::PipelineTakeoverLive => "pipeline_takeover_live",
+            Mutant::PipelineTakeoverIgnoresGrace => "pipeline_takeover_ignores_grace",
             Mutant::PipelineFenceNotIncremented => "pipeline_fence_not_incremented",
             Mutant::PipelinePurgeDeletesHeld => "pipeline_purge_deletes_held",
             Mutant::PipelineRenewOneWithoutMargin => "pipeline_renew_one_without_margin",
@@ -146,6 +155,7 @@ impl Mutant {
                 | Mutant::PipelineSharedIgnoresLimit
                 | Mutant::PipelineExclusiveIgnoresShared
                 | Mutant::PipelineTakeoverLive
+                | Mutant::PipelineTakeoverIgnoresGrace
                 | Mutant::PipelineFenceNotIncremented
                 | Mutant::PipelinePurgeDeletesHeld
                 | Mutant::PipelineRenewOneWithoutMargin
@@ -179,7 +189,7 @@ impl Mutant {
     }
 
     fn code(self) -> u8 {
-        // The position in ALL, plus one (zero means "none"); ALL has 23 entries.
+        // The position in ALL, plus one (zero means "none"); ALL has fewer than 255 entries.
         Mutant::ALL
             .iter()
             .position(|m| *m == self)

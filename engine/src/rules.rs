@@ -4,6 +4,8 @@
 //! [`LockTable`](crate::LockTable) applies these rules to the resource a request names;
 //! the group operations in [`table`](crate::table) only find and remove locks.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 
 use crate::lock::{LockRequest, LockStatus, Mode, SharedLimit, StoredLock};
@@ -11,15 +13,51 @@ use crate::mutants::{self, Mutant};
 use crate::names::LockId;
 use crate::time::Timestamp;
 
+/// The takeover grace of a store that is not told otherwise: how long past its expiry a lock
+/// that was not released still blocks every other grant ([`StoredLock::is_abandoned`]).
+///
+/// A replica set judges expiry with the clock of whichever member is primary, and a
+/// failover switches clocks: a lease written under one member's clock and judged by a member
+/// whose clock runs ahead expires early by the difference, and another client could take it
+/// while its holder still trusts it. The grace absorbs that difference. Members kept by NTP
+/// are within milliseconds of each other; ntpd corrects a clock by a step only once it is
+/// 128 ms off, and chrony's usual `makestep 1.0` once it is 1 s off, so a member can be up
+/// to about a second off before it is put right. Two seconds covers that twice over, and
+/// costs a crashed holder's lock two seconds more before another client gets it (a release
+/// frees a lock at once, grace or not).
+pub const DEFAULT_TAKEOVER_GRACE: Duration = Duration::from_secs(2);
+
+/// The longest takeover grace a store accepts: a grace is a clock error to absorb, and an
+/// hour of it is a broken deployment, not a skewed one.
+pub const MAX_TAKEOVER_GRACE: Duration = Duration::from_secs(3600);
+
+/// Checks a store's takeover grace.
+///
+/// # Errors
+/// `InvalidArgument` naming `takeover_grace` when it is above [`MAX_TAKEOVER_GRACE`].
+pub fn check_takeover_grace(grace: Duration) -> Result<Duration, crate::Error> {
+    if grace > MAX_TAKEOVER_GRACE {
+        return Err(crate::Error::invalid(
+            "takeover_grace",
+            format!(
+                "must be at most {} s, not {grace:?}",
+                MAX_TAKEOVER_GRACE.as_secs()
+            ),
+        ));
+    }
+    Ok(grace)
+}
+
 /// Fences issued per millisecond of the clock before a resource's counter runs ahead of it.
 pub const FENCES_PER_MS: u64 = 1024;
 
-/// The smallest fence a grant at `now` may carry: `now` in ms times [`FENCES_PER_MS`].
+/// The fence floor of the store's clock at `now`: `now` in ms times [`FENCES_PER_MS`].
 ///
-/// A grant's fence is `max(counter + 1, fence_floor(now))`. Because of the floor, a resource
-/// document may be deleted once its counter is below the floor: a later grant on the same
-/// resource starts at a floor at least as high, so fences keep increasing across deletion,
-/// provided the store's clock does not go backwards.
+/// A grant's fence is `max(counter + 1, floor)`, where `floor` is the highest value this
+/// function gave for any `now` the table was used at (see [`LockTable`](crate::LockTable)'s
+/// fence clock), so it never goes back even when the clock does. Because of the floor, a
+/// resource may be deleted once its counter is below the floor: a later grant on the same
+/// resource starts at a floor at least as high, so fences keep increasing across deletion.
 #[must_use]
 pub fn fence_floor(now: Timestamp) -> u64 {
     now.as_millis().saturating_mul(FENCES_PER_MS)
@@ -72,70 +110,89 @@ impl ResourceState {
         self.locks().find(|(_, l)| &l.lock_id == lock_id)
     }
 
-    /// The number of live shared locks at `now`.
+    /// The number of held shared locks at `now` (live, or expired but inside the takeover
+    /// `grace`): the ones a shared limit counts.
     #[must_use]
-    pub fn live_shared(&self, now: Timestamp) -> usize {
-        self.shared.iter().filter(|l| l.is_live(now)).count()
+    pub fn held_shared(&self, now: Timestamp, grace: Duration) -> usize {
+        self.shared.iter().filter(|l| l.is_held(now, grace)).count()
     }
 
-    /// The exclusive rule: no live exclusive lock and no live shared lock.
+    /// The exclusive rule: no held exclusive lock and no held shared lock (a lock is held
+    /// until its takeover `grace` after expiry has passed: [`StoredLock::is_held`]).
     #[must_use]
-    pub fn can_xlock(&self, now: Timestamp) -> bool {
-        self.exclusive.as_ref().is_none_or(|l| l.is_expired(now))
+    pub fn can_xlock(&self, now: Timestamp, grace: Duration) -> bool {
+        self.exclusive
+            .as_ref()
+            .is_none_or(|l| l.is_abandoned(now, grace))
             && (mutants::active(Mutant::ExclusiveIgnoresShared)
-                || self.shared.iter().all(|l| l.is_expired(now)))
+                || self.shared.iter().all(|l| l.is_abandoned(now, grace)))
     }
 
-    /// The shared rule: no live exclusive lock, `lock_id` holds no live lock here, and fewer
-    /// than `limit` live shared locks.
+    /// The shared rule: no held exclusive lock, `lock_id` holds no held lock here, and fewer
+    /// than `limit` held shared locks.
     #[must_use]
-    pub fn can_slock(&self, lock_id: &LockId, limit: Option<SharedLimit>, now: Timestamp) -> bool {
-        let live_shared = self.live_shared(now);
-        self.exclusive.as_ref().is_none_or(|l| l.is_expired(now))
+    pub fn can_slock(
+        &self,
+        lock_id: &LockId,
+        limit: Option<SharedLimit>,
+        now: Timestamp,
+        grace: Duration,
+    ) -> bool {
+        let held_shared = self.held_shared(now, grace);
+        self.exclusive
+            .as_ref()
+            .is_none_or(|l| l.is_abandoned(now, grace))
             && self
                 .shared
                 .iter()
-                .all(|l| &l.lock_id != lock_id || l.is_expired(now))
-            && (limit.is_none_or(|m| live_shared < m.get() as usize)
+                .all(|l| &l.lock_id != lock_id || l.is_abandoned(now, grace))
+            && (limit.is_none_or(|m| held_shared < m.get() as usize)
                 || mutants::active(Mutant::SharedIgnoresLimit))
     }
 
-    /// The fence the next grant at `now` gets.
+    /// The fence the next grant gets when the store's fence clock reads `floor`.
     #[must_use]
-    pub fn next_fence(&self, now: Timestamp) -> u64 {
+    pub fn next_fence(&self, floor: u64) -> u64 {
         let step = u64::from(!mutants::active(Mutant::FenceNotIncremented));
-        self.last_fence.saturating_add(step).max(fence_floor(now))
+        self.last_fence.saturating_add(step).max(floor)
     }
 
-    /// Whether the (empty) resource may be forgotten at `now` without breaking fences.
+    /// Whether the (empty) resource may be forgotten, when the store's fence clock reads
+    /// `floor`, without breaking fences.
     #[must_use]
-    pub fn can_delete(&self, now: Timestamp) -> bool {
-        self.is_empty() && self.last_fence < fence_floor(now)
+    pub fn can_delete(&self, floor: u64) -> bool {
+        self.is_empty() && self.last_fence < floor
     }
 
-    /// Grants `request` in `mode` at `now`, which the caller has checked is allowed: removes
-    /// every expired lock (takeover), takes the next fence and stores the lock. Returns the
-    /// new lock's status and the lock ids whose expired locks were removed.
+    /// Grants `request` in `mode` at `now` with the fence clock at `floor`, which the caller
+    /// has checked is allowed: removes every abandoned lock (takeover), takes the next fence
+    /// and stores the lock. Returns the new lock's status and the lock ids whose locks were
+    /// removed.
     pub(crate) fn grant(
         &mut self,
         mode: Mode,
         request: &LockRequest,
         now: Timestamp,
+        grace: Duration,
+        floor: u64,
     ) -> (LockStatus, Vec<LockId>) {
         let mut removed = Vec::new();
-        if self.exclusive.as_ref().is_some_and(|l| l.is_expired(now))
+        if self
+            .exclusive
+            .as_ref()
+            .is_some_and(|l| l.is_abandoned(now, grace))
             && let Some(l) = self.exclusive.take()
         {
             removed.push(l.lock_id);
         }
         self.shared.retain(|l| {
-            let keep = l.is_live(now);
+            let keep = l.is_held(now, grace);
             if !keep {
                 removed.push(l.lock_id.clone());
             }
             keep
         });
-        self.last_fence = self.next_fence(now);
+        self.last_fence = self.next_fence(floor);
         let lock = StoredLock::granted(request, now, self.last_fence);
         let status = lock.status(&request.resource, mode, now);
         match mode {

@@ -74,15 +74,41 @@ impl MemStore {
         Self::with_clock_and_shards(clock, DEFAULT_SHARDS)
     }
 
-    /// A store on `clock` with `shards` shards (at least one).
+    /// A store on `clock` with `shards` shards (at least one), and
+    /// [`DEFAULT_TAKEOVER_GRACE`](lockwright_engine::DEFAULT_TAKEOVER_GRACE).
     #[must_use]
     pub fn with_clock_and_shards(clock: impl Clock, shards: usize) -> Self {
+        let table = LockTable::new().with_takeover_grace(lockwright_engine::DEFAULT_TAKEOVER_GRACE);
         MemStore {
             shards: (0..shards.max(1))
-                .map(|_| Mutex::new(LockTable::new()))
+                .map(|_| Mutex::new(table.clone()))
                 .collect(),
             clock: Arc::new(clock),
         }
+    }
+
+    /// The same store with takeover `grace` instead of
+    /// [`DEFAULT_TAKEOVER_GRACE`](lockwright_engine::DEFAULT_TAKEOVER_GRACE): how long past
+    /// its expiry a lock that was not released still blocks other grants and purge. This
+    /// store has one clock, so no grace is needed for safety here; zero gives the plain
+    /// rule (an expired lock may be taken at once).
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming `takeover_grace` when it is above
+    /// [`MAX_TAKEOVER_GRACE`](lockwright_engine::MAX_TAKEOVER_GRACE).
+    pub fn with_takeover_grace(self, grace: Duration) -> Result<Self> {
+        let grace = lockwright_engine::check_takeover_grace(grace)?;
+        for shard in &self.shards {
+            let mut table = lock(shard);
+            *table = std::mem::take(&mut *table).with_takeover_grace(grace);
+        }
+        Ok(self)
+    }
+
+    /// The takeover grace.
+    #[must_use]
+    pub fn takeover_grace(&self) -> Duration {
+        lock(&self.shards[0]).takeover_grace()
     }
 
     fn shard_of(&self, resource: &str) -> &Mutex<LockTable> {

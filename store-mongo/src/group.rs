@@ -74,7 +74,8 @@ pub(crate) async fn unlock(store: &MongoStore, lock_id: &LockId) -> Result<Vec<L
         .transaction("unlock", context, |s, (coll, lock_id, read, update)| {
             async move {
                 let docs = read_all(coll, (*read).clone(), s).await?;
-                let mut read = Read::from_docs(&docs);
+                // Unlock removes every lock of the group, held or not: no grace applies.
+                let mut read = Read::from_docs(&docs, Duration::ZERO);
                 let Some(now) = read.now else {
                     return Ok(Ok((Vec::new(), Vec::new())));
                 };
@@ -116,12 +117,12 @@ pub(crate) async fn renew(
         GroupShape::More => {}
     }
     let read = pipeline::read_with_now(pipeline::group_filter(lock_id), &store.now_expr());
-    let context = (&store.coll, lock_id, &read);
+    let context = (&store.coll, lock_id, &read, store.grace);
     store
-        .transaction("renew", context, |s, (coll, lock_id, read)| {
+        .transaction("renew", context, |s, (coll, lock_id, read, grace)| {
             async move {
                 let docs = read_all(coll, (*read).clone(), s).await?;
-                let mut read = Read::from_docs(&docs);
+                let mut read = Read::from_docs(&docs, *grace);
                 // All or nothing: a group with a lock in a document that cannot be read is
                 // not renewed at all.
                 if let Some(m) = read.skipped.into_iter().next() {
@@ -165,12 +166,12 @@ pub(crate) async fn renew_many(
     let resources: BTreeSet<&str> = locks.iter().map(|r| r.resource.as_str()).collect();
     let filter = doc! { schema::RESOURCE: { "$in": resources.into_iter().collect::<Vec<_>>() } };
     let read = pipeline::read_with_now(filter, &store.now_expr());
-    let context = (&store.coll, locks, margin, &read);
+    let context = (&store.coll, locks, margin, &read, store.grace);
     store
-        .transaction("renew", context, |s, (coll, locks, margin, read)| {
+        .transaction("renew", context, |s, (coll, locks, margin, read, grace)| {
             async move {
                 let docs = read_all(coll, (*read).clone(), s).await?;
-                let mut read = Read::from_docs(&docs);
+                let mut read = Read::from_docs(&docs, *grace);
                 let Some(now) = read.now else {
                     return Ok(Ok(locks.iter().map(|_| Err(Error::LockNotFound)).collect()));
                 };

@@ -35,10 +35,13 @@
 //! the Go library's), and names it as the `hint` of every grant, so that a grant fails
 //! rather than inserts a second document for a resource once the index is gone.
 //!
-//! **Fences across deletion.** Purge deletes an emptied document only once
-//! `now_ms * 1024` exceeds its `lastFence`, and a new document starts its fences at that
-//! floor; fences therefore keep increasing as long as the server's clock does not go
-//! backwards, across failovers included.
+//! **Time across failovers.** Each member has its own wall clock, and a failover switches
+//! from one to another. Expiry is judged by the primary's (`$$NOW`), with a takeover grace
+//! ([`MongoStore::with_takeover_grace`]) that covers members whose clocks disagree: a lock
+//! blocks others until `expiresAt + grace <= now`. Fences are taken from the replica set's
+//! cluster time, which no failover moves back: a grant's fence is `max(lastFence + 1,
+//! seconds * 2^22 + increment)`, and purge deletes an emptied document only once its
+//! `lastFence` is below that floor, so fences keep increasing across deletion and failover.
 
 mod failure;
 mod group;
@@ -63,7 +66,7 @@ use mongodb::{Client, Collection};
 
 pub use failure::MongoFailure;
 use lockwright_engine::{
-    Error, Filter, LockId, LockRequest, LockStatus, LockStore, ManualClock, Renewal, Resource,
+    DEFAULT_TAKEOVER_GRACE, Error, Filter, LockId, LockRequest, LockStatus, LockStore, ManualClock, Renewal, Resource,
     Result, SharedLimit, Timestamp, Ttl,
 };
 pub use retry::RETRY_WINDOW;
@@ -84,6 +87,8 @@ pub struct MongoStore {
     ready: Mutex<Option<Arc<str>>>,
     /// The longest a lock operation runs: the server selection timeout plus [`RETRY_WINDOW`].
     bound: Duration,
+    /// How long past its expiry a lock that was not released still blocks other grants.
+    grace: Duration,
 }
 
 /// The server selection timeout the driver uses unless the URI says otherwise.
@@ -139,6 +144,7 @@ impl MongoStore {
             purge_batch: DEFAULT_PURGE_BATCH,
             ready: Mutex::new(None),
             bound: DEFAULT_SERVER_SELECTION_TIMEOUT.saturating_add(RETRY_WINDOW),
+            grace: DEFAULT_TAKEOVER_GRACE,
         };
         store.with_write_concern(write_concern)
     }
@@ -166,6 +172,28 @@ impl MongoStore {
     pub fn with_clock(mut self, clock: Arc<ManualClock>) -> Self {
         self.clock = Some(clock);
         self
+    }
+
+    /// Uses takeover `grace` instead of [`DEFAULT_TAKEOVER_GRACE`]: a lock that expired
+    /// without being released blocks other grants, counts towards shared limits and is
+    /// spared by purge until `expiresAt + grace <= now` on the primary's clock, and its
+    /// holder may renew it until then. It must cover how far the clock of any member that may
+    /// become primary runs ahead of the others' (`lockwright doctor` measures it); every
+    /// client and purger of the collection should use the same grace. Zero gives the plain
+    /// rule, safe only while the primary's clock never changes.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming `takeover_grace` when it is above
+    /// [`MAX_TAKEOVER_GRACE`](lockwright_engine::MAX_TAKEOVER_GRACE).
+    pub fn with_takeover_grace(mut self, grace: Duration) -> Result<Self> {
+        self.grace = lockwright_engine::check_takeover_grace(grace)?;
+        Ok(self)
+    }
+
+    /// The takeover grace.
+    #[must_use]
+    pub fn takeover_grace(&self) -> Duration {
+        self.grace
     }
 
     /// Removes at most `groups` lock groups per purge transaction.
@@ -209,6 +237,26 @@ impl MongoStore {
         match &self.clock {
             Some(c) => pipeline::date(c.now()),
             None => Bson::String(pipeline::SERVER_NOW.to_string()),
+        }
+    }
+
+    /// The fence floor inside pipelines: the cluster time's, or under the override the
+    /// engine's floor of the override's `now`.
+    fn floor_expr(&self) -> Bson {
+        match &self.clock {
+            Some(c) => Bson::Int64(
+                i64::try_from(lockwright_engine::table::fence_floor(c.now())).unwrap_or(i64::MAX),
+            ),
+            None => pipeline::cluster_time_floor(),
+        }
+    }
+
+    /// Every clock a pipeline reads, and the grace.
+    fn clocks(&self) -> pipeline::Clocks {
+        pipeline::Clocks {
+            now: self.now_expr(),
+            floor: self.floor_expr(),
+            grace_ms: pipeline::ms(self.grace),
         }
     }
 

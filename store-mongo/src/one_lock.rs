@@ -46,11 +46,11 @@ impl MongoStore {
         op: &'static str,
         request: &LockRequest,
         mode: Mode,
-        build: impl Fn(&Bson, &Bson) -> (Document, Vec<Document>),
+        build: impl Fn(&Bson, &pipeline::Clocks) -> (Document, Vec<Document>),
     ) -> Result<Option<LockStatus>, Error> {
         let index = self.ready(op).await?;
         let grant_id = Bson::ObjectId(ObjectId::new());
-        let (filter, update) = build(&grant_id, &self.now_expr());
+        let (filter, update) = build(&grant_id, &self.clocks());
         let started = Instant::now();
         // The failure of an earlier attempt that may have been applied.
         let mut unknown: Option<mongodb::error::Error> = None;
@@ -241,7 +241,7 @@ fn decide_grant(
 
 /// `xlock`: the exclusive grant.
 pub(crate) async fn xlock(store: &MongoStore, request: &LockRequest) -> Result<LockStatus, Error> {
-    let build = |id: &Bson, now: &Bson| pipeline::xlock(request, id, now);
+    let build = |id: &Bson, clocks: &pipeline::Clocks| pipeline::xlock(request, id, clocks);
     let granted = store
         .grant("xlock", request, Mode::Exclusive, build)
         .await?;
@@ -254,7 +254,8 @@ pub(crate) async fn slock(
     request: &LockRequest,
     limit: Option<SharedLimit>,
 ) -> Result<LockStatus, Error> {
-    let build = |id: &Bson, now: &Bson| pipeline::slock(request, limit, id, now);
+    let build =
+        |id: &Bson, clocks: &pipeline::Clocks| pipeline::slock(request, limit, id, clocks);
     let granted = store.grant("slock", request, Mode::Shared, build).await?;
     granted.ok_or_else(|| already_locked(request))
 }
@@ -273,7 +274,7 @@ pub(crate) async fn renew_one(
     let ttl = *ttl;
     let op = "renew";
     let margin_ms = u64::try_from(margin.as_millis()).unwrap_or(u64::MAX);
-    let update = pipeline::renew_one(lock_id, ttl.as_millis(), margin_ms, &store.now_expr());
+    let update = pipeline::renew_one(lock_id, ttl.as_millis(), margin_ms, &store.clocks());
     let filter = pipeline::one_lock_filter(resource.as_str(), lock_id);
     let (doc, reread) = match store
         .modify_one(op, resource, filter, update, ReturnDocument::Before)
@@ -289,16 +290,19 @@ pub(crate) async fn renew_one(
         // Read back after the command, with a later `now`: a lock still renewable was
         // renewed (the pipeline renews every renewable lock), and is reported as it is.
         return match state.lock_of(lock_id) {
-            Some((mode, lock)) if lock.is_renewable(now, margin) => {
+            Some((mode, lock)) if lock.is_renewable(now, margin, store.grace) => {
                 Ok(lock.status(&name, mode, now))
             }
             _ => LockTable::from_resources([(name.clone(), state)])
+                .with_takeover_grace(store.grace)
                 .renew_one(&name, lock_id, ttl, margin, now),
         };
     }
     // The document as the pipeline found it, at the instant it ran: the pipeline renewed
     // iff the rules say so, and the engine says what that gave, or why not.
-    LockTable::from_resources([(name.clone(), state)]).renew_one(&name, lock_id, ttl, margin, now)
+    LockTable::from_resources([(name.clone(), state)])
+        .with_takeover_grace(store.grace)
+        .renew_one(&name, lock_id, ttl, margin, now)
 }
 
 /// `unlock_one`: removes the one lock of `lock_id` on `resource`.

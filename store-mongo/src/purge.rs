@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
-use mongodb::bson::{Bson, RawDocumentBuf, doc};
+use mongodb::bson::{Bson, RawDocumentBuf};
 
 use lockwright_engine::table::{self, sort_purged};
 use lockwright_engine::{Error, LockId, LockStatus, MalformedDocument, Resource, Timestamp};
@@ -18,17 +18,21 @@ use crate::{MongoStore, failure, pipeline, schema};
 const PURGE_BATCHES_IN_FLIGHT: usize = 4;
 
 impl MongoStore {
-    /// Removes the groups `ids` (found expired at `t`) in one transaction; returns what it
+    /// Removes the groups `ids` (found abandoned at `t`) in one transaction; returns what it
     /// removed and the documents it left alone because it could not read them (the groups
     /// they name are left whole).
     async fn purge_batch(&self, ids: &[LockId], t: Timestamp) -> Result<Swept, Error> {
-        let filter = pipeline::batch_filter(ids);
+        let read = pipeline::read_with_floor(pipeline::batch_filter(ids), &self.floor_expr());
         let candidates: BTreeSet<LockId> = ids.iter().cloned().collect();
-        let context = (&self.coll, &filter, &candidates);
-        self.transaction("purge", context, |s, (coll, filter, candidates)| {
+        let context = (&self.coll, &read, &candidates, self.grace);
+        self.transaction("purge", context, |s, (coll, read, candidates, grace)| {
             async move {
-                let docs = read_all(coll, vec![doc! { "$match": (*filter).clone() }], s).await?;
-                let mut read = Read::from_docs(&docs);
+                let docs = read_all(coll, (*read).clone(), s).await?;
+                let mut read = Read::from_docs(&docs, *grace);
+                // A document is deleted only below the fence floor the server read it at.
+                if let Some(floor) = read.floor {
+                    read.table.raise_fence_clock(floor);
+                }
                 // The groups were found expired before this transaction began; one may have
                 // lost its expired lock since (taken over, or purged by another purger) and
                 // gained a new one. Decide again on what this transaction reads, so only
@@ -101,7 +105,7 @@ pub(crate) async fn purge(store: &MongoStore) -> Result<Vec<LockStatus>, Error> 
     let t = store.now_value("purge").await?;
     let expired = store
         .coll
-        .aggregate(pipeline::expired_groups(t))
+        .aggregate(pipeline::expired_groups(t, store.grace))
         .with_type::<RawDocumentBuf>()
         .batch_size(CURSOR_BATCH);
     let rows = all_rows("purge", expired).await?;
@@ -185,7 +189,11 @@ pub(crate) async fn purge(store: &MongoStore) -> Result<Vec<LockStatus>, Error> 
     if let Some(e) = failure {
         return Err(incomplete(removed, e));
     }
-    if let Err(e) = store.coll.delete_many(pipeline::deletable(t)).await {
+    if let Err(e) = store
+        .coll
+        .delete_many(pipeline::deletable(&store.floor_expr()))
+        .await
+    {
         return Err(incomplete(removed, failure::backend("purge", &e)));
     }
     sort_purged(&mut removed);

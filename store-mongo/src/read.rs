@@ -2,6 +2,7 @@
 //! a table the engine decides on, and the ones it cannot decide on named.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use futures_util::TryStreamExt;
 use mongodb::bson::{Bson, Document, RawDocumentBuf, doc};
@@ -84,6 +85,9 @@ pub(crate) struct Read {
     pub(crate) table: LockTable,
     /// The `now` the reading aggregation reported, if it ran over any document.
     pub(crate) now: Option<Timestamp>,
+    /// The fence floor the reading aggregation reported ([`pipeline::FLOOR_FIELD`]), if it
+    /// was asked for one and ran over any document: the least of them.
+    pub(crate) floor: Option<u64>,
     /// The `_id` of each readable document.
     pub(crate) ids: BTreeMap<Resource, Bson>,
     /// The documents that could not be read.
@@ -95,7 +99,14 @@ pub(crate) struct Read {
 impl Read {
     /// Decodes `docs`. Two documents naming one resource (written while the unique index was
     /// missing) are both left unread: no rule can say which one holds the resource.
-    pub(crate) fn from_docs(docs: &[Document]) -> Read {
+    pub(crate) fn from_docs(docs: &[Document], grace: Duration) -> Read {
+        let floor = docs
+            .iter()
+            .filter_map(|d| match d.get(pipeline::FLOOR_FIELD) {
+                Some(Bson::Int64(f)) => u64::try_from(*f).ok(),
+                _ => None,
+            })
+            .min();
         let now = match docs.first().map(|d| d.get(pipeline::NOW_FIELD)) {
             Some(Some(Bson::DateTime(dt))) => Some(Timestamp::from_millis(
                 u64::try_from(dt.timestamp_millis()).unwrap_or(0),
@@ -141,8 +152,9 @@ impl Read {
             }
         }
         Read {
-            table: LockTable::from_resources(resources),
+            table: LockTable::from_resources(resources).with_takeover_grace(grace),
             now,
+            floor,
             ids,
             skipped,
             unreadable_groups,

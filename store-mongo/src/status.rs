@@ -38,7 +38,8 @@ pub(crate) async fn status(store: &MongoStore, filter: &Filter) -> Result<Vec<Lo
         .iter()
         .map(|r| lossy("status", r))
         .collect::<Result<Vec<_>, _>>()?;
-    let read = Read::from_docs(&docs);
+    // Status reports locks as they are; no rule with a grace is decided here.
+    let read = Read::from_docs(&docs, std::time::Duration::ZERO);
     // No document, no lock (and no `now` needed).
     let Some(now) = now.or(read.now) else {
         return unless_skipped(Vec::new(), read.skipped);

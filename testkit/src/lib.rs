@@ -59,11 +59,17 @@ pub trait Backend: 'static {
     const MANY: usize;
 
     /// A fresh, empty store whose every time decision uses `clock`, split into `shards`
-    /// shards where the backend has shards (the in-memory store; MongoDB has none).
-    fn store(clock: Arc<ManualClock>, shards: usize) -> impl Future<Output = Self::Store> + Send;
+    /// shards where the backend has shards (the in-memory store; MongoDB has none), with
+    /// takeover `grace`.
+    fn store(
+        clock: Arc<ManualClock>,
+        shards: usize,
+        grace: Duration,
+    ) -> impl Future<Output = Self::Store> + Send;
 
-    /// A fresh, empty store on real time: the in-memory store's clock follows tokio's (so
-    /// tests on paused tokio time move both together), MongoDB's is the server's.
+    /// A fresh, empty store on real time, with the default takeover grace: the in-memory
+    /// store's clock follows tokio's (so tests on paused tokio time move both together),
+    /// MongoDB's is the server's.
     fn real_time_store() -> impl Future<Output = Self::Store> + Send;
 
     /// The whole lock table as stored, for comparison with the engine's.

@@ -20,8 +20,10 @@ impl Backend for Mem {
     const COUNTS_TASKS: bool = true;
     const MANY: usize = 1_000;
 
-    async fn store(clock: Arc<ManualClock>, shards: usize) -> MemStore {
+    async fn store(clock: Arc<ManualClock>, shards: usize, grace: Duration) -> MemStore {
         MemStore::with_clock_and_shards(clock, shards)
+            .with_takeover_grace(grace)
+            .expect("a test's takeover grace is valid")
     }
 
     async fn real_time_store() -> MemStore {

@@ -26,8 +26,11 @@ impl Backend for Mongo {
 
     /// A fresh collection with the server's `$$NOW` replaced by `clock` inside the shipped
     /// pipelines (`shards` does not apply).
-    async fn store(clock: Arc<ManualClock>, _shards: usize) -> MongoStore {
-        fixture::fresh_store(Some(clock)).await
+    async fn store(clock: Arc<ManualClock>, _shards: usize, grace: Duration) -> MongoStore {
+        fixture::fresh_store(Some(clock))
+            .await
+            .with_takeover_grace(grace)
+            .expect("a test's takeover grace is valid")
     }
 
     async fn real_time_store() -> MongoStore {

@@ -66,7 +66,8 @@ impl LockTable {
     ///
     /// # Errors
     /// `LockNotFound` when `lock_id` holds no lock on `resource` (released, purged or taken
-    /// over); `NotRenewable` (nothing changed) when it expires at or before `now + margin`.
+    /// over); `NotRenewable` (nothing changed) when it is not
+    /// [renewable](StoredLock::is_renewable): `expires_at + grace <= now + margin`.
     pub fn renew_one(
         &mut self,
         resource: &Resource,
@@ -86,7 +87,7 @@ impl LockTable {
             .chain(state.shared.iter_mut().map(|l| (Mode::Shared, l)))
             .find(|(_, l)| &l.lock_id == lock_id)
             .ok_or(Error::LockNotFound)?;
-        if !lock.is_renewable(now, margin) {
+        if !lock.is_renewable(now, margin, self.grace) {
             return Err(Error::NotRenewable {
                 locks: vec![lock.status(resource, mode, now)],
             });
@@ -147,7 +148,8 @@ pub fn unlock<T: DerefMut<Target = LockTable>>(
 ///
 /// # Errors
 /// `LockNotFound` when the group holds no lock; `NotRenewable` (nothing changed) when any
-/// lock has `expires_at <= now + margin`, listing those locks.
+/// lock is not [renewable](StoredLock::is_renewable) (`expires_at + grace <= now + margin`),
+/// listing those locks.
 pub fn renew<T: DerefMut<Target = LockTable>>(
     shards: &mut [T],
     lock_id: &LockId,
@@ -160,7 +162,7 @@ pub fn renew<T: DerefMut<Target = LockTable>>(
     for table in shards.iter() {
         for (name, mode, lock) in table.group(lock_id) {
             found = true;
-            if !lock.is_renewable(now, margin) {
+            if !lock.is_renewable(now, margin, table.grace) {
                 refused.push(lock.status(name, mode, now));
             }
         }

@@ -15,6 +15,7 @@ use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::hash::{Hash, Hasher};
+use std::time::Duration;
 
 use crate::error::Error;
 use crate::lock::{LockRequest, LockStatus, Mode, SharedLimit, StoredLock};
@@ -27,16 +28,21 @@ pub use self::purge::{delete_empty, expired_groups, purge, purge_groups, sort_pu
 pub use crate::rules::{FENCES_PER_MS, ResourceState, fence_floor};
 
 /// Every lock of a store: resources by name, plus an index from lock id to the resources its
-/// group holds. `Clone + Eq + Hash`, so a model checker can hold it.
+/// group holds, the store's takeover grace, and its fence clock. `Clone + Eq + Hash`, so a
+/// model checker can hold it.
 ///
 /// The index is a function of the resources, so equality, hashing and `Debug` look at the
 /// resources only, which are in a `BTreeMap`: the fingerprint and the printed form do not
-/// depend on hashing. The index itself is a hash map (with foldhash): it is only ever
+/// depend on hashing; the grace is configuration and the fence clock a clock, which a
+/// store's documents do not show (a model that lets the clock go back keeps the fence clock
+/// in its own state). The index itself is a hash map (with foldhash): it is only ever
 /// searched for one lock id, and a hash lookup costs a fraction of a B-tree search by string.
 #[derive(Clone, Default)]
 pub struct LockTable {
     resources: BTreeMap<Resource, ResourceState>,
     groups: HashMap<LockId, GroupResources, foldhash::fast::RandomState>,
+    grace: Duration,
+    fence_clock: u64,
 }
 
 impl PartialEq for LockTable {
@@ -62,10 +68,46 @@ impl fmt::Debug for LockTable {
 }
 
 impl LockTable {
-    /// The empty table.
+    /// The empty table, with no takeover grace (expired locks may be taken over at once).
     #[must_use]
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The same table with takeover `grace`: an expired lock blocks other grants, counts
+    /// towards shared limits and is spared by purge until `expires_at + grace <= now`
+    /// ([`StoredLock::is_abandoned`]), and its holder may renew it until then.
+    #[must_use]
+    pub fn with_takeover_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// The takeover grace.
+    #[must_use]
+    pub fn takeover_grace(&self) -> Duration {
+        self.grace
+    }
+
+    /// The fence clock: the highest [`fence_floor`] of any `now` a grant or purge was given,
+    /// so that it never goes back even when the store's clock does (a replica set's failover
+    /// to a member whose clock is behind). Grants take their fence at or above it, and purge
+    /// deletes a resource only once its counter is below it.
+    #[must_use]
+    pub fn fence_clock(&self) -> u64 {
+        self.fence_clock
+    }
+
+    /// Moves the fence clock to `floor` if that is ahead of it: for a store whose fence floor
+    /// comes from a clock of its own (MongoDB's cluster time), read with its documents.
+    pub fn raise_fence_clock(&mut self, floor: u64) {
+        self.fence_clock = self.fence_clock.max(floor);
+    }
+
+    /// Moves the fence clock to `now` (never back), and returns it.
+    pub(crate) fn tick(&mut self, now: Timestamp) -> u64 {
+        self.fence_clock = self.fence_clock.max(fence_floor(now));
+        self.fence_clock
     }
 
     /// A table holding `resources` (for stores that decode stored documents).
@@ -99,17 +141,18 @@ impl LockTable {
         self.resources.values().map(|r| r.locks().count()).sum()
     }
 
-    /// Grants an exclusive lock iff the resource has no live lock; expired locks are taken
-    /// over. Not re-entrant.
+    /// Grants an exclusive lock iff the resource has no held lock; abandoned locks (expired
+    /// for at least the takeover grace) are taken over. Not re-entrant.
     ///
     /// # Errors
-    /// `AlreadyLocked` when a live lock (of any lock id, this one included) is present.
+    /// `AlreadyLocked` when a held lock (of any lock id, this one included) is present.
     pub fn xlock(&mut self, request: &LockRequest, now: Timestamp) -> Result<LockStatus, Error> {
-        self.grant_if(Mode::Exclusive, request, now, |r| r.can_xlock(now))
+        let grace = self.grace;
+        self.grant_if(Mode::Exclusive, request, now, |r| r.can_xlock(now, grace))
     }
 
-    /// Grants a shared lock iff there is no live exclusive lock, the lock id holds no live
-    /// lock on the resource, and fewer than `limit` live shared locks exist (`None`: no
+    /// Grants a shared lock iff there is no held exclusive lock, the lock id holds no held
+    /// lock on the resource, and fewer than `limit` held shared locks exist (`None`: no
     /// limit). A fresh resource obeys the limit like any other.
     ///
     /// # Errors
@@ -120,8 +163,9 @@ impl LockTable {
         limit: Option<SharedLimit>,
         now: Timestamp,
     ) -> Result<LockStatus, Error> {
+        let grace = self.grace;
         self.grant_if(Mode::Shared, request, now, |r| {
-            r.can_slock(&request.lock_id, limit, now)
+            r.can_slock(&request.lock_id, limit, now, grace)
         })
     }
 
@@ -138,20 +182,22 @@ impl LockTable {
         let refused = || Error::AlreadyLocked {
             resource: request.resource.clone(),
         };
+        let grace = self.grace;
+        let floor = self.tick(now);
         let (status, taken_over) = match self.resources.entry(request.resource.clone()) {
             Entry::Occupied(entry) => {
                 let state = entry.into_mut();
                 if !allowed(state) {
                     return Err(refused());
                 }
-                state.grant(mode, request, now)
+                state.grant(mode, request, now, grace, floor)
             }
             Entry::Vacant(entry) => {
                 let mut state = ResourceState::default();
                 if !allowed(&state) {
                     return Err(refused());
                 }
-                let granted = state.grant(mode, request, now);
+                let granted = state.grant(mode, request, now, grace, floor);
                 entry.insert(state);
                 granted
             }

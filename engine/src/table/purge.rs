@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeSet, HashSet};
 use std::ops::{Deref, DerefMut};
+use std::time::Duration;
 
 use super::LockTable;
 use crate::lock::{LockStatus, Mode, StoredLock};
@@ -48,7 +49,7 @@ impl LockTable {
     fn expired_groups(&self, now: Timestamp, out: &mut Vec<LockId>) {
         for state in self.resources.values() {
             for (_, lock) in state.locks() {
-                if lock.is_expired(now) {
+                if lock.is_abandoned(now, self.grace) {
                     out.push(lock.lock_id.clone());
                 }
             }
@@ -56,11 +57,11 @@ impl LockTable {
     }
 }
 
-/// Purge at `now`: let G be the lock ids with at least one lock expired at `now`; remove
-/// every lock whose lock id is in G and that was created before `now` (strictly: a lock
-/// created in the purge's own millisecond may have been granted after the purge began, so it
-/// is spared). Then delete
-/// the resources left with no lock whose fence counter is below [`fence_floor`](super::fence_floor)`(now)`.
+/// Purge at `now`: let G be the lock ids with at least one lock abandoned at `now` (expired
+/// for at least the takeover grace: [`StoredLock::is_abandoned`]); remove every lock whose
+/// lock id is in G and that was created before `now` (strictly: a lock created in the
+/// purge's own millisecond may have been granted after the purge began, so it is spared). Then delete the resources left with no lock whose fence counter is below the
+/// table's [fence clock](LockTable::fence_clock) at `now`.
 /// Returns everything removed in [`sort_purged`] order.
 ///
 /// The three phases are public so that a store working in batches (MongoDB) applies the
@@ -73,7 +74,7 @@ pub fn purge<T: DerefMut<Target = LockTable>>(shards: &mut [T], now: Timestamp) 
     removed
 }
 
-/// Purge's first phase: the lock ids holding at least one lock expired at `now`.
+/// Purge's first phase: the lock ids holding at least one lock abandoned at `now`.
 #[must_use]
 pub fn expired_groups<T: Deref<Target = LockTable>>(
     shards: &[T],
@@ -132,16 +133,17 @@ pub(super) fn purge_groups_by<T: DerefMut<Target = LockTable>>(
     now: Timestamp,
     strategy: PurgeStrategy,
 ) -> Vec<LockStatus> {
-    let doomed = |l: &StoredLock| {
+    let doomed = |l: &StoredLock, grace: Duration| {
         (l.created_at < now || mutants::active(Mutant::PurgeIgnoresCreatedBefore))
-            && (l.is_expired(now) || !mutants::active(Mutant::PurgeIgnoresGroups))
+            && (l.is_abandoned(now, grace) || !mutants::active(Mutant::PurgeIgnoresGroups))
     };
     let mut removed = Vec::new();
     match strategy {
         PurgeStrategy::ByGroup => {
             for table in shards.iter_mut() {
+                let grace = table.grace;
                 for lock_id in groups {
-                    table.remove_group_where(lock_id, now, doomed, &mut removed);
+                    table.remove_group_where(lock_id, now, |l| doomed(l, grace), &mut removed);
                 }
             }
         }
@@ -154,7 +156,12 @@ pub(super) fn purge_groups_by<T: DerefMut<Target = LockTable>>(
                     .map_or_else(|| groups.contains(id), |h| h.contains(id))
             };
             for table in shards.iter_mut() {
-                table.remove_where(now, |l| member(&l.lock_id) && doomed(l), &mut removed);
+                let grace = table.grace;
+                table.remove_where(
+                    now,
+                    |l| member(&l.lock_id) && doomed(l, grace),
+                    &mut removed,
+                );
             }
         }
     }
@@ -163,10 +170,12 @@ pub(super) fn purge_groups_by<T: DerefMut<Target = LockTable>>(
 }
 
 /// Purge's last phase: forgets the resources that hold no lock and whose fence counter is
-/// below [`fence_floor`](super::fence_floor)`(now)`, so fences keep increasing after they are gone.
+/// below the [fence clock](LockTable::fence_clock) at `now`, so fences keep increasing after
+/// they are gone.
 pub fn delete_empty<T: DerefMut<Target = LockTable>>(shards: &mut [T], now: Timestamp) {
     for table in shards.iter_mut() {
-        table.resources.retain(|_, state| !state.can_delete(now));
+        let floor = table.tick(now);
+        table.resources.retain(|_, state| !state.can_delete(floor));
     }
 }
 

@@ -51,6 +51,8 @@ use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state
 const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);
 /// Renew margin of every renew: TTLs here are a few milliseconds.
 const MARGIN: Duration = Duration::from_millis(1);
+/// The stores' takeover grace: TTLs here are a few milliseconds, and so is the grace.
+const GRACE: Duration = Duration::from_millis(2);
 const RESOURCES: [&str; 3] = ["a", "b", "c"];
 const IDS: [&str; 4] = ["k0", "k1", "k2", "k3"];
 /// Shards of an in-memory store.

@@ -156,7 +156,7 @@ impl ReferenceStateMachine for Engine {
 
     fn init_state() -> BoxedStrategy<Reference> {
         Just(Reference {
-            table: LockTable::new(),
+            table: LockTable::new().with_takeover_grace(GRACE),
             now: T0,
             last: None,
         })

@@ -12,7 +12,7 @@ impl<B: Backend> StateMachineTest for Differential<B> {
         lockwright_engine::mutants::activate_from_env();
         let clock = Arc::new(ManualClock::new(T0));
         System {
-            store: runtime().block_on(B::store(Arc::clone(&clock), SHARDS)),
+            store: runtime().block_on(B::store(Arc::clone(&clock), SHARDS, GRACE)),
             clock,
             fences: BTreeMap::new(),
             before: RefCell::new(LockTable::new()),

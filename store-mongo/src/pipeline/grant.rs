@@ -3,10 +3,9 @@
 
 use mongodb::bson::{Bson, Document, doc};
 
-use lockwright_engine::table::FENCES_PER_MS;
 use lockwright_engine::{LockId, LockRequest, SharedLimit};
 
-use super::{NOW_FIELD, in_any_lock, is_live, literal, shared_locks, valid};
+use super::{Clocks, NOW_FIELD, in_any_lock, is_held, literal, shared_locks, valid};
 use crate::schema::{
     ACQUIRED, COMMENT, CREATED_AT, EXCLUSIVE, EXPIRES_AT, FENCE, HOST, LAST_FENCE, LAST_GRANT,
     LOCK_ID, OWNER, RENEWED_AT, RESOURCE, SHARED, empty_exclusive,
@@ -16,26 +15,26 @@ fn opt_literal(value: Option<&String>) -> Bson {
     value.map_or(Bson::Null, |v| literal(v.as_str()))
 }
 
-fn live_exclusive(now: &Bson) -> Bson {
+fn held_exclusive(clocks: &Clocks) -> Bson {
     Bson::Document(doc! { "$and": [
         { "$eq": [ "$exclusive.acquired", true ] },
-        is_live("$exclusive.expiresAt", now),
+        is_held("$exclusive.expiresAt", clocks),
     ] })
 }
 
-fn live_shared(now: &Bson) -> Bson {
+fn held_shared(clocks: &Clocks) -> Bson {
     Bson::Document(
-        doc! { "$filter": { "input": shared_locks(), "cond": is_live("$$this.expiresAt", now) } },
+        doc! { "$filter": { "input": shared_locks(), "cond": is_held("$$this.expiresAt", clocks) } },
     )
 }
 
-fn next_fence(now: &Bson) -> Bson {
+fn next_fence(clocks: &Clocks) -> Bson {
     Bson::Document(doc! { "$max": [
         { "$add": [
             { "$ifNull": [ "$lastFence", 0_i64 ] },
             i64::from(!mutated!(PipelineFenceNotIncremented)),
         ] },
-        { "$multiply": [ { "$toLong": now.clone() }, FENCES_PER_MS as i64 ] },
+        clocks.floor.clone(),
     ] })
 }
 
@@ -58,7 +57,7 @@ fn new_lock(request: &LockRequest, now: &Bson) -> Document {
     }
 }
 
-/// The variable a grant pipeline's rule and install read the live shared locks from.
+/// The variable a grant pipeline's rule and install read the held shared locks from.
 const LIVE: &str = "$$live";
 
 /// The variable holding the fence of the grant being installed.
@@ -67,10 +66,10 @@ const NEW_FENCE: &str = "$$fence";
 /// A grant in one `findAndModify`: the filter is the resource alone (with upsert, a fresh
 /// resource is inserted, and the server retries insert races itself), and the pipeline is
 /// one `$replaceWith` that decides and applies: with `$let` it tests that the document is
-/// one the rules can decide on (`valid`), computes the live shared locks once (`live`: the
-/// rule and the install both read them), decides the rule with `now`, and only where it
-/// allows computes the fence and merges the grant into the document: the fence counter,
-/// the takeover of expired locks, the new lock, and `grant_id` in `lastGrant` so the
+/// one the rules can decide on (`valid`), computes the held shared locks once (`live`: the
+/// rule and the install both read them), decides the rule with `now` and the grace, and
+/// only where it allows computes the fence and merges the grant into the document: the
+/// fence counter, the takeover of abandoned locks, the new lock, and `grant_id` in `lastGrant` so the
 /// caller can tell its grant from a refusal. A refusal replaces the document by itself,
 /// which MongoDB treats as no write at all. No temporary field is written, so no stored
 /// field is touched by a refusal, whatever its name.
@@ -82,13 +81,13 @@ fn grant(
     rule: Bson,
     install: Document,
     grant_id: &Bson,
-    now: &Bson,
+    clocks: &Clocks,
 ) -> (Document, Vec<Document>) {
     let mut changes = install;
     changes.insert(LAST_FENCE, NEW_FENCE);
     changes.insert(LAST_GRANT, grant_id.clone());
     let apply = doc! { "$let": {
-        "vars": { "fence": next_fence(now) },
+        "vars": { "fence": next_fence(clocks) },
         "in": { "$mergeObjects": [ "$$ROOT", changes ] },
     } };
     let room = doc! { "$lt": [ { "$ifNull": [ "$lastFence", 0_i64 ] }, i64::MAX ] };
@@ -99,7 +98,7 @@ fn grant(
     let body = doc! { "$let": {
         "vars": { "valid": valid() },
         "in": { "$let": {
-            "vars": { "live": { "$cond": [ "$$valid", live_shared(now), [] ] } },
+            "vars": { "live": { "$cond": [ "$$valid", held_shared(clocks), [] ] } },
             "in": { "$cond": [ decided, apply, "$$ROOT" ] },
         } },
     } };
@@ -109,38 +108,38 @@ fn grant(
     )
 }
 
-/// The exclusive grant: no live exclusive lock and no live shared lock.
+/// The exclusive grant: no held exclusive lock and no held shared lock.
 pub(crate) fn xlock(
     request: &LockRequest,
     grant_id: &Bson,
-    now: &Bson,
+    clocks: &Clocks,
 ) -> (Document, Vec<Document>) {
     let mut rule = Vec::new();
     if !mutated!(PipelineTakeoverLive) {
-        rule.push(Bson::Document(doc! { "$not": [ live_exclusive(now) ] }));
+        rule.push(Bson::Document(doc! { "$not": [ held_exclusive(clocks) ] }));
     }
     if !mutated!(PipelineExclusiveIgnoresShared) {
         rule.push(Bson::Document(doc! { "$eq": [ { "$size": LIVE }, 0 ] }));
     }
     let rule = Bson::Document(doc! { "$and": rule });
     let install = doc! {
-        EXCLUSIVE: new_lock(request, now),
+        EXCLUSIVE: new_lock(request, &clocks.now),
         SHARED: { "$literal": { "count": 0, "locks": [] } },
     };
-    grant(request, rule, install, grant_id, now)
+    grant(request, rule, install, grant_id, clocks)
 }
 
-/// The shared grant: no live exclusive lock, no live lock of this lock id, and (with a
-/// limit) fewer live shared locks than the limit.
+/// The shared grant: no held exclusive lock, no held lock of this lock id, and (with a
+/// limit) fewer held shared locks than the limit.
 pub(crate) fn slock(
     request: &LockRequest,
     limit: Option<SharedLimit>,
     grant_id: &Bson,
-    now: &Bson,
+    clocks: &Clocks,
 ) -> (Document, Vec<Document>) {
     let live = LIVE;
     let mut conditions = vec![
-        Bson::Document(doc! { "$not": [ live_exclusive(now) ] }),
+        Bson::Document(doc! { "$not": [ held_exclusive(clocks) ] }),
         Bson::Document(doc! { "$not": [ { "$in": [
             literal(request.lock_id.as_str()),
             format!("{live}.{LOCK_ID}"),
@@ -154,7 +153,7 @@ pub(crate) fn slock(
     let install = doc! {
         EXCLUSIVE: { "$literal": empty_exclusive() },
         SHARED: {
-            "locks": { "$concatArrays": [ live, [ new_lock(request, now) ] ] },
+            "locks": { "$concatArrays": [ live, [ new_lock(request, &clocks.now) ] ] },
             "count": { "$add": [ { "$size": live }, 1 ] },
         },
     };
@@ -163,7 +162,7 @@ pub(crate) fn slock(
         Bson::Document(doc! { "$and": conditions }),
         install,
         grant_id,
-        now,
+        clocks,
     )
 }
 
@@ -194,14 +193,15 @@ fn one_lock(id: &Bson, decided: Bson, exclusive: Bson, shared: Bson) -> Vec<Docu
 }
 
 /// Renews the one lock of `lock_id` on the document (the filter names the resource): sets
-/// its `expiresAt = now + ttl` and `renewedAt = now` if it expires after `now + margin` (or
-/// never), as the engine's `renew_one`; otherwise changes nothing.
+/// its `expiresAt = now + ttl` and `renewedAt = now` if `expiresAt + grace > now + margin`
+/// (or it never expires), as the engine's `renew_one`; otherwise changes nothing.
 pub(crate) fn renew_one(
     lock_id: &LockId,
     ttl_ms: u64,
     margin_ms: u64,
-    now: &Bson,
+    clocks: &Clocks,
 ) -> Vec<Document> {
+    let now = &clocks.now;
     let id = literal(lock_id.as_str());
     let ms = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     let margin_ms = if mutated!(PipelineRenewOneWithoutMargin) {
@@ -209,7 +209,11 @@ pub(crate) fn renew_one(
     } else {
         margin_ms
     };
-    let deadline = Bson::Document(doc! { "$add": [ now.clone(), ms(margin_ms) ] });
+    // `expiresAt <= now + margin - grace`: not renewable. The grace is the store's (an hour
+    // at most) and the margin a validated one, so the difference is well inside i64.
+    let deadline = Bson::Document(
+        doc! { "$add": [ now.clone(), ms(margin_ms).saturating_sub(clocks.grace_ms) ] },
+    );
     let renewable = |prefix: &str| {
         let expires = format!("{prefix}.{EXPIRES_AT}");
         Bson::Document(doc! { "$and": [

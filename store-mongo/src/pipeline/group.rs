@@ -5,7 +5,7 @@ use mongodb::bson::{Bson, Document, doc};
 
 use lockwright_engine::{LockId, Timestamp};
 
-use super::{date, in_any_lock, is_expired, literal, shared_locks, valid};
+use super::{date, in_any_lock, is_abandoned, literal, shared_locks, valid};
 use crate::schema::{
     EXCLUSIVE, EXPIRES_AT, LAST_FENCE, LOCK_ID, RENEWED_AT, SHARED, empty_exclusive,
 };
@@ -108,26 +108,38 @@ pub(crate) fn renew_pairs(renewed: Vec<Document>, now: Timestamp) -> Vec<Documen
     } } }]
 }
 
-/// Purge, phase one: for each document holding a lock expired at `t`, the lock ids of its
-/// expired locks (`ids`), or, for a document the rules cannot decide on, the whole document
-/// (`bad`) so that the caller can say what is wrong with it.
-pub(crate) fn expired_groups(t: Timestamp) -> Vec<Document> {
+/// Purge, phase one: for each document holding a lock abandoned at `t` (expired for at
+/// least the takeover grace), the lock ids of its abandoned locks (`ids`), or, for a
+/// document the rules cannot decide on, the whole document (`bad`) so that the caller can
+/// say what is wrong with it.
+pub(crate) fn expired_groups(t: Timestamp, grace: std::time::Duration) -> Vec<Document> {
+    let grace_ms = if mutated!(PipelineTakeoverIgnoresGrace) {
+        0
+    } else {
+        super::ms(grace)
+    };
+    // The index can narrow the search to locks expired by `t - grace`; the pipeline then
+    // decides with the same test as every grant.
+    let before = date(Timestamp::from_millis(
+        t.as_millis()
+            .saturating_sub(u64::try_from(grace_ms).unwrap_or(u64::MAX)),
+    ));
     let t = date(t);
     let ids = doc! { "$concatArrays": [
         { "$cond": [
-            { "$and": [ { "$eq": [ "$exclusive.acquired", true ] }, is_expired("$exclusive.expiresAt", &t) ] },
+            { "$and": [ { "$eq": [ "$exclusive.acquired", true ] }, is_abandoned("$exclusive.expiresAt", &t, grace_ms) ] },
             [ "$exclusive.lockId" ],
             [],
         ] },
         { "$map": {
-            "input": { "$filter": { "input": shared_locks(), "cond": is_expired("$$this.expiresAt", &t) } },
+            "input": { "$filter": { "input": shared_locks(), "cond": is_abandoned("$$this.expiresAt", &t, grace_ms) } },
             "in": "$$this.lockId",
         } },
     ] };
     vec![
         doc! { "$match": { "$or": [
-            { "exclusive.expiresAt": { "$lte": t.clone() } },
-            { "shared.locks.expiresAt": { "$lte": t.clone() } },
+            { "exclusive.expiresAt": { "$lte": before.clone() } },
+            { "shared.locks.expiresAt": { "$lte": before } },
         ] } },
         doc! { "$replaceWith": { "$let": {
             "vars": { "valid": valid() },
@@ -175,15 +187,19 @@ pub(crate) fn purge_batch(ids: &[LockId], t: Timestamp) -> Vec<Document> {
     remove_where(doomed_exclusive, doomed("$$this"))
 }
 
-/// Purge, phase three: documents with no lock whose fence counter is below the floor at `t`.
-pub(crate) fn deletable(t: Timestamp) -> Document {
-    let floor = i64::try_from(lockwright_engine::table::fence_floor(t)).unwrap_or(i64::MAX);
+/// Purge, phase three: documents with no lock whose fence counter is below the fence floor
+/// (an expression: the cluster time's, or a fixed one) when the server deletes them.
+pub(crate) fn deletable(floor: &Bson) -> Document {
+    let below = doc! { "$or": [
+        { "$eq": [ { "$ifNull": [ format!("${LAST_FENCE}"), Bson::Null ] }, Bson::Null ] },
+        { "$lt": [ format!("${LAST_FENCE}"), floor.clone() ] },
+    ] };
     let mut deletable = doc! {
         "exclusive.acquired": { "$ne": true },
         "shared.locks.0": { "$exists": false },
-        "$or": [ { LAST_FENCE: { "$lt": floor } }, { LAST_FENCE: Bson::Null } ],
-        // Nothing malformed is deleted: a document the rules cannot read is left as it is.
-        "$expr": valid(),
+        // Nothing malformed is deleted: a document the rules cannot read is left as it is;
+        // `valid` comes first, so the comparison only meets a number.
+        "$expr": { "$and": [ valid(), below ] },
     };
     if mutated!(PipelinePurgeDeletesHeld) {
         deletable.remove("exclusive.acquired");

@@ -1,10 +1,12 @@
 //! Every filter and update pipeline the store sends, built as data.
 //!
-//! `now` is an expression: `"$$NOW"` (the server's clock, the default) or a fixed date (the
-//! test-time override). The same builders serve both, so the pipelines under test are the
-//! ones that ship. The rules mirror `lockwright-engine` (the conformance and differential
-//! tests hold them to it): expired means `expiresAt <= now`; a grant takes over every expired
-//! lock on its resource; fences are `max(lastFence + 1, now_ms * 1024)`.
+//! Time reaches a pipeline as [`Clocks`]: `now` is `"$$NOW"` (the server's wall clock, the
+//! default) or a fixed date (the test-time override), and the fence floor is taken from
+//! the replica set's cluster time (or, under the override, from the fixed date as the
+//! engine takes it). The same builders serve both, so the pipelines under test are the ones
+//! that ship. The rules mirror `lockwright-engine` (the conformance and differential tests
+//! hold them to it): a lock is abandoned once `expiresAt + grace <= now`; a grant takes over
+//! every abandoned lock on its resource; fences are `max(lastFence + 1, floor)`.
 //!
 //! User strings never reach an expression unquoted: inside pipelines they are wrapped in
 //! `$literal`, so a lock id such as `"$foo"` is data, not a field path.
@@ -40,8 +42,57 @@ pub(crate) use group::{
 /// The server's clock inside a pipeline.
 pub(crate) const SERVER_NOW: &str = "$$NOW";
 
+/// The replica set's cluster time inside a pipeline: a BSON timestamp (seconds, increment)
+/// that every member keeps monotonic, across failovers too.
+const CLUSTER_TIME: &str = "$$CLUSTER_TIME";
+
+/// Fences per second of cluster time: the seconds are shifted by 22 bits, and the
+/// increment (writes within the second) fills the bits below, capped at `2^22 - 1`.
+pub(crate) const FENCES_PER_CLUSTER_SECOND: i64 = 1 << 22;
+
+/// The fence floor of the cluster time: `seconds * 2^22 + min(increment, 2^22 - 1)`. It never
+/// goes back (the cluster time does not), it is above every floor of the earlier
+/// `now_ms * 1024` rule at the same instant (`2^22 > 1000 * 1024`), and it stays below
+/// `i64::MAX` until the year 2^41 s after 1970, about 69,000 years.
+pub(crate) fn cluster_time_floor() -> Bson {
+    Bson::Document(doc! { "$add": [
+        { "$multiply": [ { "$toLong": { "$tsSecond": CLUSTER_TIME } }, FENCES_PER_CLUSTER_SECOND ] },
+        { "$min": [ { "$toLong": { "$tsIncrement": CLUSTER_TIME } }, FENCES_PER_CLUSTER_SECOND - 1 ] },
+    ] })
+}
+
+/// What a pipeline reads time from.
+#[derive(Clone, Debug)]
+pub(crate) struct Clocks {
+    /// `now`: `"$$NOW"` or a fixed date.
+    pub(crate) now: Bson,
+    /// The fence floor: [`cluster_time_floor`] or a fixed number.
+    pub(crate) floor: Bson,
+    /// The takeover grace in ms.
+    pub(crate) grace_ms: i64,
+}
+
+impl Clocks {
+    /// The takeover grace the pipelines apply: none under the mutant that ignores it.
+    fn grace_ms(&self) -> i64 {
+        if mutated!(PipelineTakeoverIgnoresGrace) {
+            0
+        } else {
+            self.grace_ms
+        }
+    }
+}
+
+/// A duration in ms as BSON's 64-bit integer (saturating).
+pub(crate) fn ms(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
 /// The field an aggregation adds to each document to report the `now` it ran at.
 pub(crate) const NOW_FIELD: &str = "__lockwright_now";
+
+/// The field an aggregation adds to each document to report the fence floor it ran at.
+pub(crate) const FLOOR_FIELD: &str = "__lockwright_floor";
 
 pub(crate) fn date(t: Timestamp) -> Bson {
     // Timestamps come from the store's clock or a validated TTL sum: well inside i64 ms.
@@ -58,21 +109,28 @@ fn shared_locks() -> Bson {
     Bson::Document(doc! { "$ifNull": ["$shared.locks", []] })
 }
 
-/// `path` holds a date that is `<= now`.
-fn is_expired(path: &str, now: &Bson) -> Bson {
+/// `path` holds a date `e` with `e + grace <= now`: the lock is abandoned (the engine's
+/// `StoredLock::is_abandoned`).
+fn is_abandoned(path: &str, now: &Bson, grace_ms: i64) -> Bson {
     let at_or_before = if mutated!(PipelineExpiryStrict) {
         "$lt"
     } else {
         "$lte"
     };
+    let until = if grace_ms == 0 {
+        Bson::String(path.to_owned())
+    } else {
+        Bson::Document(doc! { "$add": [ path, grace_ms ] })
+    };
     Bson::Document(doc! { "$and": [
         { "$eq": [ { "$type": path }, "date" ] },
-        { at_or_before: [ path, now.clone() ] },
+        { at_or_before: [ until, now.clone() ] },
     ] })
 }
 
-fn is_live(path: &str, now: &Bson) -> Bson {
-    Bson::Document(doc! { "$not": [ is_expired(path, now) ] })
+/// The lock at `path` is held: not [`is_abandoned`].
+fn is_held(path: &str, clocks: &Clocks) -> Bson {
+    Bson::Document(doc! { "$not": [ is_abandoned(path, &clocks.now, clocks.grace_ms()) ] })
 }
 
 fn type_in(path: &str, types: &[&str]) -> Bson {
@@ -152,6 +210,14 @@ pub(crate) fn read_with_now(filter: Document, now: &Bson) -> Vec<Document> {
     vec![
         doc! { "$match": filter },
         doc! { "$set": { NOW_FIELD: now.clone() } },
+    ]
+}
+
+/// The documents matching `filter`, each with the fence floor the server read them at.
+pub(crate) fn read_with_floor(filter: Document, floor: &Bson) -> Vec<Document> {
+    vec![
+        doc! { "$match": filter },
+        doc! { "$set": { FLOOR_FIELD: floor.clone() } },
     ]
 }
 

@@ -24,6 +24,7 @@
 //! [`LockStore`]: lockwright_engine::LockStore
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use lockwright::Client;
 use lockwright_engine::{ManualClock, Timestamp};
@@ -45,17 +46,29 @@ pub struct Ctx<B: Backend> {
     pub client: Client<B::Store>,
     /// The clock of the store.
     pub clock: Arc<ManualClock>,
+    /// The store's takeover grace.
+    pub grace: Duration,
 }
 
 impl<B: Backend> Ctx<B> {
-    /// A fresh store at [`T0`] (and, in a build with `--cfg lockwright_mutants`, the mutant
-    /// `LOCKWRIGHT_MUTANT` names switched on).
+    /// A fresh store at [`T0`] with no takeover grace, so that the cases state each rule
+    /// at the instant it turns (the cases of `grace` add one), and, in a build with
+    /// `--cfg lockwright_mutants`, the mutant `LOCKWRIGHT_MUTANT` names switched on.
     pub async fn new() -> Self {
+        Self::with_grace(Duration::ZERO).await
+    }
+
+    /// A fresh store at [`T0`] with takeover `grace`.
+    pub async fn with_grace(grace: Duration) -> Self {
         #[cfg(lockwright_mutants)]
         lockwright_engine::mutants::activate_from_env();
         let clock = Arc::new(ManualClock::new(T0));
-        let client = Client::new(B::store(Arc::clone(&clock), SHARDS).await);
-        Ctx { client, clock }
+        let client = Client::new(B::store(Arc::clone(&clock), SHARDS, grace).await);
+        Ctx {
+            client,
+            clock,
+            grace,
+        }
     }
 
     /// Cleans up the backend.

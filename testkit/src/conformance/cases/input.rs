@@ -142,7 +142,7 @@ cases! {
     }
 
     async fn rejects_huge_renew_margin(_cx) {
-        let store = B::store(Arc::new(ManualClock::new(T0)), SHARDS).await;
+        let store = B::store(Arc::new(ManualClock::new(T0)), SHARDS, Duration::ZERO).await;
         let result = Client::with_renew_margin(store, YEAR * 101);
         assert_invalid(result.map(|_| ()), "renew_margin");
     }

@@ -111,7 +111,7 @@ cases! {
 
     async fn renew_with_zero_margin(_cx) {
         let clock = Arc::new(ManualClock::new(T0));
-        let store = B::store(Arc::clone(&clock), SHARDS).await;
+        let store = B::store(Arc::clone(&clock), SHARDS, Duration::ZERO).await;
         let client =
             Client::with_renew_margin(store, Duration::ZERO).expect("zero margin is allowed");
         let a = generate_lock_id();
