@@ -83,7 +83,8 @@ fn purge_fixture(n: usize) -> MemStore {
         at_once(store.xlock(&expiring)).unwrap();
         at_once(store.xlock(&request(&format!("l{i}"), &format!("gl{i}"), None))).unwrap();
     }
-    clock.advance(Duration::from_secs(1));
+    // Past the TTL and the store's takeover grace: the expiring locks are abandoned.
+    clock.advance(Duration::from_secs(1) + lockwright_engine::DEFAULT_TAKEOVER_GRACE);
     store
 }
 

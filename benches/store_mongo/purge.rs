@@ -18,11 +18,14 @@ use crate::documents::{date, ready_store, refill, resource_doc};
 use crate::harness::Bench;
 use crate::{GROUP, T0};
 
-/// The purge data set: `n` groups of one exclusive lock expired at `T0` - 1 s (resources
-/// `eNNNNN`) among `n` live for an hour more (`lNNNNN`), all created at `T0` - 2 s.
+/// The purge data set: `n` groups of one exclusive lock expired at `T0` - 1 s - the takeover
+/// grace (resources `eNNNNN`) among `n` live for an hour more (`lNNNNN`), all created a
+/// second before that.
 fn purge_set(n: usize) -> Vec<Document> {
-    let created = Timestamp::from_millis(T0.as_millis() - 2_000);
-    let expired_at = Some(Timestamp::from_millis(T0.as_millis() - 1_000));
+    // Expired a second before the store's takeover grace ended: abandoned, so purged.
+    let grace = lockwright_engine::DEFAULT_TAKEOVER_GRACE.as_millis() as u64;
+    let created = Timestamp::from_millis(T0.as_millis() - 2_000 - grace);
+    let expired_at = Some(Timestamp::from_millis(T0.as_millis() - 1_000 - grace));
     let live_until = Some(T0.saturating_add(Duration::from_secs(3_600)));
     (0..n)
         .flat_map(|i| {

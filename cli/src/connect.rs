@@ -39,6 +39,20 @@ pub struct ConnArgs {
         value_parser = namespace
     )]
     pub collection: Namespace,
+    /// The takeover grace of the store (`MongoStore::with_takeover_grace`): a lock that
+    /// expired without being released blocks others this long more. Use the one the
+    /// collection's clients and purgers use; `doctor` fails when members' clocks disagree by
+    /// more. Milliseconds (2000) or a duration (2s).
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Connection",
+        value_name = "MS|DURATION",
+        env = "LOCKWRIGHT_TAKEOVER_GRACE",
+        default_value_t = crate::doctor::Grace::DEFAULT,
+        value_parser = crate::doctor::grace
+    )]
+    pub takeover_grace: crate::doctor::Grace,
 }
 
 /// A database and collection name.
@@ -92,5 +106,7 @@ pub async fn connect(args: &ConnArgs) -> Result<MongoStore, CliError> {
     })?;
     let ns = &args.collection;
     let coll = client.database(&ns.db).collection::<Document>(&ns.coll);
-    Ok(MongoStore::from_collection(coll))
+    MongoStore::from_collection(coll)
+        .with_takeover_grace(args.takeover_grace.0)
+        .map_err(|e| CliError::usage(format!("--takeover-grace: {e}")))
 }

@@ -22,7 +22,8 @@ async fn purges_at_start_and_every_interval_until_stopped() {
         .xlock("live", generate_lock_id(), &LockDetails::new())
         .await
         .unwrap();
-    clock.advance(Duration::from_secs(1));
+    // Past the TTL and the store's takeover grace: abandoned, so purged.
+    clock.advance(Duration::from_secs(1) + lockwright::DEFAULT_TAKEOVER_GRACE);
 
     let handle = Purger::new(client.clone(), Duration::from_secs(30))
         .unwrap()
@@ -35,7 +36,8 @@ async fn purges_at_start_and_every_interval_until_stopped() {
     );
 
     client.xlock("b", generate_lock_id(), &ttl).await.unwrap();
-    clock.advance(Duration::from_secs(1));
+    // Past the TTL and the store's takeover grace: abandoned, so purged.
+    clock.advance(Duration::from_secs(1) + lockwright::DEFAULT_TAKEOVER_GRACE);
     tokio::time::sleep(Duration::from_secs(29)).await;
     assert_eq!(
         client.status(&Filter::new()).await.unwrap().len(),
@@ -131,7 +133,8 @@ async fn failures_are_counted_reported_and_retried() {
     let client = Client::new(store);
     let ttl = LockDetails::new().ttl(Duration::from_secs(1));
     client.xlock("a", generate_lock_id(), &ttl).await.unwrap();
-    clock.advance(Duration::from_secs(1));
+    // Past the TTL and the store's takeover grace: abandoned, so purged.
+    clock.advance(Duration::from_secs(1) + lockwright::DEFAULT_TAKEOVER_GRACE);
 
     let handle = Purger::new(client.clone(), Duration::from_secs(5))
         .unwrap()

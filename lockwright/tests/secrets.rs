@@ -114,8 +114,9 @@ async fn exercise<S: LockStore>(
     shown(out, &client.xlock("r", &other, &ttl).await); // AlreadyLocked
     shown(out, &client.slock("s", &id, &ttl, Some(1)).await);
     shown(out, &client.slock("s", &other, &ttl, Some(1)).await); // full
-    // Within the 1 s renew margin once 1.5 s have passed: NotRenewable lists the locks.
-    clock.advance(Duration::from_millis(1_500));
+    // Within the 1 s renew margin of the end of the takeover grace once 1.5 s more have
+    // passed: NotRenewable lists the locks.
+    clock.advance(Duration::from_millis(1_500) + lockwright::DEFAULT_TAKEOVER_GRACE);
     shown(out, &client.renew(&id, Duration::from_secs(5)).await);
     shown(out, &client.renew_one(&held, Duration::from_secs(5)).await);
     shown(out, &client.renew(&other, Duration::from_secs(5)).await); // LockNotFound
@@ -126,7 +127,7 @@ async fn exercise<S: LockStore>(
     );
     shown(out, &client.unlock_one(&held).await);
     shown(out, &client.unlock(&id).await);
-    clock.advance(Duration::from_secs(5));
+    clock.advance(Duration::from_secs(5) + lockwright::DEFAULT_TAKEOVER_GRACE);
     shown(out, &client.purge().await);
 
     let locker = Locker::new(client.clone(), LockerConfig::default()).unwrap();

@@ -254,8 +254,7 @@ pub(crate) async fn slock(
     request: &LockRequest,
     limit: Option<SharedLimit>,
 ) -> Result<LockStatus, Error> {
-    let build =
-        |id: &Bson, clocks: &pipeline::Clocks| pipeline::slock(request, limit, id, clocks);
+    let build = |id: &Bson, clocks: &pipeline::Clocks| pipeline::slock(request, limit, id, clocks);
     let granted = store.grant("slock", request, Mode::Shared, build).await?;
     granted.ok_or_else(|| already_locked(request))
 }

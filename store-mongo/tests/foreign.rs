@@ -125,7 +125,8 @@ async fn a_go_lock_with_an_empty_lock_id_does_not_stop_purge_or_status() {
         .unwrap();
     store.xlock(&request("live", "live", None)).await.unwrap();
     assert_eq!(store.status(&Filter::new()).await.unwrap().len(), 3);
-    clock.advance(Duration::from_secs(2));
+    // Past both expiries and the store's takeover grace.
+    clock.advance(Duration::from_secs(1) + lockwright_engine::DEFAULT_TAKEOVER_GRACE);
     let purged = store.purge().await.unwrap();
     let mut purged = ids(&purged);
     purged.sort();

@@ -3,9 +3,9 @@
 //! The store decides grants and purges in its own pipelines (`store-mongo/src/pipeline.rs`),
 //! a second copy of the engine's rules. Here proptest generates resource states (an
 //! exclusive lock or shared locks of several lock ids, expired, expiring exactly now or live,
-//! with and without a TTL and a fence, with a fence counter below, at or above the floor, in
+//! around the end of a takeover grace, with and without a TTL and a fence, with a fence counter below, at or above the floor, in
 //! our shape and in the Go library's), writes them as documents, and runs one request on the
-//! real server at a fixed instant: `xlock`, `slock` with and without a limit, `purge`, or
+//! real server at a fixed instant, on a store with no takeover grace or with [`GRACE`]: `xlock`, `slock` with and without a limit, `purge`, or
 //! `renew_one` (with margins around the locks' expiry) and `unlock_one` of one lock id, or
 //! `renew_many` of several lock ids' locks on the resource (and perhaps the second
 //! resource's lock), each with its own TTL. The
@@ -46,6 +46,8 @@ const CASES: u32 = 600;
 /// The seed of the cases (see the module's documentation).
 const SEED: u64 = 1;
 const IDS: [&str; 5] = ["a", "b", "c", "d", "e"];
+/// The takeover grace of the store a case with `graced` runs on (the others have none).
+const GRACE: Duration = Duration::from_secs(2);
 
 #[derive(Clone, Debug)]
 struct Lock {
@@ -106,6 +108,8 @@ struct Case {
     /// A second resource holding an exclusive lock of this lock id (a group across two
     /// documents, for purge).
     elsewhere: Option<Lock>,
+    /// Run on the store with [`GRACE`], not the one without a grace.
+    graced: bool,
     op: Op,
 }
 
@@ -115,7 +119,8 @@ fn lock() -> impl Strategy<Value = Lock> {
         1_u64..20_000,
         prop_oneof![
             Just(None),
-            prop::sample::select(vec![-5_000_i64, -1, 0, 1, 5_000]).prop_map(Some),
+            prop::sample::select(vec![-5_000_i64, -2_001, -2_000, -1_999, -1, 0, 1, 5_000])
+                .prop_map(Some),
         ],
         prop::option::of(0_u64..4),
     )
@@ -145,14 +150,14 @@ fn case() -> impl Strategy<Value = Case> {
         Just(Op::Purge),
         (
             0..IDS.len(),
-            prop::sample::select(vec![0_u64, 1, 4_999, 5_000, 5_001])
+            prop::sample::select(vec![0_u64, 1, 1_999, 2_000, 4_999, 5_000, 5_001])
         )
             .prop_map(|(id, margin_ms)| Op::RenewOne { id, margin_ms }),
         (0..IDS.len()).prop_map(|id| Op::UnlockOne { id }),
         (
             prop::collection::vec((0..IDS.len(), 1_u64..30), 0..5),
             any::<bool>(),
-            prop::sample::select(vec![0_u64, 1, 4_999, 5_000, 5_001])
+            prop::sample::select(vec![0_u64, 1, 1_999, 2_000, 4_999, 5_000, 5_001])
         )
             .prop_map(|(mut locks, elsewhere, margin_ms)| {
                 let mut seen = std::collections::HashSet::new();
@@ -169,13 +174,15 @@ fn case() -> impl Strategy<Value = Case> {
         prop::option::of((any::<bool>(), -3_i64..3)),
         any::<bool>(),
         prop::option::of(lock()),
+        any::<bool>(),
         op,
     )
-        .prop_map(|(held, last_fence, go_shape, elsewhere, op)| Case {
+        .prop_map(|(held, last_fence, go_shape, elsewhere, graced, op)| Case {
             held,
             last_fence,
             go_shape,
             elsewhere,
+            graced,
             op,
         })
 }
@@ -277,7 +284,9 @@ fn each(result: Result<Vec<Result<LockStatus, Error>>, Error>) -> Result<Outcome
         .map(Outcome::Each)
 }
 
-async fn check(store: &MongoStore, c: &Case) -> Result<(), TestCaseError> {
+/// One case on the store of its grace: `stores[0]` has none, `stores[1]` has [`GRACE`].
+async fn check(stores: &[MongoStore; 2], c: &Case) -> Result<(), TestCaseError> {
+    let store = &stores[usize::from(c.graced)];
     let coll = store.collection();
     coll.delete_many(doc! {}).await.unwrap();
     let mut docs = vec![document("r", &c.held, c)];
@@ -285,7 +294,9 @@ async fn check(store: &MongoStore, c: &Case) -> Result<(), TestCaseError> {
         docs.push(document("q", &Held::Exclusive(l.clone()), c));
     }
     coll.insert_many(docs).await.unwrap();
-    let mut table: LockTable = snapshot(store).await;
+    let mut table: LockTable = snapshot(store)
+        .await
+        .with_takeover_grace(store.takeover_grace());
 
     if let Op::RenewMany {
         locks,
@@ -389,8 +400,18 @@ fn seed() -> u64 {
 async fn pipelines_decide_as_the_engine() {
     #[cfg(lockwright_mutants)]
     lockwright_engine::mutants::activate_from_env();
-    let store = Arc::new(fresh_store(Some(Arc::new(ManualClock::new(NOW)))).await);
-    let runner_store = Arc::clone(&store);
+    let clock = Arc::new(ManualClock::new(NOW));
+    let graced = fresh_store(Some(Arc::clone(&clock)))
+        .await
+        .with_takeover_grace(GRACE)
+        .unwrap();
+    // The same collection through a store with no grace.
+    let plain = MongoStore::from_collection(graced.collection().clone())
+        .with_clock(clock)
+        .with_takeover_grace(Duration::ZERO)
+        .unwrap();
+    let stores = Arc::new([plain, graced]);
+    let runner_store = Arc::clone(&stores);
     let handle = tokio::runtime::Handle::current();
     let seed = seed();
     // proptest drives synchronously; each case runs on this runtime from a blocking thread.
@@ -410,7 +431,7 @@ async fn pipelines_decide_as_the_engine() {
     })
     .await
     .unwrap();
-    teardown(&store).await;
+    teardown(&stores[1]).await;
     let (outcome, count) = result;
     println!("predicates: {count} cases run on the server");
     if let Err(e) = outcome {

@@ -2,10 +2,11 @@
 
 use std::io::Write as _;
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
 use lockwright::{LockDetails, generate_lock_id};
+use lockwright_testkit::replset::ReplSet;
 use nix::sys::signal::Signal;
 use predicates::prelude::*;
 
@@ -58,6 +59,7 @@ fn help_of_every_subcommand_lists_its_documented_flags() {
                 "SIGTERM",
                 "--uri",
                 "--collection",
+                "--takeover-grace",
                 "75",
                 "76",
             ],
@@ -74,7 +76,10 @@ fn help_of_every_subcommand_lists_its_documented_flags() {
         ),
         (&["purge"], &["--watch", "--every"]),
         (&["unlock"], &["--lock-id-from-env", "--lock-id-stdin"]),
-        (&["doctor"], &["--fix", "replica set", "unique index"]),
+        (
+            &["doctor"],
+            &["--fix", "--takeover-grace", "replica set", "unique index"],
+        ),
     ];
     for (sub, flags) in cases {
         let out = lockwright()
@@ -122,6 +127,11 @@ fn usage_errors_are_clear_and_exit_2() {
         (&["unlock"], "--lock-id-from-env"),
         (&["unlock", "0123456789abcdef"], "unexpected argument"),
         (&["--collection", "nodot", "status"], "DATABASE.COLLECTION"),
+        (&["doctor", "--takeover-grace", "soon"], "not a duration"),
+        (
+            &["doctor", "--takeover-grace", "2h"],
+            "must be at most 3600 s",
+        ),
     ] {
         lockwright()
             .args(args)
@@ -322,6 +332,102 @@ fn doctor_passes_on_the_test_set_and_names_a_missing_index() {
     assert_eq!(code(&fresh.run(&["run", "r", "--", "true"])), 0);
 }
 
+/// Doctor reads every member's clock: on a three-member set of its own whose member 2 runs
+/// 3 s ahead (libfaketime), it fails with the default takeover grace of 2 s and names the
+/// members, warns with a grace of 4 s (more than half of it), passes with 7 s, names a
+/// member it cannot reach without waiting long for it, and never prints the URI's password.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_compares_every_members_clock_with_the_takeover_grace() {
+    const SKEWED: usize = 2;
+    let set = match ReplSet::builder(3).skew_ms(SKEWED, 3_000).start().await {
+        Ok(set) => set,
+        Err(e) => panic!("cannot start the replica set: {e}"),
+    };
+    let host = |m: usize| format!("127.0.0.1:{}", set.port(m));
+    let doctor = |uri: &str, extra: &[&str]| {
+        let out = lockwright()
+            .args(["doctor", "--uri", uri])
+            .args(["--collection", "lockwright_test.doctor_clocks"])
+            .args(extra)
+            .output()
+            .expect("doctor");
+        let report = text(&out.stdout) + &text(&out.stderr);
+        eprintln!("doctor {extra:?}:\n{report}");
+        (code(&out), report)
+    };
+
+    // The default grace: FAIL, naming the member ahead and one behind.
+    let (status, report) = doctor(set.uri(), &["--fix"]);
+    assert_eq!(status, 78, "{report}");
+    let fail: Vec<&str> = report.lines().filter(|l| l.starts_with("FAIL")).collect();
+    let [fail] = fail[..] else {
+        panic!("one FAIL line expected:\n{report}")
+    };
+    assert!(
+        fail.contains("members' clocks disagree by 3.0 s")
+            && fail.contains("more than the takeover grace of 2 s")
+            && fail.contains(&format!("{} runs ahead of 127.0.0.1:", host(SKEWED)))
+            && fail.contains("raise the grace to at least 3.1 s"),
+        "{fail}"
+    );
+    assert!(report.contains("created the unique index"), "{report}");
+    for m in 0..3 {
+        assert!(
+            report.contains(&format!("clock of {} (", host(m))),
+            "member {m}'s clock missing:\n{report}"
+        );
+    }
+    assert!(
+        report.contains(&format!("warn clock of {} (", host(SKEWED))),
+        "the skewed member's offset against this machine is a warning:\n{report}"
+    );
+    assert!(!report.contains("stays correct"), "{report}");
+
+    // 3 s is within 4 s but more than half of it; well within 7 s (given in milliseconds).
+    let (status, report) = doctor(set.uri(), &["--takeover-grace", "4s"]);
+    assert_eq!(status, 0, "{report}");
+    assert!(
+        report.contains("warn members' clocks disagree by 3.0 s")
+            && report.contains("within the takeover grace of 4 s but by more than half"),
+        "{report}"
+    );
+    let (status, report) = doctor(set.uri(), &["--takeover-grace", "7000"]);
+    assert_eq!(status, 0, "{report}");
+    assert!(
+        report.contains("ok   members' clocks agree within 3.0 s")
+            && report.contains("well within the takeover grace of 7 s"),
+        "{report}"
+    );
+
+    // A URI's password never shows, even when it is refused.
+    let secret = set
+        .uri()
+        .replacen("mongodb://", "mongodb://lw-doctor:s3cret-pw@", 1);
+    let (status, report) = doctor(&secret, &["--takeover-grace", "7s"]);
+    assert_ne!(status, 0, "{report}");
+    assert!(!report.contains("s3cret-pw"), "{report}");
+
+    // A member that does not answer is named, after a short wait.
+    let primary = set.primary().await.expect("a primary");
+    let down = (primary + 1) % 3;
+    set.kill(down).await.expect("kill a secondary");
+    let t = Instant::now();
+    let (status, report) = doctor(set.uri(), &["--takeover-grace", "7s"]);
+    assert_eq!(status, 0, "{report}");
+    assert!(
+        report.contains(&format!(
+            "warn cannot read the clock of member {}",
+            host(down)
+        )),
+        "{report}"
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(15),
+        "doctor took {:?} with a member down",
+        t.elapsed()
+    );
+}
+
 #[test]
 fn an_unreachable_server_is_a_clear_69() {
     // Nothing listens on port 1.
@@ -349,7 +455,16 @@ fn purge_watch_prints_a_line_per_pass_until_stopped() {
     c.block_on(c.client.xlock("stale", generate_lock_id(), &short))
         .expect("lock");
     std::thread::sleep(Duration::from_millis(200));
-    let watch = c.spawn(&["purge", "--watch", "--every", "300ms"]);
+    // No takeover grace: the lock is abandoned at once (with the default 2 s it would be
+    // purged a few passes later).
+    let watch = c.spawn(&[
+        "purge",
+        "--watch",
+        "--every",
+        "300ms",
+        "--takeover-grace",
+        "0",
+    ]);
     // Passes are printed line by line; wait until the lock is gone and a few passes ran.
     assert!(wait_for(Duration::from_secs(20), || c.locks().is_empty()));
     std::thread::sleep(Duration::from_millis(800));

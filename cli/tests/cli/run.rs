@@ -288,8 +288,8 @@ fn sigterm_is_forwarded_and_the_lock_released() {
     assert!(c.status_json(&[]).is_empty(), "released");
 }
 
-/// Makes the lock of a `run` lost: stops the process (no renewals), waits past the TTL,
-/// purges the lock from a third process, and continues it. Returns its output.
+/// Makes the lock of a `run` lost: stops the process (no renewals), waits past the TTL
+/// and the takeover grace, purges the lock from a third process, and continues it. Returns its output.
 fn lose_the_lock(c: &Coll, script: &str) -> std::process::Output {
     let lw = c.spawn(&[
         "run",
@@ -307,6 +307,8 @@ fn lose_the_lock(c: &Coll, script: &str) -> std::process::Output {
     lw.signal(Signal::SIGSTOP);
     let expired = wait_for(LONG, || c.status_json(&[]).iter().all(|l| l["ttl_ms"] == 0));
     assert!(expired, "the lock expires while its holder is stopped");
+    // Purge spares it until the takeover grace has passed too.
+    std::thread::sleep(lockwright::DEFAULT_TAKEOVER_GRACE + Duration::from_millis(100));
     let purge = c.run(&["purge"]);
     assert!(purge.status.success(), "purge: {}", text(&purge.stderr));
     assert!(

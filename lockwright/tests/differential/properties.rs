@@ -91,7 +91,8 @@ pub(crate) fn check_renewal(
                 panic!("renew_after_purge: {op} renewed a lock not held: {got:?}")
             });
             assert!(
-                was.5.is_none_or(|e| e.saturating_add(GRACE) > now.saturating_add(MARGIN)),
+                was.5
+                    .is_none_or(|e| e.saturating_add(GRACE) > now.saturating_add(MARGIN)),
                 "{op} renewed {was:?}, expired or within the margin"
             );
             let expires = Some(now.saturating_add(Duration::from_millis(ttl)));
@@ -109,7 +110,8 @@ pub(crate) fn check_renewal(
         Outcome::NotRenewable(locks) => {
             let was = &held.unwrap_or_else(|| panic!("{op}: NotRenewable names a lock not held"));
             assert!(
-                was.5.is_some_and(|e| e.saturating_add(GRACE) <= now.saturating_add(MARGIN)),
+                was.5
+                    .is_some_and(|e| e.saturating_add(GRACE) <= now.saturating_add(MARGIN)),
                 "{op} refused {was:?}, which is renewable"
             );
             assert_eq!(pairs_of(locks), vec![(was.0.clone(), was.2.clone())]);

@@ -113,7 +113,8 @@ fn store_mem_is_linearizable() {
         let clock = Arc::new(ManualClock::new(NOW));
         let store = MemStore::with_clock_and_shards(Arc::clone(&clock), 2);
         rt.block_on(plan.preload(&store, &clock));
-        let init = store.snapshot();
+        // The specification decides with the store's takeover grace.
+        let init = store.snapshot().with_takeover_grace(store.takeover_grace());
         run_round(rt.handle(), &store, init.clone(), &plan).verdict(&plan, &init)
     });
     if let Some(account) = failure {
@@ -150,7 +151,9 @@ fn store_mongo_is_linearizable() {
                 .await
                 .unwrap();
             plan.preload(&store, &clock).await;
-            test_support::snapshot(&store).await
+            test_support::snapshot(&store)
+                .await
+                .with_takeover_grace(store.takeover_grace())
         });
         run_round(rt.handle(), &store, init.clone(), &plan).verdict(&plan, &init)
     });

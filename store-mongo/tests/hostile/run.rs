@@ -198,7 +198,11 @@ pub(crate) async fn run_case(client: &Client, case: &Case) -> Report {
     let name = &case.name;
     let started = std::time::Instant::now();
     let clock = Arc::new(ManualClock::new(T0));
-    let store = fresh_store_on(client, Some(Arc::clone(&clock))).await;
+    // No takeover grace: the cases' expired locks (a second ago) are to be taken over.
+    let store = fresh_store_on(client, Some(Arc::clone(&clock)))
+        .await
+        .with_takeover_grace(Duration::ZERO)
+        .unwrap();
     let coll = store.collection().clone();
 
     let sentinel_request = LockRequest::new(
@@ -405,7 +409,11 @@ pub(crate) async fn run_invalid_utf8_case(client: &Client, field: &str) -> Repor
         ..Report::default()
     };
     let clock = Arc::new(ManualClock::new(T0));
-    let store = fresh_store_on(client, Some(Arc::clone(&clock))).await;
+    // No takeover grace: the cases' expired locks (a second ago) are to be taken over.
+    let store = fresh_store_on(client, Some(Arc::clone(&clock)))
+        .await
+        .with_takeover_grace(Duration::ZERO)
+        .unwrap();
     let sentinel_request = LockRequest::new(
         SENTINEL,
         SENTINEL_GROUP,

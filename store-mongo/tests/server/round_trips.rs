@@ -230,7 +230,7 @@ async fn purge_round_trips_grow_with_batches_only() {
                 .await
                 .unwrap();
         }
-        clock.advance(Duration::from_secs(1));
+        clock.advance(Duration::from_secs(1) + lockwright_engine::DEFAULT_TAKEOVER_GRACE);
         commands.take();
         assert_eq!(store.purge().await.unwrap().len(), n);
         counts.push(commands.take().len());

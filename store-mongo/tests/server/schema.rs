@@ -71,7 +71,8 @@ async fn reads_renews_unlocks_and_purges_go_documents() {
             .all(|l| l.ttl == Some(Duration::from_secs(30)))
     );
 
-    clock.advance(Duration::from_secs(5)); // go-2 expired at 3 s
+    // go-2 expired at 3 s; abandoned once the takeover grace has passed too.
+    clock.advance(Duration::from_secs(3) + lockwright_engine::DEFAULT_TAKEOVER_GRACE);
     let purged = store.purge().await.unwrap();
     assert_eq!(purged.len(), 1);
     assert_eq!(purged[0].lock_id.as_str(), "go-2");
@@ -298,7 +299,7 @@ async fn purge_skips_unreadable_documents_and_purges_the_rest() {
         .find_one(doc! { "resource": "bad" })
         .await
         .unwrap();
-    clock.advance(Duration::from_secs(1));
+    clock.advance(Duration::from_secs(1) + lockwright_engine::DEFAULT_TAKEOVER_GRACE);
     // a-group is purged; b-group touches the unreadable document, so it is left whole.
     assert_eq!(
         skipped(store.purge().await),

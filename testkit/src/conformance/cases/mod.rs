@@ -14,4 +14,5 @@ case_files! {
     renew_many => __conformance_renew_many,
     fences => __conformance_fences,
     misc => __conformance_misc,
+    grace => __conformance_grace,
 }

@@ -1,0 +1,175 @@
+//! The takeover grace: an expired lock that was not released blocks every other grant,
+//! counts towards a shared limit and is spared by purge until `expires_at + grace <= now`;
+//! its own holder may renew it while `expires_at + grace > now + margin`; a release frees
+//! it at once. Each case runs on a store of its own with a grace of [`GRACE`] (the rest of
+//! the suite runs with none, where the rule turns at expiry).
+
+use super::super::support::*;
+
+/// The grace of these cases: the stores' default.
+const GRACE: Duration = lockwright::DEFAULT_TAKEOVER_GRACE;
+
+/// A fresh store with [`GRACE`], on its own clock at [`T0`].
+async fn graced<B: Backend>() -> Ctx<B> {
+    Ctx::with_grace(GRACE).await
+}
+
+cases! {
+    __conformance_grace;
+
+    async fn expired_exclusive_blocks_others_until_grace_passes(_cx) {
+        let cx = graced::<B>().await;
+        let first = cx
+            .client
+            .xlock("r", generate_lock_id(), &ttl(secs(1)))
+            .await
+            .expect("grant");
+        cx.clock.advance(secs(1));
+        assert_locked(cx.client.xlock("r", generate_lock_id(), &forever()).await, "r");
+        assert_locked(
+            cx.client.slock("r", generate_lock_id(), &forever(), None).await,
+            "r",
+        );
+        cx.clock.advance(GRACE - ms(1));
+        assert_locked(cx.client.xlock("r", generate_lock_id(), &forever()).await, "r");
+        cx.clock.advance(ms(1));
+        let b = generate_lock_id();
+        let second = cx.client.xlock("r", &b, &forever()).await.expect("grace passed");
+        assert!(second.fence > first.fence);
+        let held = all(&cx).await;
+        assert_eq!(pairs(&held), vec![pair("r", &b)], "the abandoned lock was taken over");
+        cx.teardown().await;
+    }
+
+    async fn own_lock_id_is_blocked_by_its_expired_lock_too(_cx) {
+        let cx = graced::<B>().await;
+        let a = generate_lock_id();
+        cx.client.xlock("r", &a, &ttl(secs(1))).await.expect("grant");
+        cx.clock.advance(secs(1));
+        assert_locked(cx.client.xlock("r", &a, &forever()).await, "r");
+        cx.teardown().await;
+    }
+
+    async fn expired_shared_blocks_exclusive_until_grace_passes(_cx) {
+        let cx = graced::<B>().await;
+        cx.client
+            .slock("r", generate_lock_id(), &ttl(secs(1)), None)
+            .await
+            .expect("grant");
+        cx.clock.advance(secs(1) + GRACE - ms(1));
+        assert_locked(cx.client.xlock("r", generate_lock_id(), &forever()).await, "r");
+        cx.clock.advance(ms(1));
+        cx.client
+            .xlock("r", generate_lock_id(), &forever())
+            .await
+            .expect("grace passed");
+        cx.teardown().await;
+    }
+
+    async fn expired_shared_counts_toward_limit_inside_grace(_cx) {
+        let cx = graced::<B>().await;
+        let limit = Some(1);
+        cx.client
+            .slock("r", generate_lock_id(), &ttl(secs(1)), limit)
+            .await
+            .expect("grant");
+        cx.clock.advance(secs(1));
+        assert_locked(
+            cx.client.slock("r", generate_lock_id(), &forever(), limit).await,
+            "r",
+        );
+        // Without a limit, an expired shared lock in its grace does not block a shared one.
+        cx.client
+            .slock("r", generate_lock_id(), &forever(), None)
+            .await
+            .expect("no limit");
+        cx.clock.advance(GRACE);
+        // The abandoned lock no longer counts; the unlimited one still does.
+        assert_locked(
+            cx.client.slock("r", generate_lock_id(), &forever(), limit).await,
+            "r",
+        );
+        cx.client
+            .slock("r", generate_lock_id(), &forever(), Some(2))
+            .await
+            .expect("one held lock, limit 2");
+        cx.teardown().await;
+    }
+
+    async fn release_frees_at_once_whatever_the_grace(_cx) {
+        let cx = graced::<B>().await;
+        let a = generate_lock_id();
+        cx.client.xlock("r", &a, &ttl(secs(1))).await.expect("grant");
+        cx.clock.advance(secs(1));
+        assert_eq!(cx.client.unlock(&a).await.expect("unlock").len(), 1);
+        cx.client
+            .xlock("r", generate_lock_id(), &forever())
+            .await
+            .expect("released");
+        cx.teardown().await;
+    }
+
+    async fn holder_renews_expired_lock_inside_grace(_cx) {
+        // Renewable while expires_at + grace > now + margin: with a 1 s TTL, the 2 s
+        // grace and the client's 1 s margin, until 2 s after the grant (exclusive).
+        let cx = graced::<B>().await;
+        let margin = lockwright::DEFAULT_RENEW_MARGIN;
+        let a = generate_lock_id();
+        cx.client.xlock("r", &a, &ttl(secs(1))).await.expect("grant");
+        let b = generate_lock_id();
+        cx.client.xlock("s", &b, &ttl(secs(1))).await.expect("grant");
+        cx.clock.advance(secs(1) + GRACE - margin - ms(1));
+        let renewed = cx.client.renew(&a, secs(1)).await.expect("inside the grace");
+        assert_eq!(renewed.len(), 1);
+        assert_eq!(renewed[0].expires_at, Some(cx.clock.now().saturating_add(secs(1))));
+        cx.clock.advance(ms(1));
+        match cx.client.renew(&b, secs(1)).await {
+            Err(Error::NotRenewable { locks }) => assert_eq!(pairs(&locks), vec![pair("s", &b)]),
+            other => panic!("expected NotRenewable at the edge of the grace, got {other:?}"),
+        }
+        cx.teardown().await;
+    }
+
+    async fn renew_one_inside_grace(_cx) {
+        let cx = graced::<B>().await;
+        let granted = cx
+            .client
+            .xlock("r", generate_lock_id(), &ttl(secs(1)))
+            .await
+            .expect("grant");
+        cx.clock.advance(secs(1) + ms(500));
+        let renewed = cx
+            .client
+            .renew_one(&granted, secs(1))
+            .await
+            .expect("inside the grace");
+        assert_eq!(renewed.expires_at, Some(cx.clock.now().saturating_add(secs(1))));
+        cx.teardown().await;
+    }
+
+    async fn purge_waits_out_the_grace(_cx) {
+        let cx = graced::<B>().await;
+        let a = generate_lock_id();
+        cx.client.xlock("r", &a, &ttl(secs(1))).await.expect("grant");
+        cx.clock.advance(secs(1) + GRACE - ms(1));
+        assert!(cx.client.purge().await.expect("purge").is_empty(), "inside the grace");
+        assert_eq!(all(&cx).await.len(), 1);
+        cx.clock.advance(ms(1));
+        let purged = cx.client.purge().await.expect("purge");
+        assert_eq!(pairs(&purged), vec![pair("r", &a)]);
+        cx.teardown().await;
+    }
+
+    async fn status_reports_expired_lock_inside_grace_with_zero_ttl(_cx) {
+        let cx = graced::<B>().await;
+        cx.client
+            .xlock("r", generate_lock_id(), &ttl(secs(1)))
+            .await
+            .expect("grant");
+        cx.clock.advance(secs(1) + ms(1));
+        let locks = all(&cx).await;
+        assert_eq!(locks.len(), 1);
+        assert_eq!(locks[0].ttl, Some(Duration::ZERO));
+        cx.teardown().await;
+    }
+}
