@@ -18,6 +18,82 @@ fn t(ms: u64) -> Timestamp {
 }
 
 #[test]
+fn fences_increase_when_the_clock_goes_back_across_deletion() {
+    // A failover to a store whose clock is 3 s behind: the fence clock does not follow it.
+    let mut table = LockTable::new();
+    let first = table.xlock(&req("r", "a", Some(10)), t(10_000)).unwrap();
+    table.unlock(&LockId::new("a").unwrap(), t(10_001));
+    table.purge(t(10_002));
+    assert!(table.resources().is_empty(), "deleted");
+    assert_eq!(table.fence_clock(), fence_floor(t(10_002)));
+    let second = table.xlock(&req("r", "b", None), t(7_000)).unwrap();
+    assert!(
+        second.fence > first.fence,
+        "{} after {}",
+        second.fence,
+        first.fence
+    );
+}
+
+#[test]
+fn an_expired_lock_is_held_until_its_grace_has_passed() {
+    let grace = Duration::from_millis(2_000);
+    let mut table = LockTable::new().with_takeover_grace(grace);
+    assert_eq!(table.takeover_grace(), grace);
+    let first = table.xlock(&req("r", "a", Some(1_000)), t(0)).unwrap();
+    // Expired at 1 s, held until 3 s: refused, counted, spared, renewable by its holder.
+    let refused = table.xlock(&req("r", "b", None), t(2_999));
+    assert!(matches!(refused, Err(Error::AlreadyLocked { .. })));
+    assert!(table.purge(t(2_999)).is_empty());
+    let margin = Duration::from_millis(500);
+    let renewed = table
+        .renew_one(
+            &Resource::new("r").unwrap(),
+            &LockId::new("a").unwrap(),
+            crate::Ttl::new(Duration::from_millis(1_000)).unwrap(),
+            margin,
+            t(2_499),
+        )
+        .unwrap();
+    assert_eq!(renewed.expires_at, Some(t(3_499)));
+    // Renewed at 2.499 s until 3.499 s: held until 5.499 s.
+    assert!(table.xlock(&req("r", "b", None), t(5_498)).is_err());
+    let second = table.xlock(&req("r", "b", None), t(5_499)).unwrap();
+    assert!(second.fence > first.fence);
+}
+
+#[test]
+fn renewable_while_nobody_may_take_it_before_now_plus_margin() {
+    let lock = StoredLock {
+        expires_at: Some(t(1_000)),
+        ..StoredLock::new(LockId::new("a").unwrap(), t(0), 1)
+    };
+    let (margin, grace) = (Duration::from_millis(300), Duration::from_millis(2_000));
+    assert!(lock.is_renewable(t(2_699), margin, grace));
+    assert!(!lock.is_renewable(t(2_700), margin, grace));
+    assert!(lock.is_expired(t(1_000)) && lock.is_held(t(2_999), grace));
+    assert!(lock.is_abandoned(t(3_000), grace));
+    assert!(lock.is_abandoned(t(1_000), Duration::ZERO));
+}
+
+#[test]
+fn a_grace_above_an_hour_is_refused() {
+    assert!(crate::check_takeover_grace(crate::MAX_TAKEOVER_GRACE).is_ok());
+    let err = crate::check_takeover_grace(crate::MAX_TAKEOVER_GRACE + Duration::from_millis(1))
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidArgument {
+                field: "takeover_grace",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
 fn emptied_resource_is_kept_until_the_floor_passes_its_counter() {
     let mut table = LockTable::new();
     // Many grants within one millisecond push the counter past the floor.
