@@ -2,7 +2,8 @@
 //!
 //! Worker A takes the lock, renews it while it works, and releases it; worker B keeps
 //! trying and gets the lock once A is done, with a larger fence. Then B "crashes" while
-//! holding the lock, and A takes it over once B's TTL has run out.
+//! holding the lock, and A takes it over once B's TTL and the store's takeover grace (2 s)
+//! have run out.
 //!
 //! Run: `cargo run --example quickstart -p lockwright`
 
@@ -58,7 +59,8 @@ async fn main() -> Result<(), Error> {
     );
     a.await.expect("worker A panicked")?;
 
-    // Act 2: B crashes while holding (never unlocks); A takes over after the TTL.
+    // Act 2: B crashes while holding (never unlocks); A takes over after the TTL and the
+    // takeover grace.
     log("B", "crashes without unlocking".into());
     let a_id = generate_lock_id();
     let a_details = LockDetails::new().owner("worker-a").ttl(TTL);
@@ -67,7 +69,7 @@ async fn main() -> Result<(), Error> {
     log(
         "A",
         format!(
-            "took over the expired lock with fence {} > {}",
+            "took over the abandoned lock (TTL and takeover grace over) with fence {} > {}",
             taken.fence, b_lock.fence
         ),
     );
