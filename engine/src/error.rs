@@ -39,9 +39,10 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
-    /// The resource holds a live lock that conflicts with the request (an exclusive lock, or
-    /// shared locks up to the limit). Nothing was written. Retrying helps once the holders
-    /// release or their locks expire (the `Locker`'s `acquire` waits for that).
+    /// The resource holds a lock (live, or expired but inside the takeover grace) that
+    /// conflicts with the request (an exclusive lock, or shared locks up to the limit).
+    /// Nothing was written. Retrying helps once the holders release or their locks are
+    /// abandoned (the `Locker`'s `acquire` waits for that).
     #[error("resource `{resource}` is already locked")]
     AlreadyLocked {
         /// The resource that was asked for.
@@ -51,8 +52,9 @@ pub enum Error {
     /// never granted. Retrying cannot help: the locks are gone.
     #[error("no lock is held under this lock id")]
     LockNotFound,
-    /// At least one lock of the group is expired or within the renew margin; nothing was
-    /// renewed where the backend is atomic. Retrying cannot help: take the locks again.
+    /// At least one lock of the group is past its takeover grace, or within the renew margin
+    /// of its end; nothing was renewed where the backend is atomic. Retrying cannot help:
+    /// take the locks again.
     #[error("{} lock(s) of the group are expired or within the renew margin", locks.len())]
     NotRenewable {
         /// The locks that could not be renewed, as they were.

@@ -16,14 +16,17 @@
 //! use std::time::Duration;
 //! use lockwright_engine::{LockDetails, LockRequest, LockTable, Timestamp};
 //!
-//! let mut table = LockTable::new();
+//! let grace = Duration::from_secs(2);
+//! let mut table = LockTable::new().with_takeover_grace(grace);
 //! let now = Timestamp::from_millis(1_000);
 //! let a = LockRequest::new("report", "worker-a", &LockDetails::new().ttl(Duration::from_secs(10)))?;
 //! let b = LockRequest::new("report", "worker-b", &LockDetails::new())?;
 //! let granted = table.xlock(&a, now)?;
 //! assert!(table.xlock(&b, now).is_err()); // a live exclusive lock blocks
-//! let later = now.saturating_add(Duration::from_secs(10));
-//! let taken_over = table.xlock(&b, later)?; // expired at `later`: taken over
+//! let expired = now.saturating_add(Duration::from_secs(10));
+//! assert!(table.xlock(&b, expired).is_err()); // expired, but held for the grace
+//! let later = expired.saturating_add(grace);
+//! let taken_over = table.xlock(&b, later)?; // abandoned at `later`: taken over
 //! assert!(taken_over.fence > granted.fence);
 //! # Ok::<(), lockwright_engine::Error>(())
 //! ```

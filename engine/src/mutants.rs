@@ -32,7 +32,7 @@ pub enum Mutant {
     SharedIgnoresLimit,
     /// An exclusive grant ignores live shared locks.
     ExclusiveIgnoresShared,
-    /// Locks count as expired one millisecond early, so an unexpired lock is taken over.
+    /// Locks count as abandoned one millisecond early, so a held lock is taken over.
     TakeoverUnexpired,
     /// Expired locks are taken over (and purged) at once, without the takeover grace.
     TakeoverIgnoresGrace,

@@ -66,7 +66,7 @@ pub trait LockStore: Send + Sync + 'static {
     /// Reports matching locks ([`crate::table::status`]).
     fn status(&self, filter: &Filter) -> impl Future<Output = Result<Vec<LockStatus>>> + Send;
 
-    /// Purges expired groups ([`crate::table::purge`]).
+    /// Purges the groups holding an abandoned lock ([`crate::table::purge`]).
     fn purge(&self) -> impl Future<Output = Result<Vec<LockStatus>>> + Send;
 
     /// Creates the indexes the store needs; idempotent. A no-op where there are none.

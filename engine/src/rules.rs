@@ -1,5 +1,6 @@
 //! The rules of one resource: when a lock may be granted, what a grant does to the locks
-//! already there (expired ones are taken over), and the fence a grant carries.
+//! already there (abandoned ones, expired for the takeover grace, are taken over), and the
+//! fence a grant carries.
 //!
 //! [`LockTable`](crate::LockTable) applies these rules to the resource a request names;
 //! the group operations in [`table`](crate::table) only find and remove locks.

@@ -1,4 +1,4 @@
-//! `purge`: finds the expired lock groups, removes them in batch transactions, then deletes
+//! `purge`: finds the lock groups holding an abandoned lock, removes them in batch transactions, then deletes
 //! the documents left holding no lock.
 
 use std::collections::BTreeSet;
@@ -33,8 +33,8 @@ impl MongoStore {
                 if let Some(floor) = read.floor {
                     read.table.raise_fence_clock(floor);
                 }
-                // The groups were found expired before this transaction began; one may have
-                // lost its expired lock since (taken over, or purged by another purger) and
+                // The groups were found abandoned before this transaction began; one may have
+                // lost its abandoned lock since (taken over, or purged by another purger) and
                 // gained a new one. Decide again on what this transaction reads, so only
                 // groups that still hold an expired lock lose their locks; and none that
                 // also holds a lock in a document that cannot be read.

@@ -1,4 +1,4 @@
-//! Purge: remove the locks of every group with an expired lock, then forget the emptied
+//! Purge: remove the locks of every group with an abandoned lock, then forget the emptied
 //! resources whose fence counter the clock has passed; in three public phases, so that a
 //! store working in batches applies the same rule.
 
@@ -41,7 +41,7 @@ impl LockTable {
         }
     }
 
-    /// Purges expired groups; see [`purge`].
+    /// Purges the groups holding an abandoned lock; see [`purge`].
     pub fn purge(&mut self, now: Timestamp) -> Vec<LockStatus> {
         purge(&mut [self], now)
     }
