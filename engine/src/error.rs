@@ -47,6 +47,11 @@ pub enum Error {
     AlreadyLocked {
         /// The resource that was asked for.
         resource: Resource,
+        /// How long after the store decided the rule would allow the request, should no
+        /// lock in the way be renewed or released (they are abandoned by then): the earliest
+        /// sensible instant to ask again. `None` when a lock without a TTL is in the way, or
+        /// the store cannot tell.
+        retry_in: Option<std::time::Duration>,
     },
     /// The lock id holds no lock: it was released, purged, taken over after it expired, or
     /// never granted. Retrying cannot help: the locks are gone.

@@ -64,6 +64,20 @@ pub fn fence_floor(now: Timestamp) -> u64 {
     now.as_millis().saturating_mul(FENCES_PER_MS)
 }
 
+/// The rule of a grant: exclusive, or shared by `lock_id` with a limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rule<'a> {
+    /// `xlock`'s rule ([`ResourceState::can_xlock`]).
+    Exclusive,
+    /// `slock`'s rule for `lock_id` with `limit` ([`ResourceState::can_slock`]).
+    Shared {
+        /// The lock id asking.
+        lock_id: &'a LockId,
+        /// The limit it asks with.
+        limit: Option<SharedLimit>,
+    },
+}
+
 /// The locks of one resource: an exclusive lock, or shared locks, or none; and the fence
 /// counter (the last fence granted on it).
 ///
@@ -149,6 +163,33 @@ impl ResourceState {
                 .all(|l| &l.lock_id != lock_id || l.is_abandoned(now, grace))
             && (limit.is_none_or(|m| held_shared < m.get() as usize)
                 || mutants::active(Mutant::SharedIgnoresLimit))
+    }
+
+    /// Whether `rule` allows a grant at `now` with the takeover `grace`.
+    #[must_use]
+    pub fn allows(&self, rule: &Rule<'_>, now: Timestamp, grace: Duration) -> bool {
+        match rule {
+            Rule::Exclusive => self.can_xlock(now, grace),
+            Rule::Shared { lock_id, limit } => self.can_slock(lock_id, *limit, now, grace),
+        }
+    }
+
+    /// How long after `now` `rule` first allows a grant, should no lock here be renewed or
+    /// released: the earliest instant a held lock is abandoned at which the rule allows
+    /// (locks are only ever abandoned as time goes on, so the rule, once it allows, keeps
+    /// allowing). `None` when no such instant comes (a lock without a TTL is in the way).
+    /// What a refusal reports as `retry_in`.
+    #[must_use]
+    pub fn free_in(&self, rule: &Rule<'_>, now: Timestamp, grace: Duration) -> Option<Duration> {
+        let mut ends: Vec<Timestamp> = self
+            .locks()
+            .filter_map(|(_, l)| l.expires_at.map(|e| e.saturating_add(grace)))
+            .filter(|&t| t > now)
+            .collect();
+        ends.sort_unstable();
+        ends.into_iter()
+            .find(|&t| self.allows(rule, t, grace))
+            .map(|t| t.saturating_duration_since(now))
     }
 
     /// The fence the next grant gets when the store's fence clock reads `floor`.

@@ -694,3 +694,32 @@ macro_rules! locker_tests {
 locker_tests!(store_mem, Mem, start_paused = true);
 #[cfg(feature = "mongo")]
 locker_tests!(store_mongo, Mongo,);
+
+/// A holder that crashed (never renews, never releases) costs a waiting acquire no more than
+/// the end of its lock: the refusal says when the lock is abandoned (TTL plus the store's
+/// takeover grace), and the waiter asks again then, not up to a backoff later. On tokio's
+/// paused clock, which the in-memory store reads, so the instant is exact.
+#[cfg(feature = "mem")]
+#[tokio::test(start_paused = true)]
+async fn a_waiter_asks_again_when_a_crashed_holders_lock_ends() {
+    let locker = locker::<Mem>().await;
+    let crashed = lockwright::generate_lock_id();
+    let ttl = Duration::from_millis(1_300);
+    let started = Instant::now();
+    locker
+        .client()
+        .xlock("job", &crashed, &lockwright::LockDetails::new().ttl(ttl))
+        .await
+        .unwrap();
+    let guard = locker
+        .acquire("job", &LockOptions::exclusive(Mem::TTL))
+        .await
+        .unwrap();
+    let waited = started.elapsed();
+    let ends = ttl + lockwright::DEFAULT_TAKEOVER_GRACE;
+    assert!(
+        waited >= ends && waited <= ends + Duration::from_millis(5),
+        "granted {waited:?} after the crash; the lock ended after {ends:?}"
+    );
+    guard.release().await.unwrap();
+}

@@ -9,6 +9,7 @@ use mongodb::error::ErrorKind;
 use mongodb::options::{Hint, ReturnDocument};
 use tokio::time::Instant;
 
+use lockwright_engine::table::Rule;
 use lockwright_engine::{
     Error, LockId, LockRequest, LockStatus, LockTable, Mode, Renewal, Resource, SharedLimit,
     Timestamp,
@@ -26,10 +27,12 @@ const DUPLICATE_KEY: i32 = 11000;
 /// The server code of a bad value, such as a hint naming an index that does not exist.
 const BAD_VALUE: i32 = 2;
 
-fn already_locked(request: &LockRequest) -> Error {
-    Error::AlreadyLocked {
-        resource: request.resource.clone(),
-    }
+/// What a grant's reply said.
+enum Granted {
+    /// This request's grant.
+    Yes(LockStatus),
+    /// A refusal, and how long after the server decided the rule would allow it.
+    No(Option<std::time::Duration>),
 }
 
 impl MongoStore {
@@ -45,12 +48,23 @@ impl MongoStore {
         &self,
         op: &'static str,
         request: &LockRequest,
-        mode: Mode,
+        rule: Rule<'_>,
         build: impl Fn(&Bson, &pipeline::Clocks) -> (Document, Vec<Document>),
-    ) -> Result<Option<LockStatus>, Error> {
+    ) -> Result<LockStatus, Error> {
         let index = self.ready(op).await?;
         let grant_id = Bson::ObjectId(ObjectId::new());
-        let (filter, update) = build(&grant_id, &self.clocks());
+        let clocks = self.clocks();
+        let (filter, update) = build(&grant_id, &clocks);
+        let decide = |doc: &Document, unknown| {
+            let granted = decide_grant(op, doc, &grant_id, request, &rule, self.grace, unknown)?;
+            match granted {
+                Granted::Yes(status) => Ok(status),
+                Granted::No(retry_in) => Err(Error::AlreadyLocked {
+                    resource: request.resource.clone(),
+                    retry_in,
+                }),
+            }
+        };
         let started = Instant::now();
         // The failure of an earlier attempt that may have been applied.
         let mut unknown: Option<mongodb::error::Error> = None;
@@ -62,12 +76,13 @@ impl MongoStore {
                 .find_one_and_update(filter.clone(), update.clone())
                 .upsert(true)
                 .return_document(ReturnDocument::After)
+                .projection(pipeline::grant_projection(&clocks.now))
                 .hint(Hint::Name(index.to_string()))
                 .await;
             let e = match result {
                 Ok(Some(raw)) => {
                     let doc = lossy(op, &raw)?;
-                    return decide_grant(op, &doc, &grant_id, request, mode, unknown);
+                    return decide(&doc, unknown);
                 }
                 Ok(None) => return Err(Error::backend(op, "upsert returned no document")),
                 Err(e) => e,
@@ -76,7 +91,7 @@ impl MongoStore {
                 // The driver could not read the reply (say, text in the document that is not
                 // UTF-8): the server decided, so read the document to see what it decided.
                 return match self.read_resource(op, &request.resource).await? {
-                    Some(doc) => decide_grant(op, &doc, &grant_id, request, mode, Some(e)),
+                    Some(doc) => decide(&doc, Some(e)),
                     None => Err(failure::unknown(op, &e)),
                 };
             }
@@ -100,7 +115,10 @@ impl MongoStore {
                 return Err(failure::unknown(op, &e));
             }
             if code == Some(DUPLICATE_KEY) {
-                return Ok(None);
+                return Err(Error::AlreadyLocked {
+                    resource: request.resource.clone(),
+                    retry_in: None,
+                });
             }
             if code == Some(BAD_VALUE) || code == Some(NAMESPACE_NOT_FOUND) {
                 // The hinted index (or the whole collection) is gone: nothing was applied.
@@ -193,21 +211,27 @@ fn now_of(op: &'static str, doc: &Document) -> Result<Timestamp, Error> {
 
 /// What a grant's returned document says: granted (this request, `grant_id`, made the last
 /// grant, and the lock is decoded from its own entry alone, whatever else the document
-/// holds), refused, or malformed. After an earlier attempt whose outcome is unknown
-/// (`unknown`), a document holding a lock of this lock id that this request cannot be shown
-/// to have made is reported as unknown, not as a refusal.
+/// holds), refused (with when `rule` would allow it, judged by the engine at the `now` the
+/// server reported, when it did), or malformed. After an earlier attempt whose outcome is
+/// unknown (`unknown`), a document holding a lock of this lock id that this request cannot
+/// be shown to have made is reported as unknown, not as a refusal.
 fn decide_grant(
     op: &'static str,
     doc: &Document,
     grant_id: &Bson,
     request: &LockRequest,
-    mode: Mode,
+    rule: &Rule<'_>,
+    grace: std::time::Duration,
     unknown: Option<mongodb::error::Error>,
-) -> Result<Option<LockStatus>, Error> {
+) -> Result<Granted, Error> {
     let resource = Resource::stored(&schema::label(doc));
+    let mode = match rule {
+        Rule::Exclusive => Mode::Exclusive,
+        Rule::Shared { .. } => Mode::Shared,
+    };
     if doc.get(schema::LAST_GRANT) == Some(grant_id) {
         return match schema::decode_own(doc, mode, &request.lock_id) {
-            Some(Ok(lock)) => Ok(Some(lock.status(&resource, mode, lock.created_at))),
+            Some(Ok(lock)) => Ok(Granted::Yes(lock.status(&resource, mode, lock.created_at))),
             Some(Err(m)) => Err(Error::backend(
                 op,
                 format!("the grant was applied but its own entry reads as malformed: {m}"),
@@ -236,16 +260,17 @@ fn decide_grant(
     {
         return Err(failure::unknown(op, &e));
     }
-    Ok(None)
+    // A document read back without the server's `now` cannot tell.
+    let retry_in = now_of(op, doc)
+        .ok()
+        .and_then(|now| state.free_in(rule, now, grace));
+    Ok(Granted::No(retry_in))
 }
 
 /// `xlock`: the exclusive grant.
 pub(crate) async fn xlock(store: &MongoStore, request: &LockRequest) -> Result<LockStatus, Error> {
     let build = |id: &Bson, clocks: &pipeline::Clocks| pipeline::xlock(request, id, clocks);
-    let granted = store
-        .grant("xlock", request, Mode::Exclusive, build)
-        .await?;
-    granted.ok_or_else(|| already_locked(request))
+    store.grant("xlock", request, Rule::Exclusive, build).await
 }
 
 /// `slock`: the shared grant.
@@ -255,8 +280,11 @@ pub(crate) async fn slock(
     limit: Option<SharedLimit>,
 ) -> Result<LockStatus, Error> {
     let build = |id: &Bson, clocks: &pipeline::Clocks| pipeline::slock(request, limit, id, clocks);
-    let granted = store.grant("slock", request, Mode::Shared, build).await?;
-    granted.ok_or_else(|| already_locked(request))
+    let rule = Rule::Shared {
+        lock_id: &request.lock_id,
+        limit,
+    };
+    store.grant("slock", request, rule, build).await
 }
 
 /// `renew_one`: renews the one lock of `lock_id` on `resource`.

@@ -258,7 +258,8 @@ fn request(id: usize, ttl: bool) -> LockRequest {
 #[derive(Debug, PartialEq)]
 enum Outcome {
     Locks(Vec<LockStatus>),
-    Refused,
+    /// A refusal, with when the rule would allow the request.
+    Refused(Option<Duration>),
     NotFound,
     NotRenewable(Vec<LockStatus>),
     /// A batch's outcome for each lock, in order.
@@ -268,7 +269,7 @@ enum Outcome {
 fn outcome(result: Result<Vec<LockStatus>, Error>) -> Result<Outcome, TestCaseError> {
     match result {
         Ok(locks) => Ok(Outcome::Locks(locks)),
-        Err(Error::AlreadyLocked { .. }) => Ok(Outcome::Refused),
+        Err(Error::AlreadyLocked { retry_in, .. }) => Ok(Outcome::Refused(retry_in)),
         Err(Error::LockNotFound) => Ok(Outcome::NotFound),
         Err(Error::NotRenewable { locks }) => Ok(Outcome::NotRenewable(locks)),
         Err(e) => Err(TestCaseError::fail(format!("unexpected error: {e:?}"))),

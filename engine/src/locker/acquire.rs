@@ -103,11 +103,20 @@ impl<R: RngCore> LockerCore<R> {
                 self.store_answered(key);
                 let resource = grant.resource.clone();
                 self.start_release(None, grant, now);
-                self.retry_or_fail(key, Error::StaleGrant { resource }, now);
+                self.retry_or_fail(key, Error::StaleGrant { resource }, None, now);
             }
             Some(Reply::Refused(e)) => {
                 self.store_answered(key);
-                self.retry_or_fail(key, e, now);
+                // The store decided after `sent`: the locks in the way are abandoned no
+                // earlier than `sent + retry_in` on this clock, so asking then is not early
+                // by more than the drift of one reply.
+                let free_at = match &e {
+                    Error::AlreadyLocked {
+                        retry_in: Some(d), ..
+                    } => Some(sent.saturating_add(*d)),
+                    _ => None,
+                };
+                self.retry_or_fail(key, e, free_at, now);
             }
             Some(Reply::Done | Reply::Each(_)) => self.fail(
                 key,
@@ -158,7 +167,7 @@ impl<R: RngCore> LockerCore<R> {
             return;
         }
         self.events.push_back(Event::AttemptFailed { key, error });
-        self.schedule_retry(key, now);
+        self.schedule_retry(key, None, now);
     }
 
     /// After an outcome that may have been a grant: release it.
@@ -174,26 +183,37 @@ impl<R: RngCore> LockerCore<R> {
         }
     }
 
-    /// A waiting acquire waits (full jitter, doubling backoff) and asks again; a one-shot
-    /// acquire ends with `error`.
-    fn retry_or_fail(&mut self, key: LeaseKey, error: Error, now: LocalMs) {
+    /// A waiting acquire waits (full jitter, doubling backoff, and no later than `free_at`)
+    /// and asks again; a one-shot acquire ends with `error`.
+    fn retry_or_fail(
+        &mut self,
+        key: LeaseKey,
+        error: Error,
+        free_at: Option<LocalMs>,
+        now: LocalMs,
+    ) {
         if self.acquires.get(&key).is_some_and(|a| a.wait == Wait::No) {
             self.fail(key, error);
         } else {
-            self.schedule_retry(key, now);
+            self.schedule_retry(key, free_at, now);
         }
     }
 
     /// The waiting acquire `key` asks again after a random wait up to its backoff, which
-    /// doubles up to `max_backoff`.
-    fn schedule_retry(&mut self, key: LeaseKey, now: LocalMs) {
+    /// doubles up to `max_backoff`, or at `free_at` (when the store said the locks in the
+    /// way are abandoned) if that is sooner: a crashed holder costs its waiters one attempt
+    /// at its lock's end, not a series of blind ones.
+    fn schedule_retry(&mut self, key: LeaseKey, free_at: Option<LocalMs>, now: LocalMs) {
         let max = duration_millis(self.config.max_backoff).max(1);
         let Some(a) = self.acquires.get_mut(&key) else {
             return;
         };
         let wait = (self.rng.next_u64() % a.backoff_ms.saturating_add(1)).max(1);
         a.backoff_ms = a.backoff_ms.saturating_mul(2).min(max);
-        self.timers
-            .insert((now.saturating_add_millis(wait), Timer::Attempt(key)));
+        let mut at = now.saturating_add_millis(wait);
+        if let Some(free) = free_at {
+            at = at.min(free.max(now.saturating_add_millis(1)));
+        }
+        self.timers.insert((at, Timer::Attempt(key)));
     }
 }

@@ -62,6 +62,7 @@ fn events(core: &mut LockerCore<StdRng>) -> Vec<Event> {
 fn refused() -> Reply {
     Reply::Refused(Error::AlreadyLocked {
         resource: Resource::new("job").unwrap(),
+        retry_in: None,
     })
 }
 
@@ -502,4 +503,42 @@ fn bad_owner_or_limit_fails_the_acquire_before_any_request() {
         "{ev:?}"
     );
     assert!(c.poll_transmit().is_none(), "nothing sent");
+}
+
+#[test]
+fn a_refusal_that_says_when_the_locks_end_is_asked_again_by_then() {
+    let mut c = core();
+    let mut t = acquire(&mut c, 1, Wait::Forever, 0);
+    let mut now = 0;
+    // Refusals that cannot tell double the backoff up to `max_backoff` (1 s).
+    for _ in 0..8 {
+        c.handle_reply(t.id, refused(), ms(now));
+        now = c.poll_timeout().unwrap().as_millis();
+        c.handle_timeout(ms(now));
+        t = c.poll_transmit().unwrap();
+    }
+    // Each refusal now says the locks in the way end 30 ms after the store decided: the
+    // next attempt comes by `sent + 30 ms`, not after a backoff of up to a second.
+    for _ in 0..10 {
+        let sent = now;
+        let reply = Reply::Refused(Error::AlreadyLocked {
+            resource: Resource::new("job").unwrap(),
+            retry_in: Some(Duration::from_millis(30)),
+        });
+        c.handle_reply(t.id, reply, ms(sent + 5));
+        now = c.poll_timeout().unwrap().as_millis();
+        assert!(
+            (sent + 6..=sent + 30).contains(&now),
+            "asked again at {now}, sent at {sent}"
+        );
+        c.handle_timeout(ms(now));
+        t = c.poll_transmit().unwrap();
+    }
+    // One that ended before its reply came: asked again at once.
+    let reply = Reply::Refused(Error::AlreadyLocked {
+        resource: Resource::new("job").unwrap(),
+        retry_in: Some(Duration::from_millis(3)),
+    });
+    c.handle_reply(t.id, reply, ms(now + 10));
+    assert_eq!(c.poll_timeout().unwrap().as_millis(), now + 11);
 }

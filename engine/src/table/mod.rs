@@ -25,7 +25,7 @@ use crate::time::Timestamp;
 pub use self::group::{renew, status, unlock};
 use self::index::GroupResources;
 pub use self::purge::{delete_empty, expired_groups, purge, purge_groups, sort_purged};
-pub use crate::rules::{FENCES_PER_MS, ResourceState, fence_floor};
+pub use crate::rules::{FENCES_PER_MS, ResourceState, Rule, fence_floor};
 
 /// Every lock of a store: resources by name, plus an index from lock id to the resources its
 /// group holds, the store's takeover grace, and its fence clock. `Clone + Eq + Hash`, so a
@@ -147,8 +147,7 @@ impl LockTable {
     /// # Errors
     /// `AlreadyLocked` when a held lock (of any lock id, this one included) is present.
     pub fn xlock(&mut self, request: &LockRequest, now: Timestamp) -> Result<LockStatus, Error> {
-        let grace = self.grace;
-        self.grant_if(Mode::Exclusive, request, now, |r| r.can_xlock(now, grace))
+        self.grant_if(Mode::Exclusive, request, now, &Rule::Exclusive)
     }
 
     /// Grants a shared lock iff there is no held exclusive lock, the lock id holds no held
@@ -163,39 +162,41 @@ impl LockTable {
         limit: Option<SharedLimit>,
         now: Timestamp,
     ) -> Result<LockStatus, Error> {
-        let grace = self.grace;
-        self.grant_if(Mode::Shared, request, now, |r| {
-            r.can_slock(&request.lock_id, limit, now, grace)
-        })
+        let rule = Rule::Shared {
+            lock_id: &request.lock_id,
+            limit,
+        };
+        self.grant_if(Mode::Shared, request, now, &rule)
     }
 
-    /// Grants `request` in `mode` if `allowed` holds for the resource's state (an empty state
+    /// Grants `request` in `mode` if `rule` allows it on the resource's state (an empty state
     /// for a resource the table does not know). One search of the table either way; a refused
-    /// request leaves the table as it was.
+    /// request leaves the table as it was, and says when the rule would allow it.
     fn grant_if(
         &mut self,
         mode: Mode,
         request: &LockRequest,
         now: Timestamp,
-        allowed: impl Fn(&ResourceState) -> bool,
+        rule: &Rule<'_>,
     ) -> Result<LockStatus, Error> {
-        let refused = || Error::AlreadyLocked {
-            resource: request.resource.clone(),
-        };
         let grace = self.grace;
+        let refused = |state: &ResourceState| Error::AlreadyLocked {
+            resource: request.resource.clone(),
+            retry_in: state.free_in(rule, now, grace),
+        };
         let floor = self.tick(now);
         let (status, taken_over) = match self.resources.entry(request.resource.clone()) {
             Entry::Occupied(entry) => {
                 let state = entry.into_mut();
-                if !allowed(state) {
-                    return Err(refused());
+                if !state.allows(rule, now, grace) {
+                    return Err(refused(state));
                 }
                 state.grant(mode, request, now, grace, floor)
             }
             Entry::Vacant(entry) => {
                 let mut state = ResourceState::default();
-                if !allowed(&state) {
-                    return Err(refused());
+                if !state.allows(rule, now, grace) {
+                    return Err(refused(&state));
                 }
                 let granted = state.grant(mode, request, now, grace, floor);
                 entry.insert(state);

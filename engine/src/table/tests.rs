@@ -234,3 +234,42 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn a_refusal_says_when_the_rule_would_allow() {
+    let grace = Duration::from_millis(500);
+    let mut table = LockTable::new().with_takeover_grace(grace);
+    let retry_in = |r: Result<LockStatus, Error>| match r {
+        Err(Error::AlreadyLocked { retry_in, .. }) => retry_in,
+        other => panic!("expected AlreadyLocked, got {other:?}"),
+    };
+    table.xlock(&req("x", "a", Some(1_000)), t(0)).unwrap();
+    // Abandoned at 1.5 s: asked at 0.2 s, 1.3 s from now.
+    let r = table.xlock(&req("x", "b", None), t(200));
+    assert_eq!(retry_in(r), Some(Duration::from_millis(1_300)));
+    // Three shared locks, ending (with the grace) at 1.5, 3.5 and 2.5 s: under a limit of 2
+    // a slot opens once two have ended, under a limit of 1 (and for an exclusive lock) once
+    // all three have.
+    let limit = SharedLimit::new(2).ok();
+    table
+        .slock(&req("s", "a", Some(1_000)), None, t(0))
+        .unwrap();
+    table
+        .slock(&req("s", "b", Some(3_000)), None, t(0))
+        .unwrap();
+    table
+        .slock(&req("s", "c", Some(2_000)), None, t(0))
+        .unwrap();
+    let r = table.slock(&req("s", "d", None), limit, t(0));
+    assert_eq!(retry_in(r), Some(Duration::from_millis(2_500)));
+    let r = table.slock(&req("s", "d", None), SharedLimit::new(1).ok(), t(0));
+    assert_eq!(retry_in(r), Some(Duration::from_millis(3_500)));
+    let r = table.xlock(&req("s", "d", None), t(0));
+    assert_eq!(retry_in(r), Some(Duration::from_millis(3_500)));
+    // A lock without a TTL never ends.
+    table.xlock(&req("forever", "a", None), t(0)).unwrap();
+    assert_eq!(
+        retry_in(table.xlock(&req("forever", "b", None), t(0))),
+        None
+    );
+}

@@ -48,7 +48,8 @@ pub(crate) enum Step {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Outcome {
     Locks(Vec<LockStatus>),
-    AlreadyLocked(String),
+    /// The resource, and when the rule would allow the request.
+    AlreadyLocked(String, Option<Duration>),
     LockNotFound,
     NotRenewable(Vec<LockStatus>),
     Other(String),
@@ -59,8 +60,8 @@ pub(crate) enum Outcome {
 pub(crate) fn outcome(result: Result<Vec<LockStatus>, Error>) -> Outcome {
     match result {
         Ok(locks) => Outcome::Locks(locks),
-        Err(Error::AlreadyLocked { resource }) => {
-            Outcome::AlreadyLocked(resource.as_str().to_owned())
+        Err(Error::AlreadyLocked { resource, retry_in }) => {
+            Outcome::AlreadyLocked(resource.as_str().to_owned(), retry_in)
         }
         Err(Error::LockNotFound) => Outcome::LockNotFound,
         Err(Error::NotRenewable { locks }) => Outcome::NotRenewable(locks),

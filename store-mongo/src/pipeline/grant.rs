@@ -268,6 +268,14 @@ pub(crate) fn one_lock_filter(resource: &str, lock_id: &LockId) -> Document {
     filter
 }
 
+/// The projection of a grant: the whole document as the rules read it (its grant id
+/// included), and the `now` it ran at.
+pub(crate) fn grant_projection(now: &Bson) -> Document {
+    let mut projection = with_now(now);
+    projection.insert(LAST_GRANT, 1);
+    projection
+}
+
 /// The projection of a one-lock operation: the whole document, and the `now` it ran at.
 pub(crate) fn with_now(now: &Bson) -> Document {
     doc! { NOW_FIELD: now.clone(), RESOURCE: 1, EXCLUSIVE: 1, SHARED: 1, LAST_FENCE: 1 }

@@ -67,7 +67,7 @@ impl Outcome {
 pub(crate) fn outcome(r: Result<Vec<LockStatus>, Error>) -> Outcome {
     match r {
         Ok(v) => Outcome::Locks(v),
-        Err(Error::AlreadyLocked { resource }) => Outcome::AlreadyLocked(resource.to_string()),
+        Err(Error::AlreadyLocked { resource, .. }) => Outcome::AlreadyLocked(resource.to_string()),
         Err(Error::LockNotFound) => Outcome::LockNotFound,
         Err(Error::NotRenewable { locks }) => Outcome::NotRenewable(locks),
         Err(Error::Malformed {

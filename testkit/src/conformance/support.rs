@@ -44,7 +44,7 @@ pub fn id(name: &str) -> LockId {
 #[track_caller]
 pub fn assert_locked<T: Debug>(result: Result<T, Error>, resource: &str) {
     match result {
-        Err(Error::AlreadyLocked { resource: r }) => assert_eq!(r.as_str(), resource),
+        Err(Error::AlreadyLocked { resource: r, .. }) => assert_eq!(r.as_str(), resource),
         other => panic!("expected AlreadyLocked on {resource}, got {other:?}"),
     }
 }
