@@ -70,6 +70,9 @@ pub enum Action {
     PurgeFinish,
     /// One millisecond of real time passes; every client's clock advances at its rate.
     Tick,
+    /// The store fails over to a member whose clock is `skew` ahead of, or behind, the old
+    /// primary's: the store's clock jumps, the clients' clocks do not.
+    Failover,
 }
 
 impl Action {
@@ -86,7 +89,7 @@ impl Action {
             | Action::Pause { client }
             | Action::Resume { client }
             | Action::Crash { client } => Some(client),
-            Action::PurgeBegin | Action::PurgeFinish | Action::Tick => None,
+            Action::PurgeBegin | Action::PurgeFinish | Action::Tick | Action::Failover => None,
         }
     }
 
@@ -112,7 +115,7 @@ impl Action {
             Action::Pause { client } => Action::Pause { client: f(client) },
             Action::Resume { client } => Action::Resume { client: f(client) },
             Action::Crash { client } => Action::Crash { client: f(client) },
-            Action::PurgeBegin | Action::PurgeFinish | Action::Tick => self,
+            Action::PurgeBegin | Action::PurgeFinish | Action::Tick | Action::Failover => self,
         }
     }
 }
@@ -134,6 +137,7 @@ impl fmt::Display for Action {
             Action::PurgeBegin => f.write_str("purge begins"),
             Action::PurgeFinish => f.write_str("purge finishes"),
             Action::Tick => f.write_str("tick"),
+            Action::Failover => f.write_str("failover"),
         }
     }
 }
@@ -229,6 +233,13 @@ pub enum Effect {
         /// The lock id it restarted with.
         new: LockId,
     },
+    /// The store failed over: its clock jumped from one reading to another.
+    FailedOver {
+        /// The store's clock before, in ms.
+        from: u64,
+        /// The store's clock after, in ms.
+        to: u64,
+    },
     /// A pause, a resume, or a tick: nothing for the store.
     Nothing,
 }
@@ -240,7 +251,7 @@ fn list(locks: &[LockStatus]) -> String {
             format!(
                 "{} {} on {} (fence {}, expires {})",
                 mode_word(l.mode),
-                l.lock_id,
+                l.lock_id.as_str(),
                 l.resource,
                 l.fence,
                 l.expires_at
@@ -278,7 +289,8 @@ impl fmt::Display for Effect {
                     write!(
                         f,
                         "; took over {}'s expired lock (fence {})",
-                        k.lock_id, k.fence
+                        k.lock_id.as_str(),
+                        k.fence
                     )?;
                 }
                 match trust_until {
@@ -294,20 +306,26 @@ impl fmt::Display for Effect {
                 )
             }
             Effect::Unlocked { lock_id, removed } => {
-                write!(f, "unlocked {lock_id}: removed {}", list(removed))
+                write!(
+                    f,
+                    "unlocked {}: removed {}",
+                    lock_id.as_str(),
+                    list(removed)
+                )
             }
             Effect::Renewed { lock_id, renewed } => {
-                write!(f, "renewed {lock_id}: {}", list(renewed))
+                write!(f, "renewed {}: {}", lock_id.as_str(), list(renewed))
             }
             Effect::NotRenewable { lock_id, locks } => {
                 write!(
                     f,
-                    "renew of {lock_id} refused, not renewable: {}",
+                    "renew of {} refused, not renewable: {}",
+                    lock_id.as_str(),
                     list(locks)
                 )
             }
             Effect::RenewNotFound { lock_id } => {
-                write!(f, "renew of {lock_id} refused: no lock found")
+                write!(f, "renew of {} refused: no lock found", lock_id.as_str())
             }
             Effect::WriteSent { resource, fence } => {
                 write!(f, "write for r{resource} with fence {fence} in flight")
@@ -346,7 +364,18 @@ impl fmt::Display for Effect {
             Effect::Crashed { old, new } => {
                 write!(
                     f,
-                    "beliefs lost; lock id {old} abandoned, restarts as {new}"
+                    "beliefs lost; lock id {} abandoned, restarts as {}",
+                    old.as_str(),
+                    new.as_str()
+                )
+            }
+            Effect::FailedOver { from, to } => {
+                let way = if to > from { "forward" } else { "back" };
+                write!(
+                    f,
+                    "the new primary's clock reads {to} ms where the old one read {from} ms \
+                     (jumps {} ms {way})",
+                    from.abs_diff(*to)
                 )
             }
             Effect::Nothing => Ok(()),

@@ -1,6 +1,6 @@
 //! What the model is checked with: clients and their clock rates, resources, time bound,
-//! TTL, shared limit, the store's renew margin and the holders' drift margin, and which
-//! faults clients may suffer.
+//! TTL, shared limit, the store's renew margin, takeover grace and clock skew, the holders'
+//! drift margin, and which faults clients may suffer.
 
 use std::fmt;
 use std::str::FromStr;
@@ -142,13 +142,35 @@ pub struct Config {
     /// Whether states are reduced to a representative under permutations of clients with
     /// equal clock rates.
     pub symmetry: bool,
+    /// The store's takeover grace (`LockTable::with_takeover_grace`): an expired lock still
+    /// blocks other grants, counts towards the shared limit and is spared by purge until
+    /// `expires_at + grace <= now`, and its holder may renew it until then.
+    pub grace: Duration,
+    /// How far apart the clocks of the store's members may be, in ms (ticks). The store's
+    /// clock reads real time plus an offset of 0 or `skew`; a failover
+    /// ([`Action::Failover`](crate::Action::Failover)) switches between the two, so the
+    /// store's clock jumps `skew` forward or back while the clients' clocks run on. Zero: one
+    /// clock, no failovers.
+    pub skew: u64,
+    /// The most failovers in one run (a bound on the state space like `ticks`); two give a
+    /// jump forward and one back.
+    pub failovers: u8,
+    /// Whether a purge, as it finishes, checks again which of the groups it found still
+    /// hold a lock abandoned at its instant, and purges only those (MongoDB's purge does so
+    /// in each batch's transaction). Without it the phases are as far apart as they can be,
+    /// which is safe while the store's clock only goes forward: a lock granted after the
+    /// purge began was created at or after its instant and is spared. A failover that takes
+    /// the clock back breaks that: a group that lost its abandoned lock and took a new one
+    /// on the new primary's earlier clock would lose the new one too.
+    pub purge_rechecks: bool,
 }
 
 impl Config {
     /// `clients` clients with slow clocks (the worst drift the default bound allows),
     /// `resources` resources, time up to `ticks` ms, TTL 3 ms, shared limit 1, renew margin
     /// 1 ms, the drift margin the slow clocks need ([`Config::required_drift_margin`]),
-    /// pauses, crashes and downstream writes on, symmetry reduction on.
+    /// pauses, crashes and downstream writes on, symmetry reduction on, no takeover grace and
+    /// one store clock (no skew).
     ///
     /// # Errors
     /// As [`Config::validate`].
@@ -166,6 +188,10 @@ impl Config {
             writes: true,
             grants_per_ms: 2,
             symmetry: true,
+            grace: Duration::ZERO,
+            skew: 0,
+            failovers: 2,
+            purge_rechecks: false,
         };
         config.drift_margin = Duration::from_millis(config.required_drift_margin());
         config.validate()?;
@@ -192,9 +218,30 @@ impl Config {
         Config::new(2, 1, 4).expect("the CI faults configuration is valid")
     }
 
+    /// The configuration CI checks exhaustively for failovers between store members whose
+    /// clocks disagree: two slow clients, one resource, time up to 5 ms (a lock granted at 0
+    /// expires at 3, is abandoned at 4, and is taken over by then), no client faults and no
+    /// downstream writes (with writes, about 2.6 M unique states: checked by command), a
+    /// takeover grace of 1 ms and members 1 ms apart (the store's
+    /// clock jumps 1 ms forward, then back, at up to two failovers), and a purge that checks
+    /// its groups again as it finishes, as MongoDB's does. With the grace at least the skew,
+    /// every property holds; with the grace below it, or a purge that does not check again,
+    /// `holder_safety` fails.
+    #[must_use]
+    pub fn ci_skew() -> Self {
+        let mut config = Config::new(2, 1, 5).expect("the CI skew configuration is valid");
+        config.pauses = false;
+        config.crashes = false;
+        config.writes = false;
+        config.grace = Duration::from_millis(1);
+        config.skew = 1;
+        config.purge_rechecks = true;
+        config
+    }
+
     /// The larger configuration, checked by command rather than in CI: three slow clients
     /// that pause, crash and write to the fenced downstream store, one resource, time up to
-    /// 4 ms (about half a million unique states with symmetry reduction).
+    /// 4 ms (about 0.6 M unique states with symmetry reduction).
     #[must_use]
     pub fn three_clients() -> Self {
         Config::new(3, 1, 4).expect("the three-client configuration is valid")
@@ -212,6 +259,18 @@ impl Config {
         self.ttl.as_millis()
     }
 
+    /// The takeover grace in ms.
+    #[must_use]
+    pub fn grace_ms(&self) -> u64 {
+        u64::try_from(self.grace.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Whether the store's clock may jump at a failover.
+    #[must_use]
+    pub fn has_failovers(&self) -> bool {
+        self.skew > 0 && self.failovers > 0
+    }
+
     /// The smallest drift margin (ms) with which the holding rule is safe for these clock
     /// rates: a lock granted at real `g` expires at `g + ttl`, and the slowest clock may show
     /// only `floor(ttl * rate)` elapsed by then, so trust must end `ttl - floor(ttl * rate)`
@@ -227,7 +286,7 @@ impl Config {
     }
 
     /// Checks the bounds: 1 to [`MAX_CLIENTS`] clients, 1 to [`MAX_RESOURCES`] resources,
-    /// 1 to [`MAX_TICKS`] ticks.
+    /// 1 to [`MAX_TICKS`] ticks, a grace and a skew of at most [`MAX_TICKS`] ms.
     ///
     /// # Errors
     /// A [`ConfigError`] naming the bad parameter.
@@ -248,6 +307,13 @@ impl Config {
             return Err(ConfigError(format!(
                 "ticks: {} given, must be between 1 and {MAX_TICKS}",
                 self.ticks
+            )));
+        }
+        if self.grace_ms() > MAX_TICKS || self.skew > MAX_TICKS {
+            return Err(ConfigError(format!(
+                "grace {} ms, skew {} ms: each must be at most {MAX_TICKS} ms",
+                self.grace_ms(),
+                self.skew
             )));
         }
         Ok(())

@@ -4,14 +4,15 @@
 //!
 //! The transitions ([`model`]) call the engine for every lock rule: grants, unlock, renew,
 //! the three phases of purge and the holding rule. The model itself only keeps real time
-//! (the store's clock, one tick per millisecond), each client's clock (`floor(real * rate)`),
-//! what each client believes it holds and until when, and what the downstream store
-//! accepted. The properties ([`props`]) are written from the rules' definitions, not from the
+//! (one tick per millisecond), the store's clock (real time plus the offset of the member
+//! that is primary), each client's clock (`floor(real * rate)`), what each client believes
+//! it holds and until when, and what the downstream store accepted. The properties ([`props`]) are written from the rules' definitions, not from the
 //! engine's code, so a broken rule (an engine mutant) shows up as a counterexample.
 //!
 //! - [`Config`]: clients and their clock rates, resources, the time bound, TTL, shared limit,
-//!   renew margin, drift margin, faults, symmetry reduction; [`Config::ci`] and
-//!   [`Config::ci_faults`] are what CI checks exhaustively.
+//!   renew margin, drift margin, takeover grace, the skew between the store members' clocks
+//!   and the number of failovers, faults, symmetry reduction; [`Config::ci`],
+//!   [`Config::ci_faults`] and [`Config::ci_skew`] are what CI checks exhaustively.
 //! - [`LockState`], [`Action`]: what the checker explores.
 //! - [`props`]: `mutual_exclusion`, `shared_limit`, `purge_safety`, `renew_after_purge`,
 //!   `holder_safety`, `fence_monotonic`, `idempotence`, `no_lost_grant`, and the `sometimes_*`
@@ -42,6 +43,26 @@
 //!   fresh random id and keeps equal situations equal states.
 //! - **Stale writes** (fence below the highest the downstream accepted) are rejected as soon
 //!   as they are stale: their answer can no longer change.
+//! - **Failovers** ([`Action::Failover`], with [`Config::skew`] above zero, at most
+//!   [`Config::failovers`] times): the store's members judge expiry by their own wall clocks,
+//!   which are up to `skew` ms apart; the store's clock reads real time plus 0 or `skew`,
+//!   and a failover switches between the two, so it jumps forward or back while the
+//!   clients' clocks and their trust run on. A lease written under one clock and judged by
+//!   one `skew` ahead expires early by `skew`; the takeover grace ([`Config::grace`]) must
+//!   cover it, and the checks show that it does when `grace >= skew` and that
+//!   `holder_safety` fails when it does not.
+//! - **The fence clock** (`LockTable::fence_clock`, the highest fence floor any grant or
+//!   purge saw) keeps fences from going back with the store's clock. The table's equality
+//!   and hash leave it out, so each state keeps what of it can still change an outcome
+//!   ([`LockState::fence_clock`], [`LockModel::fence_clock_key`]): all of it while a grant
+//!   may still take its fence from it, otherwise only which emptied resources a begun
+//!   purge will delete. A test checks that keeping all of it reaches the same states.
+//! - **A purge that checks again** ([`Config::purge_rechecks`], on in the failover
+//!   configuration): as MongoDB's purge does in each batch's transaction, the finishing
+//!   phase purges only those of its groups that still hold an abandoned lock. The plain
+//!   phases are safe only while the store's clock never goes back (a lock created after the
+//!   purge began then has `created_at >= t`); across a failover back they are not, and the
+//!   checker shows it.
 //! - **Purge in its own millisecond**: a client whose group a begun purge is about to
 //!   remove may take a new lock in the purge's own millisecond, so that lock has
 //!   `created_at == t` although it was granted after the purge began. The engine spares it
@@ -71,4 +92,4 @@ pub mod trace;
 pub use action::{Action, Effect};
 pub use config::{Config, ConfigError, Rate};
 pub use model::LockModel;
-pub use state::{Belief, ClientState, LockState};
+pub use state::{Belief, ClientState, FenceClockKey, LockState};

@@ -1,7 +1,8 @@
 //! The transitions: each one calls the engine (`LockTable::xlock`, `slock`, `unlock`,
 //! `renew`, `table::expired_groups`, `purge_groups`, `delete_empty`, `holder::trust_until`)
-//! on the model's copy of the store. The model adds only what is outside the engine: real
-//! time, client clocks and beliefs, faults, and the fenced downstream store.
+//! on the model's copy of the store, at the store's clock (real time plus the current
+//! primary's offset). The model adds only what is outside the engine: real time, the store
+//! clock's offset, client clocks and beliefs, faults, and the fenced downstream store.
 
 use lockwright_engine::table::{delete_empty, expired_groups, fence_floor, purge_groups};
 use lockwright_engine::{Error, LocalMs, LockDetails, LockRequest, Mode, Timestamp, holder};
@@ -10,7 +11,7 @@ use stateright::{Model, Property};
 use crate::action::{Action, Effect};
 use crate::config::Config;
 use crate::props::{self, Transition};
-use crate::state::{Belief, LockKey, LockState, Verdict, Write, lock_id, resource};
+use crate::state::{Belief, FenceClockKey, LockKey, LockState, Verdict, Write, lock_id, resource};
 
 /// The Lockwright model: a [`stateright::Model`] over [`LockState`] and [`Action`].
 #[derive(Clone, Debug)]
@@ -61,7 +62,9 @@ impl LockModel {
     /// The initial state before symmetry reduction.
     #[must_use]
     pub fn raw_initial(&self) -> LockState {
-        LockState::initial(&self.config.rates, self.config.resources)
+        let mut state = LockState::initial(&self.config.rates, self.config.resources);
+        state.table = std::mem::take(&mut state.table).with_takeover_grace(self.config.grace);
+        state
     }
 
     /// The state as the checker stores it, with the permutation that got it there:
@@ -84,6 +87,7 @@ impl LockModel {
         let mut next = state.clone();
         next.last = Verdict::default();
         let effect = self.apply(&mut next, action);
+        next.fence_clock = self.fence_clock_key(&next);
         next.last = props::judge(&Transition {
             model: self,
             before: state,
@@ -94,8 +98,51 @@ impl LockModel {
         (next, effect)
     }
 
+    /// What of the table's fence clock a state keeps ([`LockState::fence_clock`]): a value
+    /// that tells states apart exactly where the table's fence clock can still change an
+    /// outcome (the table's own equality and hash leave its fence clock out).
+    ///
+    /// Every engine call that reads the fence clock first raises it to the fence floor of
+    /// its own instant: a grant at the store's instant, a purge's deletion at the purge's
+    /// instant. Let `g` be the lowest instant a grant may still be given (real time while a
+    /// failover may still take the store's clock back to it, else the store's clock). A
+    /// fence clock above the floor of `g` may still raise a fence, and is kept as it is.
+    /// Otherwise no grant will see it, and it matters only to the deletion that finishes a
+    /// begun purge at `at`, which deletes the empty resources whose counter is below
+    /// `max(fence clock, floor(at))`; every resource granted from now on gets a counter at
+    /// or above that. So the value kept is the least one at or above `floor(at)` that
+    /// deletes the same resources, and with no purge begun, none.
+    #[must_use]
+    pub fn fence_clock_key(&self, state: &LockState) -> FenceClockKey {
+        let may_go_back = self.config.skew > 0 && state.failovers < self.config.failovers;
+        let lowest_grant = if may_go_back {
+            state.now
+        } else {
+            state.store_now()
+        };
+        let clock = state.table.fence_clock();
+        if clock > fence_floor(Timestamp::from_millis(lowest_grant)) {
+            FenceClockKey::Exact(clock)
+        } else if let Some(p) = &state.purge {
+            let at = fence_floor(Timestamp::from_millis(p.at));
+            let deletes_below = clock.max(at);
+            FenceClockKey::PurgeDeletesBelow(
+                state
+                    .table
+                    .resources()
+                    .values()
+                    .map(|st| st.last_fence)
+                    .filter(|&f| f < deletes_below)
+                    .max()
+                    .map_or(at, |f| at.max(f + 1)),
+            )
+        } else {
+            FenceClockKey::Irrelevant
+        }
+    }
+
     fn apply(&self, next: &mut LockState, action: Action) -> Effect {
-        let now = Timestamp::from_millis(next.now);
+        let now = Timestamp::from_millis(next.store_now());
         match action {
             Action::XLock { client, resource } => {
                 self.lock(next, client, resource, Mode::Exclusive)
@@ -216,23 +263,31 @@ impl LockModel {
             }
             Action::PurgeBegin => {
                 let groups = expired_groups(&[&next.table], now);
+                let at = next.store_now();
                 next.purge = Some(crate::state::PendingPurge {
-                    at: next.now,
+                    at,
                     groups: groups.clone(),
                 });
-                Effect::PurgeBegun {
-                    at: next.now,
-                    groups,
-                }
+                Effect::PurgeBegun { at, groups }
             }
             Action::PurgeFinish => {
                 let purge = next.purge.take().expect("only a begun purge finishes");
                 let at = Timestamp::from_millis(purge.at);
-                let removed = purge_groups(&mut [&mut next.table], &purge.groups, at);
+                let groups = if self.config.purge_rechecks {
+                    // As MongoDB's purge batch does in its transaction: only the groups that
+                    // still hold a lock abandoned at the purge's instant lose their locks.
+                    expired_groups(&[&next.table], at)
+                        .intersection(&purge.groups)
+                        .cloned()
+                        .collect()
+                } else {
+                    purge.groups
+                };
+                let removed = purge_groups(&mut [&mut next.table], &groups, at);
                 delete_empty(&mut [&mut next.table], at);
                 Effect::Purged {
                     at: purge.at,
-                    groups: purge.groups,
+                    groups,
                     removed,
                 }
             }
@@ -248,11 +303,24 @@ impl LockModel {
                 }
                 Effect::Nothing
             }
+            Action::Failover => {
+                let from = next.store_now();
+                next.offset = if next.offset == 0 {
+                    self.config.skew
+                } else {
+                    0
+                };
+                next.failovers += 1;
+                Effect::FailedOver {
+                    from,
+                    to: next.store_now(),
+                }
+            }
         }
     }
 
     fn lock(&self, next: &mut LockState, client: usize, r: usize, mode: Mode) -> Effect {
-        let now = Timestamp::from_millis(next.now);
+        let now = Timestamp::from_millis(next.store_now());
         let incarnation = next.clients[client].incarnation;
         let built;
         let request = if usize::from(incarnation) < self.incarnations {
@@ -321,7 +389,12 @@ impl LockModel {
     /// they trust.
     pub fn possible_actions(&self, state: &LockState, actions: &mut Vec<Action>) {
         let config = &self.config;
-        let floor = fence_floor(Timestamp::from_millis(state.now));
+        // The floor the next grant's fence starts from: the fence clock, which the grant
+        // first raises to the store's clock.
+        let floor = state
+            .table
+            .fence_clock()
+            .max(fence_floor(Timestamp::from_millis(state.store_now())));
         let may_grant: Vec<bool> = (0..config.resources)
             .map(|r| {
                 state.table.resource(resource(r)).is_none_or(|st| {
@@ -379,6 +452,9 @@ impl LockModel {
         }
         if state.now < config.ticks {
             actions.push(Action::Tick);
+        }
+        if config.skew > 0 && state.failovers < config.failovers {
+            actions.push(Action::Failover);
         }
     }
 }

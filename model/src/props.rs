@@ -10,13 +10,16 @@
 //! reached (a property nobody could break proves nothing).
 //!
 //! The properties restate the rules from their definitions and read the store's fields
-//! directly (expired at `t` means `expires_at <= t`, see [`expired_at`]); they never call the
-//! engine's predicates, which a mutant may break.
+//! directly (expired at `t` means `expires_at <= t`, see [`expired_at`]; abandoned, past the
+//! takeover grace, `expires_at + grace <= t`, see [`abandoned_at`]); they never call the
+//! engine's predicates, which a mutant may break. The store's rules are judged at the
+//! store's clock ([`LockState::store_now`]), which a failover may move; `holder_safety` at
+//! real time, on the clients' own clocks.
 
 use std::collections::BTreeSet;
 use std::fmt;
 
-use lockwright_engine::table::purge;
+use lockwright_engine::table::{fence_floor, purge};
 use lockwright_engine::{LockId, Mode, StoredLock, Timestamp};
 use stateright::Property;
 
@@ -56,11 +59,14 @@ pub enum Check {
     StaleWriteRejected,
     /// An unlock removed at least one lock.
     UnlockRemovedLocks,
+    /// A grant took its fence from the fence clock while the store's clock read below it
+    /// (after a failover took the store's clock back).
+    GrantAfterClockBack,
 }
 
 impl Check {
     /// Every check, in bit order.
-    pub const ALL: [Check; 13] = [
+    pub const ALL: [Check; 14] = [
         Check::SharedLimit,
         Check::PurgeSafety,
         Check::RenewAfterPurge,
@@ -74,6 +80,7 @@ impl Check {
         Check::FenceAfterDeletion,
         Check::StaleWriteRejected,
         Check::UnlockRemovedLocks,
+        Check::GrantAfterClockBack,
     ];
 
     /// The property name this check stands for.
@@ -93,6 +100,7 @@ impl Check {
             Check::FenceAfterDeletion => "sometimes_fence_after_deletion",
             Check::StaleWriteRejected => "sometimes_stale_write_rejected",
             Check::UnlockRemovedLocks => "sometimes_unlock_removed_locks",
+            Check::GrantAfterClockBack => "sometimes_grant_after_clock_back",
         }
     }
 }
@@ -166,13 +174,31 @@ pub fn live_at(lock: &StoredLock, t: u64) -> bool {
     !expired_at(lock, t)
 }
 
-/// **mutual_exclusion**: a resource with a live exclusive lock has no other live lock.
+/// The takeover rule's predicate, from its definition: a lock is abandoned at `t` with the
+/// takeover grace `grace` (ms) iff it has an expiry and `expires_at + grace <= t`. Until
+/// then it blocks other grants and purge, though it may have expired.
 #[must_use]
-pub fn mutual_exclusion(_: &LockModel, state: &LockState) -> bool {
-    state.table.resources().values().all(|r| {
-        r.exclusive.as_ref().is_none_or(|x| !live_at(x, state.now))
-            || r.shared.iter().all(|l| !live_at(l, state.now))
-    })
+pub fn abandoned_at(lock: &StoredLock, t: u64, grace: u64) -> bool {
+    lock.expires_at
+        .is_some_and(|e| e.as_millis().saturating_add(grace) <= t)
+}
+
+/// The configuration's takeover grace in ms.
+fn grace(model: &LockModel) -> u64 {
+    model.config().grace_ms()
+}
+
+/// **mutual_exclusion**: a resource with a held exclusive lock (live, or expired inside the
+/// takeover grace) has no other held lock, at the store's clock.
+#[must_use]
+pub fn mutual_exclusion(model: &LockModel, state: &LockState) -> bool {
+    let (now, grace) = (state.store_now(), grace(model));
+    let held = |l: &StoredLock| !abandoned_at(l, now, grace);
+    state
+        .table
+        .resources()
+        .values()
+        .all(|r| r.exclusive.as_ref().is_none_or(|x| !held(x)) || r.shared.iter().all(|l| !held(l)))
 }
 
 /// **holder_safety**: no two clients both believe, at this real instant, each by the
@@ -190,8 +216,9 @@ pub fn holder_safety(_: &LockModel, state: &LockState) -> bool {
     })
 }
 
-/// **shared_limit**: when a shared grant with limit `m` succeeds, the live shared locks on
-/// the resource, the new one included, number at most `m`.
+/// **shared_limit**: when a shared grant with limit `m` succeeds, the held shared locks
+/// (live, or expired inside the takeover grace) on the resource, the new one included,
+/// number at most `m`.
 #[must_use]
 pub fn shared_limit(tr: &Transition<'_>) -> bool {
     let Effect::Granted {
@@ -206,36 +233,53 @@ pub fn shared_limit(tr: &Transition<'_>) -> bool {
     let Some(limit) = tr.model.config().shared_limit else {
         return true;
     };
-    let live = tr
+    let (now, grace) = (tr.after.store_now(), grace(tr.model));
+    let held = tr
         .after
         .locks()
-        .filter(|(r, m, l)| r == resource && *m == Mode::Shared && live_at(l, tr.after.now))
+        .filter(|(r, m, l)| r == resource && *m == Mode::Shared && !abandoned_at(l, now, grace))
         .count();
-    live <= limit.get() as usize
+    held <= limit.get() as usize
 }
 
-/// The lock ids with a lock expired at `t` in `state`'s store, by definition.
-fn expired_groups_at(state: &LockState, t: u64) -> BTreeSet<LockId> {
+/// The lock ids with a lock abandoned at `t` in `state`'s store, by definition.
+fn abandoned_groups_at(state: &LockState, t: u64, grace: u64) -> BTreeSet<LockId> {
     state
         .locks()
-        .filter(|(_, _, l)| expired_at(l, t))
+        .filter(|(_, _, l)| abandoned_at(l, t, grace))
         .map(|(_, _, l)| l.lock_id.clone())
         .collect()
 }
 
-/// **purge_safety**: a purge at `t` works on exactly the groups with a lock expired at `t`
-/// (so no unexpired group loses a lock); it removes exactly the locks of those groups created
-/// before `t` (none created after the purge began, even in its millisecond, and none of those groups' older
-/// locks survive), nothing else disappears, and afterwards no lock expired at `t` remains.
+/// **purge_safety**: a purge at `t` works on exactly the groups with a lock abandoned at `t`
+/// (expired for at least the takeover grace; so no other group loses a lock), or, when it
+/// checks them again as it finishes ([`Config::purge_rechecks`]), on those of them that
+/// still hold such a lock; it removes exactly the locks of those groups created before `t`
+/// (none created after the purge began, even in its millisecond, and none of those groups'
+/// older locks survive), nothing else disappears, and afterwards no lock abandoned at `t`
+/// remains.
 #[must_use]
 pub fn purge_safety(tr: &Transition<'_>) -> bool {
+    let grace = grace(tr.model);
     match tr.effect {
-        Effect::PurgeBegun { at, groups } => *groups == expired_groups_at(tr.before, *at),
+        Effect::PurgeBegun { at, groups } => *groups == abandoned_groups_at(tr.before, *at, grace),
         Effect::Purged {
             at,
             groups,
             removed,
         } => {
+            let begun = tr
+                .before
+                .purge
+                .as_ref()
+                .map(|p| p.groups.clone())
+                .unwrap_or_default();
+            let expected = if tr.model.config().purge_rechecks {
+                let still = abandoned_groups_at(tr.before, *at, grace);
+                begun.intersection(&still).cloned().collect()
+            } else {
+                begun
+            };
             let before = tr.before.lock_keys();
             let doomed: BTreeSet<LockKey> = before
                 .iter()
@@ -244,32 +288,39 @@ pub fn purge_safety(tr: &Transition<'_>) -> bool {
                 .collect();
             let removed: BTreeSet<LockKey> = removed.iter().map(status_key).collect();
             let survivors: BTreeSet<LockKey> = before.difference(&doomed).cloned().collect();
-            removed == doomed
+            *groups == expected
+                && removed == doomed
                 && tr.after.lock_keys() == survivors
-                && tr.after.locks().all(|(_, _, l)| !expired_at(l, *at))
+                && tr
+                    .after
+                    .locks()
+                    .all(|(_, _, l)| !abandoned_at(l, *at, grace))
         }
         _ => true,
     }
 }
 
-/// **renew_after_purge**: renew never succeeds for a group holding an expired or
-/// within-margin lock (`expires_at <= now + renew_margin`), and a lock a purge in progress
-/// saw expired is not renewed before the purge removes it.
+/// **renew_after_purge**: renew never succeeds for a group holding a lock that another
+/// grant might take before the renew margin has passed (`expires_at + grace <= now +
+/// renew_margin`: abandoned, or within the margin of it; with no grace, expired or within
+/// the margin of expiry), and a lock a purge in progress saw abandoned is not renewed before
+/// the purge removes it.
 #[must_use]
 pub fn renew_after_purge(tr: &Transition<'_>) -> bool {
     let Effect::Renewed { lock_id, .. } = tr.effect else {
         return true;
     };
+    let grace = grace(tr.model);
     let margin = u64::try_from(tr.model.config().renew_margin.as_millis()).unwrap_or(u64::MAX);
-    let deadline = tr.before.now.saturating_add(margin);
+    let deadline = tr.before.store_now().saturating_add(margin);
     let group = || {
         tr.before
             .locks()
             .filter(move |(_, _, l)| &l.lock_id == lock_id)
     };
-    let all_renewable = group().all(|(_, _, l)| !expired_at(l, deadline));
+    let all_renewable = group().all(|(_, _, l)| !abandoned_at(l, deadline, grace));
     let none_seen_expired = tr.before.purge.as_ref().is_none_or(|p| {
-        !p.groups.contains(lock_id) || group().all(|(_, _, l)| !expired_at(l, p.at))
+        !p.groups.contains(lock_id) || group().all(|(_, _, l)| !abandoned_at(l, p.at, grace))
     });
     all_renewable && none_seen_expired
 }
@@ -306,7 +357,7 @@ pub fn idempotence(tr: &Transition<'_>) -> bool {
     match tr.effect {
         Effect::Unlocked { lock_id, .. } => {
             let mut again = tr.after.table.clone();
-            let removed = again.unlock(lock_id, Timestamp::from_millis(tr.after.now));
+            let removed = again.unlock(lock_id, Timestamp::from_millis(tr.after.store_now()));
             removed.is_empty() && again == tr.after.table
         }
         Effect::Purged { at, .. } => {
@@ -320,8 +371,9 @@ pub fn idempotence(tr: &Transition<'_>) -> bool {
 
 /// **no_lost_grant**: a granted lock stays in the store (same resource, group, mode,
 /// creation and fence) until its group is unlocked, or a purge removes it after its group
-/// had an expired lock (and it was created before the purge instant), or a new grant
-/// on its resource takes it over after it expired.
+/// had an abandoned lock (and it was created before the purge instant), or a new grant
+/// on its resource takes it over once it is abandoned (expired for at least the takeover
+/// grace).
 #[must_use]
 pub fn no_lost_grant(tr: &Transition<'_>) -> bool {
     if tr.after.table == tr.before.table {
@@ -336,7 +388,9 @@ pub fn no_lost_grant(tr: &Transition<'_>) -> bool {
             Effect::Purged { at, groups, .. } => {
                 groups.contains(&l.lock_id) && l.created_at.as_millis() <= *at
             }
-            Effect::Granted { resource, .. } => *resource == r && expired_at(l, tr.before.now),
+            Effect::Granted { resource, .. } => {
+                *resource == r && abandoned_at(l, tr.before.store_now(), grace(tr.model))
+            }
             _ => false,
         })
 }
@@ -358,6 +412,11 @@ fn witnesses(tr: &Transition<'_>, out: &mut PropSet) {
                 && tr.before.fence_history[*resource].is_some()
             {
                 out.insert(Check::FenceAfterDeletion);
+            }
+            if tr.before.table.fence_clock()
+                > fence_floor(Timestamp::from_millis(tr.before.store_now()))
+            {
+                out.insert(Check::GrantAfterClockBack);
             }
         }
         Effect::Purged {
@@ -421,11 +480,12 @@ pub fn judge(tr: &Transition<'_>) -> Verdict {
 #[must_use]
 pub fn at_shared_limit(model: &LockModel, state: &LockState) -> bool {
     let limit = model.config().shared_limit.map_or(2, |l| l.get() as usize);
+    let now = state.store_now();
     state
         .table
         .resources()
         .values()
-        .any(|r| r.shared.iter().filter(|l| live_at(l, state.now)).count() >= limit)
+        .any(|r| r.shared.iter().filter(|l| live_at(l, now)).count() >= limit)
 }
 
 /// **sometimes_exclusive_contended**: a live exclusive lock on a resource while another
@@ -436,7 +496,7 @@ pub fn at_shared_limit(model: &LockModel, state: &LockState) -> bool {
 pub fn exclusive_contended(_: &LockModel, state: &LockState) -> bool {
     state.locks().any(|(r, mode, l)| {
         mode == Mode::Exclusive
-            && live_at(l, state.now)
+            && live_at(l, state.store_now())
             && state.clients.iter().enumerate().any(|(c, cs)| {
                 !cs.paused && cs.beliefs[r].is_none() && *state.lock_id_of(c) != l.lock_id
             })
@@ -450,20 +510,39 @@ pub fn renewed(_: &LockModel, state: &LockState) -> bool {
 }
 
 /// **sometimes_renew_failed_on_margin**: a client that trusts its group and is free to act
-/// (so its `renew` is enabled) has a lock that is live but within the renew margin, so the
-/// renew is refused on the margin alone. A state property, like
+/// (so its `renew` is enabled) has a lock that is not abandoned but within the renew margin
+/// of it, so the renew is refused on the margin alone. A state property, like
 /// [`exclusive_contended`], because a refused renew changes nothing.
 #[must_use]
 pub fn renew_failed_on_margin(model: &LockModel, state: &LockState) -> bool {
+    let grace = grace(model);
     let margin = u64::try_from(model.config().renew_margin.as_millis()).unwrap_or(u64::MAX);
-    let deadline = state.now.saturating_add(margin);
+    let now = state.store_now();
+    let deadline = now.saturating_add(margin);
     state.clients.iter().enumerate().any(|(c, cs)| {
         !cs.paused
             && cs.believes_anything()
             && state.locks().any(|(_, _, l)| {
                 l.lock_id == *state.lock_id_of(c)
-                    && live_at(l, state.now)
-                    && expired_at(l, deadline)
+                    && !abandoned_at(l, now, grace)
+                    && abandoned_at(l, deadline, grace)
+            })
+    })
+}
+
+/// **sometimes_grace_blocks_takeover**: a lock has expired at the store's clock but is still
+/// inside the takeover grace, while another client, free to act, holds nothing on its
+/// resource (its `xlock` is enabled and refused for the grace alone). A state property,
+/// because a refused grant changes nothing.
+#[must_use]
+pub fn grace_blocks_takeover(model: &LockModel, state: &LockState) -> bool {
+    let grace = grace(model);
+    let now = state.store_now();
+    state.locks().any(|(r, _, l)| {
+        expired_at(l, now)
+            && !abandoned_at(l, now, grace)
+            && state.clients.iter().enumerate().any(|(c, cs)| {
+                !cs.paused && cs.beliefs[r].is_none() && *state.lock_id_of(c) != l.lock_id
             })
     })
 }
@@ -476,7 +555,8 @@ pub fn trusted_until_last_ms(_: &LockModel, state: &LockState) -> bool {
         parse_lock_id(&l.lock_id).is_some_and(|(c, g)| {
             state.clients[c].incarnation == g
                 && state.believed(c, r).is_some()
-                && l.expires_at.is_some_and(|e| e.as_millis() == state.now + 1)
+                && l.expires_at
+                    .is_some_and(|e| e.as_millis() == state.store_now() + 1)
         })
     })
 }
@@ -486,7 +566,7 @@ pub fn trusted_until_last_ms(_: &LockModel, state: &LockState) -> bool {
 #[must_use]
 pub fn lock_outlived_belief(_: &LockModel, state: &LockState) -> bool {
     state.locks().any(|(r, _, l)| {
-        live_at(l, state.now)
+        live_at(l, state.store_now())
             && parse_lock_id(&l.lock_id).is_some_and(|(c, g)| {
                 state.clients[c].incarnation != g || state.believed(c, r).is_none()
             })
@@ -522,8 +602,9 @@ macro_rules! sometimes_saw {
 }
 
 /// Every property for `config`, `always` ones first. The `sometimes` ones about downstream
-/// writes, or about groups spanning resources, are left out when the configuration has no
-/// writes or a single resource.
+/// writes, groups spanning resources, the takeover grace, a store clock that goes back or
+/// a purge's creation rule are left out when the configuration has no writes, a single
+/// resource, no grace, no failovers or a purge that checks its groups again.
 #[must_use]
 pub fn properties(config: &Config) -> Vec<Property<LockModel>> {
     let mut props = vec![
@@ -539,7 +620,6 @@ pub fn properties(config: &Config) -> Vec<Property<LockModel>> {
         Property::sometimes("sometimes_exclusive_contended", exclusive_contended),
         sometimes_saw!("sometimes_takeover_after_expiry", TakeoverAfterExpiry),
         sometimes_saw!("sometimes_purge_removed_group", PurgeRemovedGroup),
-        sometimes_saw!("sometimes_purge_spared_newer_lock", PurgeSparedNewerLock),
         Property::sometimes("sometimes_renewed", renewed),
         Property::sometimes("sometimes_renew_failed_on_margin", renew_failed_on_margin),
         Property::sometimes("sometimes_trusted_until_last_ms", trusted_until_last_ms),
@@ -547,6 +627,16 @@ pub fn properties(config: &Config) -> Vec<Property<LockModel>> {
         sometimes_saw!("sometimes_unlock_removed_locks", UnlockRemovedLocks),
         Property::sometimes("sometimes_lock_outlived_belief", lock_outlived_belief),
     ];
+    // A lock of a purged group created after the purge began: its client took it after
+    // unlocking the group's abandoned lock (clients add to a group they do not trust only
+    // once it holds nothing). A purge that checks its groups again then finds the group
+    // holds no abandoned lock, and leaves it alone whatever its locks' creation.
+    if !config.purge_rechecks {
+        props.push(sometimes_saw!(
+            "sometimes_purge_spared_newer_lock",
+            PurgeSparedNewerLock
+        ));
+    }
     if config.resources > 1 {
         props.push(sometimes_saw!(
             "sometimes_purge_removed_live_lock",
@@ -557,6 +647,18 @@ pub fn properties(config: &Config) -> Vec<Property<LockModel>> {
         props.push(sometimes_saw!(
             "sometimes_stale_write_rejected",
             StaleWriteRejected
+        ));
+    }
+    if config.grace_ms() > 0 {
+        props.push(Property::sometimes(
+            "sometimes_grace_blocks_takeover",
+            grace_blocks_takeover,
+        ));
+    }
+    if config.has_failovers() {
+        props.push(sometimes_saw!(
+            "sometimes_grant_after_clock_back",
+            GrantAfterClockBack
         ));
     }
     props

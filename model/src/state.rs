@@ -1,6 +1,6 @@
-//! The model's state: the store (the engine's own [`LockTable`]), real time, every client's
-//! clock, lock id and beliefs, the fenced downstream store, an in-flight purge, and the
-//! verdict on the last transition.
+//! The model's state: the store (the engine's own [`LockTable`]), real time and the store
+//! clock's offset from it, every client's clock, lock id and beliefs, the fenced downstream
+//! store, an in-flight purge, and the verdict on the last transition.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -72,17 +72,44 @@ impl ClientState {
 pub struct PendingPurge {
     /// The purge instant `t` (real ms).
     pub at: u64,
-    /// `table::expired_groups` at `at`: the lock ids with a lock expired at `at`.
+    /// `table::expired_groups` at `at`: the lock ids with a lock abandoned at `at` (expired
+    /// for at least the takeover grace).
     pub groups: BTreeSet<LockId>,
+}
+
+/// What of the store's fence clock can still change an outcome (see
+/// [`LockModel::fence_clock_key`](crate::LockModel::fence_clock_key)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FenceClockKey {
+    /// Nothing: no grant will see it and no purge is begun.
+    #[default]
+    Irrelevant,
+    /// Only the deletion that finishes the begun purge will see it: it deletes the empty
+    /// resources whose counter is below this.
+    PurgeDeletesBelow(u64),
+    /// A grant may still take its fence from it (the store's clock went back, or may).
+    Exact(u64),
 }
 
 /// The state of the model.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LockState {
-    /// Real time in ms: the store's clock.
+    /// Real time in ms: what the clients' clocks run from (and the store's clock, less
+    /// [`LockState::offset`]).
     pub now: u64,
+    /// How far the clock of the store's current primary is ahead of real time, in ms: 0 or
+    /// the configured skew. A failover switches it; the store's clock is
+    /// [`LockState::store_now`].
+    pub offset: u64,
+    /// Failovers so far.
+    pub failovers: u8,
     /// The store.
     pub table: LockTable,
+    /// What of the table's fence clock ([`LockTable::fence_clock`]) can still change an
+    /// outcome, which the table's own equality and hash leave out
+    /// ([`LockModel::fence_clock_key`](crate::LockModel::fence_clock_key)). Set by the
+    /// model after every step.
+    pub fence_clock: FenceClockKey,
     /// The clients, by index.
     pub clients: Vec<ClientState>,
     /// A purge that has found its groups but not removed them yet.
@@ -197,7 +224,10 @@ impl LockState {
     pub fn initial(rates: &[Rate], resources: usize) -> Self {
         LockState {
             now: 0,
+            offset: 0,
+            failovers: 0,
             table: LockTable::new(),
+            fence_clock: FenceClockKey::Irrelevant,
             clients: rates
                 .iter()
                 .map(|&rate| ClientState {
@@ -214,6 +244,13 @@ impl LockState {
             fence_history: vec![None; resources],
             last: Verdict::default(),
         }
+    }
+
+    /// The store's clock now, in ms: real time plus the current primary's offset. Every
+    /// engine call is given this instant.
+    #[must_use]
+    pub fn store_now(&self) -> u64 {
+        self.now + self.offset
     }
 
     /// Client `client`'s clock reading now.
@@ -266,14 +303,24 @@ impl LockState {
 impl fmt::Display for LockState {
     /// A compact, readable picture: time, each client, the store, the downstream store.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "real time {} ms", self.now)?;
+        write!(f, "real time {} ms", self.now)?;
+        if self.offset > 0 || self.failovers > 0 {
+            write!(
+                f,
+                ", store clock {} ms (offset +{}, {} failover(s))",
+                self.store_now(),
+                self.offset,
+                self.failovers
+            )?;
+        }
+        writeln!(f)?;
         for (i, c) in self.clients.iter().enumerate() {
             write!(
                 f,
                 "  c{i} [{} clock, local {} ms, lock id {}{}]",
                 c.rate,
                 self.local(i),
-                self.lock_id_of(i),
+                self.lock_id_of(i).as_str(),
                 if c.paused { ", PAUSED" } else { "" }
             )?;
             let held: Vec<String> = c
@@ -305,6 +352,7 @@ impl fmt::Display for LockState {
         if self.table.resources().is_empty() {
             write!(f, " empty")?;
         }
+        let grace = u64::try_from(self.table.takeover_grace().as_millis()).unwrap_or(u64::MAX);
         for (name, state) in self.table.resources() {
             write!(f, " {name}[counter {}:", state.last_fence)?;
             if state.is_empty() {
@@ -315,15 +363,15 @@ impl fmt::Display for LockState {
                     f,
                     " {} {} fence {} created {} expires {}{}",
                     mode_word(mode),
-                    lock.lock_id,
+                    lock.lock_id.as_str(),
                     lock.fence,
                     lock.created_at.as_millis(),
                     lock.expires_at
                         .map_or_else(|| "never".to_string(), |e| e.as_millis().to_string()),
-                    if lock.expires_at.is_some_and(|e| e.as_millis() <= self.now) {
-                        " (expired)"
-                    } else {
-                        ""
+                    match lock.expires_at.map(|e| e.as_millis()) {
+                        Some(e) if e + grace <= self.store_now() => " (expired)",
+                        Some(e) if e <= self.store_now() => " (expired, held for the grace)",
+                        _ => "",
                     }
                 )?;
             }

@@ -67,26 +67,34 @@ fn rename_lock<S>(lock: &StoredLock, plan: &RewritePlan<ClientId, S>) -> StoredL
 
 impl Rewrite<ClientId> for LockState {
     /// Renames every client `c` to `plan.rewrite(c)`: moves its state to the new index and
-    /// renames its lock ids in the store (rebuilt with `LockTable::from_resources`) and in an
-    /// in-flight purge.
+    /// renames its lock ids in the store (rebuilt with `LockTable::from_resources`, keeping
+    /// the takeover grace and the fence clock) and in an in-flight purge.
     fn rewrite<S>(&self, plan: &RewritePlan<ClientId, S>) -> Self {
         let mut clients = self.clients.clone();
         for (old, client) in self.clients.iter().enumerate() {
             clients[plan.rewrite(&ClientId(old)).0] = client.rewrite(plan);
         }
-        let table = LockTable::from_resources(self.table.resources().iter().map(|(name, st)| {
-            (
-                name.clone(),
-                ResourceState::from_parts(
-                    st.last_fence,
-                    st.exclusive.as_ref().map(|l| rename_lock(l, plan)),
-                    st.shared.iter().map(|l| rename_lock(l, plan)).collect(),
-                ),
-            )
-        }));
+        let mut table =
+            LockTable::from_resources(self.table.resources().iter().map(|(name, st)| {
+                (
+                    name.clone(),
+                    ResourceState::from_parts(
+                        st.last_fence,
+                        st.exclusive.as_ref().map(|l| rename_lock(l, plan)),
+                        st.shared.iter().map(|l| rename_lock(l, plan)).collect(),
+                    ),
+                )
+            }))
+            .with_takeover_grace(self.table.takeover_grace());
+        // `from_resources` starts a table with no grace and its fence clock at zero: both
+        // are carried over, or a renamed state would behave differently from its original.
+        table.raise_fence_clock(self.table.fence_clock());
         LockState {
             now: self.now,
+            offset: self.offset,
+            failovers: self.failovers,
             table,
+            fence_clock: self.fence_clock,
             clients,
             purge: self.purge.as_ref().map(|p| PendingPurge {
                 at: p.at,

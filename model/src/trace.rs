@@ -102,7 +102,8 @@ pub fn broken_properties(model: &LockModel, state: &LockState) -> Vec<&'static s
         .collect()
 }
 
-/// A numbered, readable trace: per step the real time, who did what and what the engine
+/// A numbered, readable trace: per step the real time (and the store's clock, once a
+/// failover may have moved it), who did what and what the engine
 /// answered, then every client's clock, lock id and beliefs, the store and the downstream
 /// store; the last step names the properties it breaks.
 #[must_use]
@@ -114,7 +115,12 @@ pub fn render(model: &LockModel, steps: &[TraceStep]) -> String {
             (Some(a), Some(e)) => format!("{a} -> {e}"),
             (None, _) => "initial state".to_string(),
         };
-        let _ = writeln!(out, "{i:>3}. t={} ms: {what}", step.state.now);
+        let clock = if step.state.offset > 0 || step.state.failovers > 0 {
+            format!(" (store {} ms)", step.state.store_now())
+        } else {
+            String::new()
+        };
+        let _ = writeln!(out, "{i:>3}. t={} ms{clock}: {what}", step.state.now);
         for line in step.state.to_string().lines().skip(1) {
             let _ = writeln!(out, "       {}", line.trim_start());
         }

@@ -1,24 +1,33 @@
 //! Exhaustive checks of the Lockwright model in CI-sized configurations: every property
-//! holds and every non-vacuity witness is reached, the state count is pinned, symmetry
-//! reduction is sound where it applies and neutral where it does not, and the holding rule
-//! fails without its drift margin.
+//! holds and every non-vacuity witness is reached, the state counts are pinned, symmetry
+//! reduction is sound where it applies and neutral where it does not, the holding rule
+//! fails without its drift margin, and, across failovers whose store clocks disagree, holds
+//! with a takeover grace at least the skew and fails with less.
 //!
-//! The kill-matrix script runs `properties_hold_ci` with `LOCKWRIGHT_MUTANT=<name>` and the
-//! `mutants` feature: every mutant the model covers must make it fail.
+//! The kill-matrix script runs the tests whose names contain `properties_hold_ci`
+//! (`properties_hold_ci` and `properties_hold_ci_skew`: cargo's filter is a substring) with
+//! `LOCKWRIGHT_MUTANT=<name>` and the `mutants` feature: every mutant the model covers must
+//! make one of them fail.
 // A test fails by panicking; unwrapping the checker's own results is the plain way to say so.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use lockwright_model::props::ALWAYS;
 use lockwright_model::trace::{self, render, replay, until_first_violation};
-use lockwright_model::{Action, Config, LockModel, Rate};
+use lockwright_model::{Action, Config, FenceClockKey, LockModel, LockState, Rate};
 use stateright::{Checker, Expectation, HasDiscoveries, Model};
 
 /// The unique states of an exhaustive search of [`Config::ci`] (with symmetry reduction).
-const CI_UNIQUE_STATES: usize = 120_418;
+/// 120,418 before the engine's fence clock: a grant refused in a later millisecond than a
+/// begun purge raises the fence clock, and with it what that purge's deletion removes, so
+/// such states are told apart now (`LockState::fence_clock`).
+const CI_UNIQUE_STATES: usize = 151_195;
+
+/// The unique states of an exhaustive search of [`Config::ci_skew`].
+const CI_SKEW_UNIQUE_STATES: usize = 23_805;
 
 /// Switches on the engine mutant named by `LOCKWRIGHT_MUTANT`, if any (kill-matrix runs).
 fn setup() {
@@ -131,6 +140,128 @@ fn small(rates: [Rate; 2]) -> Config {
 fn properties_hold_ci() {
     setup();
     assert_all_hold(&Config::ci(), ci());
+}
+
+/// Failovers between store members 1 ms apart, with a takeover grace of 1 ms: every
+/// property holds. Run by the kill matrix too (its name contains `properties_hold_ci`): the
+/// only configuration with a grace, so the one to kill `takeover_ignores_grace`.
+#[test]
+fn properties_hold_ci_skew() {
+    setup();
+    let config = Config::ci_skew();
+    let outcome = bfs(&config);
+    assert_all_hold(&config, &outcome);
+    assert_eq!(outcome.unique, CI_SKEW_UNIQUE_STATES);
+}
+
+/// The holder's counterexample for `property` in `config`, rendered; fails when there is none.
+fn must_break(config: Config, property: &'static str, why: &str) -> String {
+    let model = LockModel::new(config);
+    let steps = trace::counterexample(&model, property)
+        .unwrap_or_else(|| panic!("{why}: {property} must fail"));
+    let trace = render(&model, &steps);
+    assert!(trace.contains(&format!("breaks: {property}")), "{trace}");
+    trace
+}
+
+#[test]
+fn skew_beyond_the_grace_breaks_holder_safety() {
+    setup();
+    // No grace, members 1 ms apart: a failover to the member ahead expires a lease 1 ms
+    // early, and another client takes it while its holder still trusts it.
+    let mut config = Config::ci_skew();
+    config.grace = Duration::ZERO;
+    let trace = must_break(
+        config,
+        "holder_safety",
+        "with no grace and a skewed store clock",
+    );
+    println!("holder_safety with a skew beyond the grace:\n{trace}");
+    assert!(trace.contains("jumps 1 ms forward"), "{trace}");
+    // Members 2 ms apart with a grace of 1 ms: the same, one millisecond further.
+    let mut config = Config::ci_skew();
+    config.skew = 2;
+    config.ticks = 6;
+    must_break(config, "holder_safety", "with a grace below the skew");
+}
+
+#[test]
+fn skew_within_the_grace_keeps_every_property() {
+    setup();
+    // Members 2 ms apart with a grace of 2 ms (a larger jump than CI's configuration).
+    let mut config = Config::ci_skew();
+    config.skew = 2;
+    config.grace = Duration::from_millis(2);
+    config.ticks = 6;
+    assert_all_hold(&config, &bfs(&config));
+}
+
+#[test]
+fn purge_must_check_again_when_the_clock_can_go_back() {
+    setup();
+    // A purge that finds its groups on a primary whose clock is ahead, and removes them
+    // after a failover took the clock back, also removes a lock one of those groups took in
+    // between (its creation is before the purge's instant on the new primary's clock).
+    // MongoDB's purge checks its groups again in each batch's transaction, as the skew
+    // configuration does; without that, holder_safety fails even with the grace.
+    let mut config = Config::ci_skew();
+    config.purge_rechecks = false;
+    let trace = must_break(config, "holder_safety", "a purge that does not check again");
+    assert!(trace.contains("jumps 1 ms back"), "{trace}");
+}
+
+/// Explores `model` breadth-first with our own search, keeping the whole fence clock in each
+/// state (`exact`) or the model's key of it.
+fn reachable(model: &LockModel, exact: bool) -> HashSet<LockState> {
+    let initial = model.init_states();
+    let mut seen: HashSet<LockState> = initial.iter().cloned().collect();
+    let mut queue: VecDeque<LockState> = initial.into_iter().collect();
+    let mut actions = Vec::new();
+    while let Some(state) = queue.pop_front() {
+        actions.clear();
+        model.actions(&state, &mut actions);
+        for &action in &actions {
+            let (mut next, _) = model.step(&state, action);
+            if exact {
+                next.fence_clock = FenceClockKey::Exact(next.table.fence_clock());
+            }
+            let (next, _) = model.normalize(next);
+            if seen.insert(next.clone()) {
+                queue.push_back(next);
+            }
+        }
+    }
+    seen
+}
+
+#[test]
+fn the_fence_clock_key_loses_no_state() {
+    setup();
+    // The model keeps of the table's fence clock only what can still change an outcome.
+    // Keeping all of it must reach the same states, once each is cut down to that key.
+    for config in [Config::ci_skew(), {
+        let mut c = Config::ci_skew();
+        c.purge_rechecks = false;
+        c
+    }] {
+        let model = LockModel::new(config);
+        let keyed = reachable(&model, false);
+        let exact = reachable(&model, true);
+        let cut: HashSet<LockState> = exact
+            .iter()
+            .map(|s| LockState {
+                fence_clock: model.fence_clock_key(s),
+                ..s.clone()
+            })
+            .collect();
+        assert!(exact.len() > keyed.len(), "the key merges nothing");
+        assert!(
+            cut == keyed,
+            "{} states cut down vs {} keyed",
+            cut.len(),
+            keyed.len()
+        );
+    }
 }
 
 #[test]

@@ -20,16 +20,21 @@
 //! the store applied the request (in both cases the driver sees either silence or a
 //! connection error, so the outcome is unknown), pauses longer than the TTL (the classic
 //! garbage-collection pause, also between checking the lock and writing), crashes and
-//! restarts (a new core per incarnation), and per-client clock drift within a bound. The
-//! downstream store remembers the highest fence it accepted.
+//! restarts (a new core per incarnation), per-client clock drift within a bound, and
+//! failovers of the store to a member whose wall clock differs: the store's clock jumps
+//! forward or back (its members' clocks are within `clock_jump_ms` of one another) while
+//! the clients' clocks run on; the store's takeover grace (`grace_ms`) must absorb the
+//! jump. The downstream store remembers the highest fence it accepted.
 //!
 //! Checked continuously:
 //! - `holder_safety`: no two clients believe they hold one resource at the same real
 //!   instant (a client believes it holds each lease it was handed and that did not end,
 //!   while its local clock is before that lease's trust deadline, as `LockGuard::is_held`
-//!   does);
-//! - `fence_monotonic`: grants carry increasing fences, and `stale_write`: the downstream
-//!   never accepts a lower fence than one it accepted;
+//!   does): judged by real time and the clients' own clocks, never by the store's, which
+//!   a failover moves;
+//! - `fence_monotonic`: grants carry increasing fences, also after a failover took the
+//!   store's clock back, and `stale_write`: the downstream never accepts a lower fence than
+//!   one it accepted;
 //! - `past_trust_deadline`: no guard outlives its trust deadline. A grant is never handed
 //!   out at or after its trust deadline, and after every event, for every client neither
 //!   paused nor crashed (its core first woken if its timeout is due at this instant), no
@@ -37,8 +42,8 @@
 //!   job, also while the job acquires its next resource) has reached its trust deadline on
 //!   the client's clock: the core must have said `Ended` by then;
 //! - `needless_loss`: in a seed without faults that can cost a lease (fast network, no
-//!   lost requests or replies, no pauses, no crashes; drift is allowed), no lease ends
-//!   refused or expired.
+//!   lost requests or replies, no pauses, no crashes, no clock jump beyond the grace;
+//!   drift and failovers within the grace are allowed), no lease ends refused or expired.
 //!
 //! Checked at the end, after the faults stop: the world heals (no more faults, clients stop
 //! acquiring, cancel acquires under way and release what they hold) and runs until nothing
@@ -84,13 +89,21 @@ pub struct Options {
     pub fencing: bool,
     /// How long faults are injected, in ms of virtual time.
     pub duration_ms: u64,
+    /// The store's takeover grace, in ms: an expired lock blocks other grants until it has
+    /// been expired this long.
+    pub grace_ms: u64,
+    /// How far apart the store members' clocks are, in ms: a failover moves the store's
+    /// clock to another member's, at most this far forward or back (0: no failovers).
+    pub clock_jump_ms: u64,
 }
 
 impl Default for Options {
     /// Three clients, four resources (a job holds up to four, half of them just one), 1 s
     /// TTL, 5% drift at most and a 100 ms drift margin (more than the `ttl * drift / (1 -
     /// drift)` = 53 ms the holding rule needs), a 100 ms renew margin (a tenth of the TTL, as
-    /// the shipped 1 s default is of a 10 s lease), fencing on, 30 s of faults.
+    /// the shipped 1 s default is of a 10 s lease), fencing on, 30 s of faults, a takeover
+    /// grace of 200 ms (a fifth of the TTL, as the shipped 2 s default is of a 10 s lease)
+    /// and store members' clocks up to 200 ms apart (as far as the grace covers).
     fn default() -> Self {
         Options {
             clients: 3,
@@ -101,6 +114,8 @@ impl Default for Options {
             max_drift_ppm: 50_000,
             fencing: true,
             duration_ms: 30_000,
+            grace_ms: 200,
+            clock_jump_ms: 200,
         }
     }
 }
@@ -143,6 +158,16 @@ impl Options {
             self.duration_ms.to_string(),
             d.duration_ms.to_string(),
         );
+        add(
+            "grace-ms",
+            self.grace_ms.to_string(),
+            d.grace_ms.to_string(),
+        );
+        add(
+            "clock-jump-ms",
+            self.clock_jump_ms.to_string(),
+            d.clock_jump_ms.to_string(),
+        );
         if !self.fencing {
             out.push_str(" --no-fencing");
         }
@@ -165,10 +190,21 @@ pub struct FaultMix {
     pub crash_permille: u16,
     /// The drift bound of this seed's clients, in ppm (0: perfect clocks).
     pub drift_ppm: i64,
+    /// How far a failover may move the store's clock in this seed, in ms (0: no failovers).
+    pub clock_jump_ms: u64,
+    /// Whether that is beyond the store's takeover grace.
+    pub jumps_beyond_grace: bool,
+}
+
+/// The stream the failovers are drawn from: apart from the world's, so that a seed
+/// without failovers runs exactly as it would with none configured.
+fn failover_rng(seed: u64) -> SimRng {
+    use rand::SeedableRng;
+    SimRng::seed_from_u64(seed ^ 0x6661_696c_6f76_6572)
 }
 
 impl FaultMix {
-    fn from_rng(rng: &mut SimRng, opts: &Options) -> Self {
+    fn from_rng(rng: &mut SimRng, failovers: &mut SimRng, opts: &Options) -> Self {
         let on = |rng: &mut SimRng| rng.random_bool(0.5);
         let slow = on(rng);
         FaultMix {
@@ -182,14 +218,23 @@ impl FaultMix {
             pause_permille: if on(rng) { rng.random_range(1..20) } else { 0 },
             crash_permille: if on(rng) { rng.random_range(1..10) } else { 0 },
             drift_ppm: if on(rng) { opts.max_drift_ppm } else { 0 },
+            clock_jump_ms: if on(failovers) { opts.clock_jump_ms } else { 0 },
+            jumps_beyond_grace: false,
         }
+        .with_grace(opts.grace_ms)
+    }
+
+    fn with_grace(mut self, grace_ms: u64) -> Self {
+        self.jumps_beyond_grace = self.clock_jump_ms > grace_ms;
+        self
     }
 }
 
 impl FaultMix {
     /// Whether this mix has a fault that can legitimately cost a held lease: a slow
-    /// network, lost requests or replies, pauses or crashes. Clock drift within the bound
-    /// the drift margin covers cannot.
+    /// network, lost requests or replies, pauses, crashes, or failovers whose clock jumps
+    /// exceed the takeover grace. Clock drift within the bound the drift margin covers
+    /// cannot, nor can failovers within the grace.
     #[must_use]
     pub fn can_cost_a_lease(&self) -> bool {
         self.latency_ms != (1, 3)
@@ -197,6 +242,7 @@ impl FaultMix {
             || self.lost_request_pct > 0
             || self.pause_permille > 0
             || self.crash_permille > 0
+            || self.jumps_beyond_grace
     }
 }
 
@@ -212,7 +258,11 @@ impl fmt::Display for FaultMix {
             self.pause_permille,
             self.crash_permille,
             self.drift_ppm
-        )
+        )?;
+        if self.clock_jump_ms > 0 {
+            write!(f, ", failovers (store clock ±{} ms)", self.clock_jump_ms)?;
+        }
+        Ok(())
     }
 }
 
@@ -227,6 +277,12 @@ pub struct Faults {
     pub pauses: u64,
     /// Client crashes.
     pub crashes: u64,
+    /// Failovers of the store to a member with another clock.
+    pub failovers: u64,
+    /// Of those, the ones that moved the store's clock forward.
+    pub clock_jumps_forward: u64,
+    /// ... and back.
+    pub clock_jumps_back: u64,
 }
 
 /// A broken invariant.
@@ -319,6 +375,9 @@ pub struct Tally {
     /// Renewals of a batch that reached the store and that it refused (the lock within
     /// the margin, expired, or gone) while it decided the others on their own.
     pub batched_refusals: u64,
+    /// Grants whose fence came from the store's fence clock at least a millisecond ahead of
+    /// its clock: granted after a failover took the store's clock back.
+    pub grants_behind_fence_clock: u64,
 }
 
 impl Tally {
@@ -334,6 +393,7 @@ impl Tally {
         self.batched_renewals += other.batched_renewals;
         self.largest_batch = self.largest_batch.max(other.largest_batch);
         self.batched_refusals += other.batched_refusals;
+        self.grants_behind_fence_clock += other.grants_behind_fence_clock;
     }
 }
 
@@ -353,8 +413,8 @@ pub struct SweepSummary {
     /// Faults injected.
     pub faults: Faults,
     /// Seeds that enabled each fault kind: lost replies, pauses, crashes, drift, lost
-    /// requests.
-    pub seeds_with: [u64; 5],
+    /// requests, failovers.
+    pub seeds_with: [u64; 6],
     /// What the seeds counted, summed (`largest_batch`: the largest of any seed).
     pub tally: Tally,
     /// Seeds without faults that can cost a lease (checked for needless losses).
@@ -363,6 +423,8 @@ pub struct SweepSummary {
     pub violations: std::collections::BTreeMap<ViolationKind, u64>,
     /// The first few failing seeds.
     pub failing_seeds: Vec<u64>,
+    /// How many seeds failed.
+    pub seeds_failing: u64,
 }
 
 impl SweepSummary {
@@ -374,12 +436,16 @@ impl SweepSummary {
         self.faults.lost_requests += r.faults.lost_requests;
         self.faults.pauses += r.faults.pauses;
         self.faults.crashes += r.faults.crashes;
+        self.faults.failovers += r.faults.failovers;
+        self.faults.clock_jumps_forward += r.faults.clock_jumps_forward;
+        self.faults.clock_jumps_back += r.faults.clock_jumps_back;
         for (i, on) in [
             r.mix.lost_reply_pct > 0,
             r.mix.pause_permille > 0,
             r.mix.crash_permille > 0,
             r.mix.drift_ppm > 0,
             r.mix.lost_request_pct > 0,
+            r.mix.clock_jump_ms > 0,
         ]
         .into_iter()
         .enumerate()
@@ -391,8 +457,11 @@ impl SweepSummary {
         for v in &r.violations {
             *self.violations.entry(v.kind).or_default() += 1;
         }
-        if !r.violations.is_empty() && self.failing_seeds.len() < 10 {
-            self.failing_seeds.push(r.seed);
+        if !r.violations.is_empty() {
+            self.seeds_failing += 1;
+            if self.failing_seeds.len() < 10 {
+                self.failing_seeds.push(r.seed);
+            }
         }
     }
 

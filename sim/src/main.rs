@@ -4,6 +4,7 @@
 //! lockwright-sim [--seeds N] [--start S]          sweep N seeds (default 1000) from S
 //! lockwright-sim --seed S [--svg FILE]             replay one seed, print its timeline
 //! options: --clients C --resources R --ttl MS --margin MS --drift-ppm P --duration MS --no-fencing
+//!          --grace-ms MS --clock-jump-ms MS
 //! ```
 //!
 //! Run `lockwright-sim --help` for the options and their defaults.
@@ -61,6 +62,15 @@ struct Args {
     /// The downstream store accepts any fence (stale writes get through).
     #[arg(long)]
     no_fencing: bool,
+    /// The store's takeover grace, in ms: an expired lock blocks other grants until it has
+    /// been expired this long.
+    #[arg(long, value_name = "MS", default_value_t = Options::default().grace_ms)]
+    grace_ms: u64,
+    /// How far apart the store members' clocks are, in ms (below the TTL): in half of the
+    /// seeds the store fails over every one to five TTLs, and its clock jumps by up to this
+    /// much, forward or back. 0: no failovers.
+    #[arg(long, value_name = "MS", default_value_t = Options::default().clock_jump_ms)]
+    clock_jump_ms: u64,
 }
 
 impl Args {
@@ -79,6 +89,10 @@ impl Args {
             Some("--renew-margin must be below half of --ttl (renewals fall due at half of it)")
         } else if !(0..500_000).contains(&self.drift_ppm) {
             Some("--drift-ppm must be below 500000")
+        } else if self.clock_jump_ms >= self.ttl {
+            Some("--clock-jump-ms must be below --ttl")
+        } else if self.grace_ms > 3_600_000 {
+            Some("--grace-ms must be at most 3600000 (an hour)")
         } else if self.seeds == 0 {
             Some("--seeds must be at least 1")
         } else {
@@ -98,6 +112,8 @@ impl Args {
             max_drift_ppm: self.drift_ppm,
             fencing: !self.no_fencing,
             duration_ms: self.duration,
+            grace_ms: self.grace_ms,
+            clock_jump_ms: self.clock_jump_ms,
         }
     }
 }
@@ -121,12 +137,13 @@ fn main() -> ExitCode {
             println!("{:>8} ms  {who} {}", e.at, e.what);
         }
         println!(
-            "{} events, {} lost replies, {} lost requests, {} pauses, {} crashes, {} leases lost, writes {} accepted / {} rejected",
+            "{} events, {} lost replies, {} lost requests, {} pauses, {} crashes, {} failovers, {} leases lost, writes {} accepted / {} rejected",
             report.events,
             report.faults.lost_replies,
             report.faults.lost_requests,
             report.faults.pauses,
             report.faults.crashes,
+            report.faults.failovers,
             report.tally.losses,
             report.tally.writes_accepted,
             report.tally.writes_rejected
@@ -201,6 +218,14 @@ fn main() -> ExitCode {
     );
     println!("{} seeds had drifting clocks", summary.seeds_with[3]);
     println!(
+        "{} failovers in {} seeds ({} moved the store's clock forward, {} back); {} grants took their fence from a fence clock ahead of the store's",
+        summary.faults.failovers,
+        summary.seeds_with[5],
+        summary.faults.clock_jumps_forward,
+        summary.faults.clock_jumps_back,
+        summary.tally.grants_behind_fence_clock
+    );
+    println!(
         "{} grants with a lost reply released, {} releases retried after a lost unlock, {} grants arrived after their trust deadline",
         summary.tally.unknown_grants_released,
         summary.tally.releases_retried,
@@ -218,6 +243,12 @@ fn main() -> ExitCode {
         println!("no violation in {} seeds ({:.1} s)", summary.seeds, secs);
         ExitCode::SUCCESS
     } else {
+        println!(
+            "{} violation(s) in {} of {} seeds",
+            summary.violation_count(),
+            summary.seeds_failing,
+            summary.seeds
+        );
         for (kind, n) in &summary.violations {
             println!("{kind:?}: {n}");
         }

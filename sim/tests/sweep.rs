@@ -1,4 +1,5 @@
-//! The simulator's checks: a clean sweep, the two negative runs, exact replay.
+//! The simulator's checks: a clean sweep, the negative runs (no drift margin, no fencing,
+//! clock jumps beyond the takeover grace), failovers within the grace, exact replay.
 //!
 //! The kill matrix (`scripts/mutants`) runs the sweep with each engine mutant switched on
 //! (`LOCKWRIGHT_MUTANT`); the Locker mutants must each make it fail.
@@ -70,6 +71,80 @@ fn sweep_of_2000_seeds_finds_no_violation() {
         summary.tally.batched_refusals > 0,
         "the store never refused a renewal of a batch"
     );
+    // The store failed over, its clock jumping both ways, and grants after a jump back took
+    // their fences from the fence clock (ahead of the store's clock) rather than going back.
+    assert!(
+        summary.faults.clock_jumps_forward > 0 && summary.faults.clock_jumps_back > 0,
+        "{:?}",
+        summary.faults
+    );
+    assert!(
+        summary.tally.grants_behind_fence_clock > 0,
+        "no grant after a jump back took its fence from the fence clock"
+    );
+}
+
+/// Violations of `kind` in a sweep.
+fn count(summary: &lockwright_sim::SweepSummary, kind: ViolationKind) -> u64 {
+    summary.violations.get(&kind).copied().unwrap_or(0)
+}
+
+#[test]
+fn clock_jumps_beyond_the_grace_break_holder_safety() {
+    // No takeover grace, store members 200 ms apart: a failover to a member ahead expires
+    // leases early, and a waiting client takes one its holder still trusts.
+    let opts = Options {
+        grace_ms: 0,
+        ..Options::default()
+    };
+    let summary = sweep(&opts, 0, 500, |_| {});
+    assert!(
+        count(&summary, ViolationKind::HolderSafety) > 0,
+        "a clock jump beyond the grace must be caught: {:?}",
+        summary.violations
+    );
+    // Fences stay in order all the same: the fence clock never goes back with the store's.
+    assert_eq!(count(&summary, ViolationKind::FenceMonotonic), 0);
+    assert_eq!(count(&summary, ViolationKind::StaleWrite), 0);
+    // The same seeds without failovers are clean: the jumps did it.
+    let still = Options {
+        clock_jump_ms: 0,
+        ..opts
+    };
+    let summary = sweep(&still, 0, 500, |_| {});
+    assert_eq!(summary.violation_count(), 0, "{:?}", summary.violations);
+    // A grace below the jump is not enough either.
+    let short = Options {
+        grace_ms: 100,
+        ..Options::default()
+    };
+    let summary = sweep(&short, 0, 500, |_| {});
+    assert!(
+        count(&summary, ViolationKind::HolderSafety) > 0,
+        "a grace of 100 ms against jumps of 200 ms must be caught: {:?}",
+        summary.violations
+    );
+}
+
+#[test]
+fn clock_jumps_within_the_grace_keep_every_invariant() {
+    // Jumps as large as the grace, at other sizes than the default sweep's.
+    for (grace_ms, clock_jump_ms) in [(50, 50), (400, 400), (300, 100)] {
+        let opts = Options {
+            grace_ms,
+            clock_jump_ms,
+            ..Options::default()
+        };
+        let summary = sweep(&opts, 0, 500, |_| {});
+        assert_eq!(
+            summary.violation_count(),
+            0,
+            "grace {grace_ms} ms, jumps up to {clock_jump_ms} ms: {:?}; failing seeds {:?}",
+            summary.violations,
+            summary.failing_seeds
+        );
+        assert!(summary.faults.failovers > 0);
+    }
 }
 
 #[test]

@@ -2,17 +2,17 @@
 //! Locker's driver uses), and the world records what the checks and the report need:
 //! fences granted, lock ids granted and unlocked, refused renewals.
 
-use std::time::Duration;
-
 use lockwright_engine::locker::{Reply, Request};
+use lockwright_engine::table::{FENCES_PER_MS, fence_floor};
 
-use super::{EPOCH, World, at_once};
+use super::{World, at_once};
 use crate::ViolationKind;
 
 impl World {
     pub(super) fn apply(&mut self, client: usize, incarnation: u32, request: &Request) -> Reply {
-        self.clock
-            .set(EPOCH.saturating_add(Duration::from_millis(self.now)));
+        // The store judges by its own clock, which a failover may have moved.
+        let store_now = self.store_now();
+        self.clock.set(store_now);
         let reply = at_once(request.send_to(&self.store));
         // store-mem fails only on a broken rule or argument: the simulation is wrong.
         let outcomes = match &reply {
@@ -41,6 +41,9 @@ impl World {
                     );
                 }
                 self.granted[r] = self.granted[r].max(status.fence);
+                if status.fence >= fence_floor(store_now).saturating_add(FENCES_PER_MS) {
+                    self.report.tally.grants_behind_fence_clock += 1;
+                }
                 self.grants
                     .insert(request.lock_id.clone(), (client, incarnation));
                 self.note(

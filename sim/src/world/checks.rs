@@ -4,13 +4,12 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 
 use lockwright_engine::LocalMs;
 use lockwright_engine::{Filter, LockStore};
 
 use super::client::Hold;
-use super::{EPOCH, World, at_once};
+use super::{World, at_once};
 use crate::ViolationKind;
 
 impl World {
@@ -59,7 +58,8 @@ impl World {
     }
 
     /// holder_safety: at this real instant, no two clients both believe they hold one
-    /// resource.
+    /// resource (each by its own clock: the store's clock, which failovers move, has no
+    /// say).
     pub(super) fn check_holders(&mut self) {
         let mut holders: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         for (i, c) in self.clients.iter().enumerate() {
@@ -126,12 +126,12 @@ impl World {
         }
     }
 
-    /// stuck: once every lease has run out, a purge leaves nothing.
+    /// stuck: once every lease has run out, and its takeover grace too on whichever
+    /// member's clock, a purge leaves nothing.
     pub(super) fn check_stuck(&mut self) {
-        let after = self.now + self.opts.ttl_ms * 3;
+        let after = self.now + self.opts.ttl_ms * 3 + self.opts.grace_ms + self.mix.clock_jump_ms;
         self.now = after;
-        self.clock
-            .set(EPOCH.saturating_add(Duration::from_millis(after)));
+        self.clock.set(self.store_now());
         at_once(self.store.purge()).unwrap_or_else(|e| panic!("store-mem failed: {e}"));
         let left = at_once(self.store.status(&Filter::new()))
             .unwrap_or_else(|e| panic!("store-mem failed: {e}"));

@@ -81,6 +81,8 @@ enum Event {
     Restart {
         client: usize,
     },
+    /// The store fails over to a member whose clock reads differently.
+    Failover,
 }
 
 /// One simulated run.
@@ -92,7 +94,14 @@ pub(crate) struct World {
     seq: u64,
     queue: BinaryHeap<Reverse<(u64, u64, usize)>>,
     events: Vec<Option<Event>>,
+    /// The store's clock: real time plus `store_offset`, set before every store operation.
     clock: Arc<ManualClock>,
+    /// How far the clock of the store's current primary is ahead of real time, in ms,
+    /// between 0 and the seed's clock jump bound (its members' clocks are within that of
+    /// one another).
+    store_offset: u64,
+    /// The failovers' own random stream.
+    failover_rng: SimRng,
     store: MemStore,
     config: LockerConfig,
     ttl: Ttl,
@@ -121,9 +130,12 @@ pub(crate) struct World {
 impl World {
     pub(crate) fn new(opts: &Options, seed: u64, record: bool) -> Self {
         let mut rng = SimRng::seed_from_u64(seed);
-        let mix = FaultMix::from_rng(&mut rng, opts);
+        let mut failover_rng = crate::failover_rng(seed);
+        let mix = FaultMix::from_rng(&mut rng, &mut failover_rng, opts);
         let clock = Arc::new(ManualClock::new(EPOCH));
-        let store = MemStore::with_clock_and_shards(Arc::clone(&clock), 1);
+        let store = MemStore::with_clock_and_shards(Arc::clone(&clock), 1)
+            .with_takeover_grace(Duration::from_millis(opts.grace_ms))
+            .unwrap_or_else(|e| panic!("invalid simulation options: grace: {e}"));
         let ttl_ms = opts.ttl_ms;
         let mut config = LockerConfig::default();
         config.renew_fraction = 0.5;
@@ -157,6 +169,8 @@ impl World {
             queue: BinaryHeap::new(),
             events: Vec::new(),
             clock,
+            store_offset: 0,
+            failover_rng,
             store,
             config,
             ttl,
@@ -211,7 +225,13 @@ impl World {
         for c in 0..opts.clients {
             world.schedule_wake(c);
         }
+        world.schedule_failover();
         world
+    }
+
+    /// The store's clock now: real time plus the current primary's offset.
+    fn store_now(&self) -> Timestamp {
+        EPOCH.saturating_add(Duration::from_millis(self.now + self.store_offset))
     }
 
     /// A fresh core, its generator seeded from the world's.
@@ -359,6 +379,7 @@ impl World {
                 fence,
             } => self.downstream(client, resource, fence),
             Event::Resume { client } => self.resume(client),
+            Event::Failover => self.failover(),
             Event::Restart { client } => {
                 let core = self.new_core();
                 let until = self.rng.random_range(0..self.opts.ttl_ms);

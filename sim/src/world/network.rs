@@ -123,6 +123,45 @@ impl World {
         self.push(self.now + length, Event::Resume { client });
     }
 
+    /// Schedules the next failover, in a seed that has them, one to five TTLs from now.
+    pub(super) fn schedule_failover(&mut self) {
+        if self.mix.clock_jump_ms == 0 || self.healing {
+            return;
+        }
+        let ttl = self.opts.ttl_ms;
+        let at = self.now + self.failover_rng.random_range(ttl..ttl * 5);
+        self.push(at, Event::Failover);
+    }
+
+    /// The store fails over to another member, whose clock is at most the seed's bound away
+    /// from every other member's: half the time the farthest one from the current primary
+    /// (a jump of the whole bound), else any. Stops with the faults.
+    pub(super) fn failover(&mut self) {
+        if self.healing {
+            return;
+        }
+        let bound = self.mix.clock_jump_ms;
+        let old = self.store_offset;
+        let new = if self.failover_rng.random_bool(0.5) {
+            if old * 2 >= bound { 0 } else { bound }
+        } else {
+            self.failover_rng.random_range(0..=bound)
+        };
+        self.store_offset = new;
+        self.report.faults.failovers += 1;
+        if new > old {
+            self.report.faults.clock_jumps_forward += 1;
+        } else if new < old {
+            self.report.faults.clock_jumps_back += 1;
+        }
+        let jump = i128::from(new) - i128::from(old);
+        self.note(
+            None,
+            format!("failover: the store's clock jumps {jump:+} ms (to real time +{new} ms)"),
+        );
+        self.schedule_failover();
+    }
+
     pub(super) fn maybe_fault(&mut self, client: usize) {
         let roll = self.rng.random_range(0..1000);
         if roll < u32::from(self.mix.pause_permille) {

@@ -73,8 +73,12 @@ pub(crate) enum Preset {
     Faults,
     /// 2 clients, 2 resources, 4 ticks, no pauses, crashes or writes (checked in CI).
     Ci,
-    /// As `faults` with 3 clients: about 0.5 M unique states.
+    /// As `faults` with 3 clients: about 0.6 M unique states.
     Three,
+    /// 2 clients, 1 resource, 5 ticks, no pauses, crashes or writes, takeover grace 1 ms,
+    /// store members' clocks 1 ms apart, up to 2 failovers, a purge that checks its groups
+    /// again (checked in CI).
+    Skew,
 }
 
 /// A shared limit, or none.
@@ -134,6 +138,24 @@ pub(crate) struct ModelArgs {
     /// At most N grants per resource per ms (default 2).
     #[arg(long, value_name = "N")]
     grants_per_ms: Option<u64>,
+    /// The store's takeover grace, in ms: an expired lock blocks other grants and purge
+    /// until it has been expired this long (default 0; 1 with --preset skew).
+    #[arg(long, value_name = "MS")]
+    grace: Option<u64>,
+    /// How far apart the store members' clocks are, in ms: a failover makes the store's clock
+    /// jump this far forward or back (default 0: no failovers; 1 with --preset skew).
+    #[arg(long, value_name = "MS")]
+    skew: Option<u64>,
+    /// At most N failovers per run (default 2; only with --skew above 0).
+    #[arg(long, value_name = "N")]
+    failovers: Option<u8>,
+    /// A purge checks again, as it finishes, which of its groups still hold an abandoned
+    /// lock, as MongoDB's does (default: off; on with --preset skew).
+    #[arg(long, overrides_with = "no_purge_rechecks")]
+    purge_rechecks: bool,
+    /// A purge removes the groups it found without checking them again.
+    #[arg(long)]
+    no_purge_rechecks: bool,
     /// Clients may pause.
     #[arg(long, overrides_with = "no_pauses")]
     pauses: bool,
@@ -178,6 +200,7 @@ impl ModelArgs {
             Preset::Faults => Config::ci_faults(),
             Preset::Ci => Config::ci(),
             Preset::Three => Config::three_clients(),
+            Preset::Skew => Config::ci_skew(),
         };
         if let Some(n) = self.clients {
             config.rates = vec![Rate::SLOW; n];
@@ -221,6 +244,17 @@ impl ModelArgs {
             }
             config.grants_per_ms = g;
         }
+        if let Some(g) = self.grace {
+            config.grace = Duration::from_millis(g);
+        }
+        if let Some(s) = self.skew {
+            config.skew = s;
+        }
+        if let Some(n) = self.failovers {
+            config.failovers = n;
+        }
+        config.purge_rechecks =
+            toggle(self.purge_rechecks, self.no_purge_rechecks).unwrap_or(config.purge_rechecks);
         config.pauses = toggle(self.pauses, self.no_pauses).unwrap_or(config.pauses);
         config.crashes = toggle(self.crashes, self.no_crashes).unwrap_or(config.crashes);
         config.writes = toggle(self.writes, self.no_writes).unwrap_or(config.writes);

@@ -34,7 +34,8 @@ pub(crate) fn describe(config: &Config) -> String {
     format!(
         "{} client(s) ({}), {} resource(s), real time 0..={} ms, TTL {} ms, shared limit {}, \
          renew margin {} ms, drift margin {} ms (these clocks need {} ms), pauses {}, \
-         crashes {}, downstream writes {}, symmetry reduction {}",
+         crashes {}, downstream writes {}, symmetry reduction {}, takeover grace {} ms, \
+         {}, purge {}",
         config.clients(),
         rates.join(", "),
         config.resources,
@@ -50,6 +51,20 @@ pub(crate) fn describe(config: &Config) -> String {
         on(config.crashes),
         on(config.writes),
         on(config.symmetry),
+        config.grace_ms(),
+        if config.has_failovers() {
+            format!(
+                "store members' clocks {} ms apart, up to {} failover(s)",
+                config.skew, config.failovers
+            )
+        } else {
+            "one store clock (no failovers)".to_string()
+        },
+        if config.purge_rechecks {
+            "checks its groups again as it finishes"
+        } else {
+            "removes the groups it found"
+        },
     )
 }
 

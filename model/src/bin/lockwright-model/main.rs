@@ -81,6 +81,12 @@ fn main() -> ExitCode {
             "Note: the drift margin is below what these clocks need; expect holder_safety to fail."
         );
     }
+    if args.config.has_failovers() && args.config.grace_ms() < args.config.skew {
+        println!(
+            "Note: the takeover grace is below the skew between the store's clocks; expect \
+             holder_safety to fail."
+        );
+    }
     match port {
         Some(port) => {
             let addr = format!("127.0.0.1:{port}");
