@@ -137,9 +137,11 @@ impl MongoStore {
     /// it ran at. Retried within [`RETRY_WINDOW`] when the error allows: both one-lock
     /// operations may be applied twice with the same effect as once.
     ///
-    /// When the driver cannot read the reply (the document holds text that is not UTF-8),
-    /// the server has decided: the document is read back as it is now, with the server's
-    /// time, and returned as [`Modified::Reread`].
+    /// When the driver cannot read the reply (the document holds text that is not UTF-8), or
+    /// the reply lacks the `now` it ran at (a retry the server answered from the result it
+    /// stored for the first attempt, which a failover can cause), the server has decided:
+    /// the document is read back as it is now, with the server's time, and returned as
+    /// [`Modified::Reread`].
     async fn modify_one(
         &self,
         op: &'static str,
@@ -161,12 +163,20 @@ impl MongoStore {
                 .projection(projection.clone())
                 .return_document(returned.clone())
                 .await;
-            let e = match result {
-                Ok(Some(raw)) => return lossy(op, &raw).map(Modified::Reply),
+            // `None`: the server decided, but its reply cannot be used as it is.
+            let failed = match result {
+                Ok(Some(raw)) => {
+                    let doc = lossy(op, &raw)?;
+                    if doc.contains_key(pipeline::NOW_FIELD) {
+                        return Ok(Modified::Reply(doc));
+                    }
+                    None
+                }
                 Ok(None) => return Ok(Modified::Nothing),
-                Err(e) => e,
+                Err(e) if matches!(e.kind.as_ref(), ErrorKind::InvalidResponse { .. }) => None,
+                Err(e) => Some(e),
             };
-            if matches!(e.kind.as_ref(), ErrorKind::InvalidResponse { .. }) {
+            let Some(e) = failed else {
                 let now = self.now_value(op).await?;
                 return Ok(match self.read_resource(op, resource).await? {
                     Some(mut doc) => {
@@ -175,7 +185,7 @@ impl MongoStore {
                     }
                     None => Modified::Nothing,
                 });
-            }
+            };
             if retryable(&e) && started.elapsed() < RETRY_WINDOW {
                 tokio::time::sleep(RETRY_PAUSE).await;
                 continue;

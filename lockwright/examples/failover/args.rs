@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use lockwright::{DEFAULT_TAKEOVER_GRACE, MAX_TAKEOVER_GRACE};
 use rand::Rng;
 use rand::rngs::StdRng;
 
@@ -19,7 +20,9 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 60)]
     pub(crate) seconds: u64,
     /// Seconds between failovers, alternately a step-down and a SIGKILL + restart of the
-    /// primary. The first comes after this long; the last at least this long before the end.
+    /// primary (with a shifted member: alternately to it and away from it, step-down,
+    /// step-down, kill, kill). The first comes after this long; the last at least this long
+    /// before the end.
     #[arg(long, default_value_t = 10)]
     pub(crate) every: u64,
     /// Resources the clients contend for.
@@ -32,12 +35,25 @@ pub(crate) struct Args {
     /// `sent + ttl - margin` (the `Locker`'s `drift_margin`, and the `Client` holders' rule).
     #[arg(long, default_value_t = 100)]
     pub(crate) drift_margin_ms: u64,
+    /// The takeover grace of every store the run uses (clients, purger), in milliseconds:
+    /// an expired lock blocks other lock ids until `expiresAt + grace` on the primary's
+    /// clock. Default: the library's `DEFAULT_TAKEOVER_GRACE` (2000 ms).
+    #[arg(long)]
+    pub(crate) grace_ms: Option<u64>,
+    /// Milliseconds between two purges by the run's purger (a client of its own that calls
+    /// `purge`); 0: no purger.
+    #[arg(long, default_value_t = 1000)]
+    pub(crate) purge_every_ms: u64,
     /// The limit of every shared lock.
     #[arg(long, default_value_t = 2)]
     pub(crate) shared_limit: u32,
     /// The share of grants asked for as exclusive locks (the rest are shared).
     #[arg(long, default_value_t = 0.6)]
     pub(crate) exclusive_share: f64,
+    /// The share of holds that last 1 to 3 s, across renewals (the others last 10 to 150 ms).
+    /// More long holds put more trusted holders across each failover.
+    #[arg(long, default_value_t = 0.15)]
+    pub(crate) long_hold_share: f64,
     /// A client that has made no grant for this long (ms) asks next for a resource of its
     /// own, which no other client contends for, so that its recovery after a failover shows
     /// within this bound instead of hiding behind contention.
@@ -64,12 +80,14 @@ pub(crate) struct Args {
     #[arg(long, value_parser = parse_members)]
     pub(crate) members: Option<usize>,
     /// Start member MEMBER (0-based) with its wall clock MS milliseconds ahead (negative:
-    /// behind), through libfaketime. Repeatable.
+    /// behind), through libfaketime. Repeatable; failovers then go to and away from the
+    /// first member named with a non-zero offset (the shifted member).
     #[arg(long = "skew", value_name = "MEMBER=MS", value_parser = parse_skew)]
     pub(crate) skews: Vec<(usize, i64)>,
     /// Checks the observer: `Client` holders break the holding rule (they hold every lock
-    /// for its TTL plus 500 ms without renewing it, trusting it throughout), so the run must
-    /// FAIL with overlaps.
+    /// for its TTL plus the takeover grace plus 500 ms without renewing it, trusting it
+    /// throughout, past the instant another client may take it over), so the run must FAIL
+    /// with overlaps.
     #[arg(long)]
     pub(crate) break_holding_rule: bool,
 }
@@ -78,6 +96,15 @@ impl Args {
     /// How many members the replica set has.
     pub(crate) fn member_count(&self) -> usize {
         self.members.unwrap_or(if self.no_failover { 1 } else { 3 })
+    }
+    /// The takeover grace of every store.
+    pub(crate) fn grace(&self) -> Duration {
+        self.grace_ms
+            .map_or(DEFAULT_TAKEOVER_GRACE, Duration::from_millis)
+    }
+    /// The member failovers go to and away from: the first with a non-zero clock offset.
+    pub(crate) fn shifted(&self) -> Option<(usize, i64)> {
+        self.skews.iter().copied().find(|(_, ms)| *ms != 0)
     }
     pub(crate) fn ttl(&self) -> Duration {
         Duration::from_millis(self.ttl_ms)
@@ -143,8 +170,17 @@ pub(crate) fn check_args(args: &Args) -> Result<(), String> {
             args.member_count()
         ));
     }
+    if args.grace() > MAX_TAKEOVER_GRACE {
+        return Err(format!(
+            "--grace-ms must be at most {} ms",
+            MAX_TAKEOVER_GRACE.as_millis()
+        ));
+    }
     if !(0.0..=1.0).contains(&args.exclusive_share) {
         return Err("--exclusive-share must be between 0 and 1".into());
+    }
+    if !(0.0..=1.0).contains(&args.long_hold_share) {
+        return Err("--long-hold-share must be between 0 and 1".into());
     }
     if args.ttl() <= args.margin() || args.ttl() / 2 <= RENEW_MARGIN {
         return Err(format!(

@@ -2,7 +2,7 @@
 //! regressions, and how the clients recovered after each failover.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::driver::Failover;
 use crate::observer::{Holding, resource_name};
@@ -13,6 +13,8 @@ use crate::report::{Recovery, Report};
 pub(crate) struct Found {
     pub(crate) count: usize,
     pub(crate) examples: Vec<String>,
+    /// For overlaps: the longest time two conflicting holders both trusted their locks.
+    pub(crate) longest: Duration,
 }
 
 impl Found {
@@ -58,6 +60,11 @@ impl Report<'_> {
                     .find(|&&a| b.exclusive || holdings[a].exclusive);
                 let shared = active.iter().filter(|&&a| !holdings[a].exclusive).count();
                 if let Some(&a) = conflict {
+                    let both = b
+                        .end
+                        .min(holdings[a].end)
+                        .saturating_duration_since(b.start);
+                    found.longest = found.longest.max(both);
                     found.add(|| {
                         format!(
                             "{}: {} overlaps {}",
@@ -67,6 +74,11 @@ impl Report<'_> {
                         )
                     });
                 } else if !b.exclusive && shared + 1 > self.args.shared_limit as usize {
+                    let first_end = active.iter().map(|&a| holdings[a].end).min();
+                    let both = first_end.map_or(Duration::ZERO, |e| {
+                        b.end.min(e).saturating_duration_since(b.start)
+                    });
+                    found.longest = found.longest.max(both);
                     found.add(|| {
                         format!(
                             "{}: {} is shared holder {} (limit {})",

@@ -16,12 +16,12 @@ use crate::observer::{
     Holding, Kind, Op, Shared, Stop, lost_why, probe, record_probe, resource_name,
 };
 
-/// A hold time: mostly short, sometimes across several renewals.
-pub(crate) fn hold_time(rng: &mut StdRng) -> Duration {
-    if rng.random_bool(0.85) {
-        Duration::from_millis(rng.random_range(10..150))
-    } else {
+/// A hold time: mostly short, a share `long` of them across several renewals.
+pub(crate) fn hold_time(rng: &mut StdRng, long: f64) -> Duration {
+    if rng.random_bool(long) {
         Duration::from_millis(rng.random_range(1000..3000))
+    } else {
+        Duration::from_millis(rng.random_range(10..150))
     }
 }
 
@@ -89,8 +89,10 @@ pub(crate) async fn client_task(id: usize, sh: Shared, client: Client<MongoStore
         backoff = Duration::from_millis(10);
         let start = Instant::now();
         last_grant = start;
+        // Breaking the rule: trusting the lock past the instant another client may take it
+        // over, its expiry plus the takeover grace.
         let mut trust_end = if args.break_holding_rule {
-            sent + ttl + Duration::from_secs(1)
+            sent + ttl + args.grace() + Duration::from_secs(1)
         } else {
             sent + ttl - margin
         };
@@ -111,9 +113,9 @@ pub(crate) async fn client_task(id: usize, sh: Shared, client: Client<MongoStore
             continue;
         }
         let hold_until = if args.break_holding_rule {
-            start + ttl + Duration::from_millis(500)
+            start + ttl + args.grace() + Duration::from_millis(500)
         } else {
-            start + hold_time(&mut rng)
+            start + hold_time(&mut rng, args.long_hold_share)
         };
         // One status probe at a random point of the hold; renewals at half the TTL.
         let mut probe_at = Some(start + (hold_until - start).mul_f64(rng.random_range(0.0..1.0)));
@@ -169,6 +171,7 @@ pub(crate) async fn client_task(id: usize, sh: Shared, client: Client<MongoStore
                             holding.end = Instant::now();
                             break Stop::Gone;
                         }
+                        sh.obs().renew_refused.1 += 1;
                         renew_at = None;
                     }
                     Ok(Err(e)) => {
@@ -176,6 +179,9 @@ pub(crate) async fn client_task(id: usize, sh: Shared, client: Client<MongoStore
                         // renewing. A backend error: try again shortly.
                         let refused = matches!(e, Error::NotRenewable { .. });
                         sh.error(Op::Renew, Some(&e));
+                        if refused {
+                            sh.obs().renew_refused.0 += 1;
+                        }
                         renew_at = if refused {
                             None
                         } else {
@@ -295,7 +301,7 @@ pub(crate) async fn hold_guard(
     if !guard.is_held() {
         return holding;
     }
-    let hold_until = start + hold_time(rng);
+    let hold_until = start + hold_time(rng, sh.args.long_hold_share);
     let mut probe_at = Some(start + (hold_until - start).mul_f64(rng.random_range(0.0..1.0)));
     // The last instant at which the holder found the lock held: it acts only then.
     let mut last_held = start;
@@ -354,4 +360,24 @@ pub(crate) async fn hold_guard(
     };
     holding.stop = stop;
     holding
+}
+
+/// The purger: `purge` every `--purge-every-ms` on a client of its own (with the run's
+/// takeover grace), so that expired locks are removed, and emptied resources deleted, while
+/// the primary's clock changes. What it removes is counted; a lock it removes while its
+/// holder still trusts it shows as a lost grant.
+pub(crate) async fn purger_task(sh: Shared, client: Client<MongoStore>) {
+    let every = Duration::from_millis(sh.args.purge_every_ms);
+    while Instant::now() < sh.stop_at {
+        tokio::time::sleep(every).await;
+        match tokio::time::timeout(sh.args.op_timeout(), client.purge()).await {
+            Ok(Ok(removed)) => {
+                let mut obs = sh.obs();
+                obs.purges += 1;
+                obs.purged += removed.len() as u64;
+            }
+            Ok(Err(e)) => sh.error(Op::Purge, Some(&e)),
+            Err(_) => sh.error(Op::Purge, None),
+        }
+    }
 }

@@ -5,7 +5,11 @@
 //! resources so that they really contend. A side task forces a failover every `--every`
 //! seconds, alternately `replSetStepDown` on the primary and SIGKILL of the primary followed by
 //! a restart of that member, through the test kit's replica set fixture
-//! (`lockwright_testkit::replset`).
+//! (`lockwright_testkit::replset`). With a member whose wall clock is shifted (`--skew`),
+//! failovers go alternately to that member and away from it (the other secondaries are
+//! frozen with `replSetFreeze` so that it wins), so each one switches the clock that judges
+//! expiry. Every store (the clients', and a purger's that calls `purge` every
+//! `--purge-every-ms`) has the takeover grace `--grace-ms` (default: the library's).
 //!
 //! An independent observer (plain data recorded by the clients, none of Lockwright's own
 //! checks) keeps every holder's *trusted interval* on this process's monotonic clock: from
@@ -20,12 +24,16 @@
 //!   grant returned before another was sent has the lower fence; of two grants on a resource
 //!   at least one of which is exclusive, the one whose trusted interval starts first has the
 //!   lower fence);
-//! - **lost grants**: a grant that was returned `Ok` is found in the store (by `status`, or a
-//!   renewal that is not `LockNotFound`) whenever the answer arrives while its holder still
-//!   trusts it;
+//! - **lost grants**: a grant that was returned `Ok` is found in the store (by `status`, which
+//!   lists expired locks too, or a renewal that is not `LockNotFound`) whenever the answer
+//!   arrives while its holder still trusts it: a lock gone from the store while trusted was
+//!   taken over, purged or rolled back;
 //! - **recovery**: every client makes a successful grant again after the last failover;
 //! - **panics and hangs**: nothing in the process panics, and every task joins within
 //!   `--join-timeout` seconds of the end.
+//!
+//! Leases lost early (a `Locker` lock lost as `Expired` or `Refused`, a `Client` renewal
+//! refused) are counted but fail nothing: they cost availability, not safety.
 //!
 //! A `Client` grant that failed with an error other than a refusal has an unknown outcome: it
 //! is released (unlock with its lock id) and not counted as a grant.
@@ -58,7 +66,7 @@ use lockwright::{Client, Locker, LockerConfig, MongoStore};
 use lockwright_testkit::replset::ReplSet;
 
 use args::{Args, RENEW_MARGIN, check_args, harness_uri};
-use clients::{client_task, locker_task};
+use clients::{client_task, locker_task, purger_task};
 use driver::failover_task;
 use observer::{Observer, Shared, chain, progress};
 use report::Report;
@@ -104,6 +112,8 @@ fn main() -> ExitCode {
 async fn connect(uri: &str, args: &Args, collection: &str) -> Result<Client<MongoStore>, String> {
     let store = MongoStore::connect(uri, &args.database, collection)
         .await
+        .map_err(|e| chain(&e))?
+        .with_takeover_grace(args.grace())
         .map_err(|e| chain(&e))?;
     Client::with_renew_margin(store, RENEW_MARGIN).map_err(|e| chain(&e))
 }
@@ -150,6 +160,11 @@ async fn start_set(args: &Args) -> Result<Arc<ReplSet>, String> {
 #[allow(clippy::too_many_lines)]
 async fn contend(args: Args, set: &Arc<ReplSet>, offsets: Vec<u64>) -> Result<bool, String> {
     let uri = harness_uri(set.uri())?;
+    // Each member's wall clock against this host's, as the member reports it.
+    let mut clock_offsets = Vec::new();
+    for m in 0..set.member_count() {
+        clock_offsets.push(set.clock_offset_ms(m).await.map_err(|e| e.to_string()));
+    }
 
     let collection = format!("run_{:016x}", rand::random::<u64>());
     let setup = connect(&uri, &args, &collection).await?;
@@ -168,6 +183,11 @@ async fn contend(args: Args, set: &Arc<ReplSet>, offsets: Vec<u64>) -> Result<bo
     for _ in 0..args.clients {
         clients.push(connect(&uri, &args, &collection).await?);
     }
+    let purger = if args.purge_every_ms > 0 {
+        Some(connect(&uri, &args, &collection).await?)
+    } else {
+        None
+    };
     let mut locker_config = LockerConfig::default();
     locker_config.drift_margin = args.margin();
 
@@ -199,6 +219,11 @@ async fn contend(args: Args, set: &Arc<ReplSet>, offsets: Vec<u64>) -> Result<bo
             .collect();
         eprintln!("failover: shifted wall clocks: {}", skews.join(", "));
     }
+    eprintln!(
+        "failover: takeover grace {} ms; measured clock offsets: {}",
+        args.grace().as_millis(),
+        report::offsets_line(&clock_offsets)
+    );
 
     let totals = Arc::new(Mutex::new(LockerTotals::default()));
     let mut tasks: Vec<(String, tokio::task::JoinHandle<()>)> = Vec::new();
@@ -227,6 +252,12 @@ async fn contend(args: Args, set: &Arc<ReplSet>, offsets: Vec<u64>) -> Result<bo
             ));
         }
     }
+    if let Some(purger) = purger {
+        tasks.push((
+            "purger".into(),
+            tokio::spawn(purger_task(sh.clone(), purger)),
+        ));
+    }
     let failovers = Arc::new(Mutex::new(Vec::new()));
     let plan: Vec<Instant> = offsets
         .iter()
@@ -239,6 +270,7 @@ async fn contend(args: Args, set: &Arc<ReplSet>, offsets: Vec<u64>) -> Result<bo
                 sh.clone(),
                 Arc::clone(set),
                 plan,
+                args.shifted().map(|(m, _)| m),
                 Arc::clone(&failovers),
             )),
         ));
@@ -289,6 +321,7 @@ async fn contend(args: Args, set: &Arc<ReplSet>, offsets: Vec<u64>) -> Result<bo
         totals: &totals,
         panics: &panics,
         hangs: &hangs,
+        clock_offsets: &clock_offsets,
     };
     Ok(report.print())
 }

@@ -101,6 +101,7 @@ pub(crate) enum Op {
     Status,
     Unlock,
     Release,
+    Purge,
 }
 
 impl Op {
@@ -113,6 +114,7 @@ impl Op {
             Op::Status => "status",
             Op::Unlock => "unlock",
             Op::Release => "release (Locker)",
+            Op::Purge => "purge",
         }
     }
 }
@@ -163,6 +165,13 @@ pub(crate) struct Observer {
     pub(crate) lost: Vec<String>,
     /// Renewals by `Client` holders that succeeded.
     pub(crate) renewals: u64,
+    /// Renewals by `Client` holders that the store refused: `NotRenewable`, and
+    /// `LockNotFound` once the holder no longer trusted the lock (a lease lost early; a
+    /// `LockNotFound` while trusted is a lost grant).
+    pub(crate) renew_refused: (u64, u64),
+    /// Purges that succeeded, and the locks they removed.
+    pub(crate) purges: u64,
+    pub(crate) purged: u64,
 }
 
 #[derive(Clone)]

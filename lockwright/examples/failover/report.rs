@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use crate::LockerTotals;
 use crate::args::Args;
-use crate::driver::{Action, Failover};
-use crate::observer::{Holding, Kind, Observer, Op, Stop};
+use crate::driver::{Action, Direction, Failover};
+use crate::observer::{Holding, Kind, LostWhy, Observer, Op, Stop};
 
 /// The checks over what was observed, and the tables.
 pub(crate) struct Report<'a> {
@@ -19,6 +19,21 @@ pub(crate) struct Report<'a> {
     pub(crate) totals: &'a LockerTotals,
     pub(crate) panics: &'a [String],
     pub(crate) hangs: &'a [String],
+    /// Each member's wall clock minus this host's at the start (its `hello` `localTime`).
+    pub(crate) clock_offsets: &'a [Result<i64, String>],
+}
+
+/// `member 0: +0 ms, member 1: +1 ms, member 2: +3000 ms`.
+pub(crate) fn offsets_line(offsets: &[Result<i64, String>]) -> String {
+    offsets
+        .iter()
+        .enumerate()
+        .map(|(m, o)| match o {
+            Ok(ms) => format!("member {m}: {ms:+} ms"),
+            Err(e) => format!("member {m}: ? ({e})"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// How the clients came back after one failover.
@@ -109,6 +124,24 @@ impl Report<'_> {
             }
         );
         println!();
+        println!(
+            "Takeover grace {} ms{}; {:.0}% of holds long (1 to 3 s); {} member(s), wall clock minus this host's at the start: {}{}",
+            a.grace().as_millis(),
+            if a.grace_ms.is_none() {
+                " (the library's default)"
+            } else {
+                ""
+            },
+            a.long_hold_share * 100.0,
+            self.clock_offsets.len(),
+            offsets_line(self.clock_offsets),
+            match a.shifted() {
+                Some((m, ms)) if !a.no_failover =>
+                    format!("; failovers go to and away from member {m} (--skew {m}={ms})"),
+                _ => String::new(),
+            }
+        );
+        println!();
         println!("| measure | Locker | Client | total |");
         println!("|---|---|---|---|");
         println!(
@@ -153,6 +186,18 @@ impl Report<'_> {
             "| renewals (the Locker's: ok / failed attempts / locks lost) | {} / {} / {} | {} | |",
             self.totals.renewals, self.totals.renew_failures, self.totals.lost, obs.renewals
         );
+        let locker_lost = |why: LostWhy| {
+            obs.holdings
+                .iter()
+                .filter(|h| h.kind == Kind::Locker && h.stop == Stop::Lost(Some(why)))
+                .count()
+        };
+        let (expired, refused) = (locker_lost(LostWhy::Expired), locker_lost(LostWhy::Refused));
+        let (not_renewable, not_found) = obs.renew_refused;
+        println!(
+            "| leases lost early (Locker: lost expired / refused; Client: renewal NotRenewable / LockNotFound once untrusted) | {expired} / {refused} | {not_renewable} / {not_found} | {} |",
+            expired as u64 + refused as u64 + not_renewable + not_found
+        );
         println!("| refusals | | | {} |", obs.refusals);
         println!(
             "| grant errors, outcome unknown (released, not counted as grants) | | | {} |",
@@ -162,7 +207,19 @@ impl Report<'_> {
             "| probes of held locks: found / inconclusive | | | {} / {} |",
             obs.found, obs.inconclusive
         );
+        if a.purge_every_ms > 0 {
+            println!(
+                "| purges (every {} ms): done / locks removed | | | {} / {} |",
+                a.purge_every_ms, obs.purges, obs.purged
+            );
+        }
         println!("| overlaps | | | {} |", mark(overlaps.count));
+        if overlaps.count > 0 {
+            println!(
+                "| longest overlap (both holders trusted their locks) | | | {} ms |",
+                overlaps.longest.as_millis()
+            );
+        }
         println!("| fence regressions | | | {} |", mark(fences.count));
         println!("| lost grants | | | {} |", mark(obs.lost.len()));
         println!(
@@ -212,11 +269,11 @@ impl Report<'_> {
 
         println!();
         println!(
-            "| failover | at | action | primary was | command took | first grant after | every client granted again after | clients not back before the next | member restarted in |"
+            "| failover | at | action | primary was | command took | new primary | elected after | first grant after | every client granted again after | clients not back before the next | member restarted in |"
         );
-        println!("|---|---|---|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|---|---|---|");
         if self.failovers.is_empty() {
-            println!("| (none) | | | | | | | | |");
+            println!("| (none) | | | | | | | | | | |");
         }
         let mut rows = recovery.iter();
         for f in self.failovers {
@@ -227,16 +284,33 @@ impl Report<'_> {
             } else {
                 Recovery::default()
             };
+            let member = |m: Option<usize>| {
+                m.map_or("?".into(), |m| {
+                    let ms = self.clock_offsets.get(m).and_then(|o| o.as_ref().ok());
+                    match (a.shifted(), ms) {
+                        (Some(_), Some(ms)) => format!("member {m} ({ms:+} ms)"),
+                        _ => format!("member {m}"),
+                    }
+                })
+            };
             println!(
-                "| {} | {:.1} s | {} | {} | {:.2} s | {} | {} | {} | {} |",
+                "| {} | {:.1} s | {}{} | {} | {:.2} s | {} | {} | {} | {} | {} | {} |",
                 f.n,
                 self.secs(f.at),
                 match f.action {
                     Action::StepDown => "replSetStepDown",
+                    Action::StepUp => "replSetStepUp",
                     Action::Kill => "SIGKILL + restart",
                 },
-                f.member.map_or("?".into(), |m| format!("member {m}")),
+                match f.direction {
+                    Direction::Any => "",
+                    Direction::ToShifted => ", to the shifted member",
+                    Direction::FromShifted => ", away from it",
+                },
+                member(f.member),
                 f.took.as_secs_f64(),
+                member(f.new_primary),
+                fmt(f.elected),
                 fmt(first),
                 fmt(all),
                 late,
