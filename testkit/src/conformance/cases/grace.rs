@@ -1,7 +1,7 @@
 //! The takeover grace: an expired lock that was not released blocks every other grant,
 //! counts towards a shared limit and is spared by purge until `expires_at + grace <= now`;
 //! its own holder may renew it while `expires_at + grace > now + margin`; a release frees
-//! it at once. Each case runs on a store of its own with a grace of [`GRACE`] (the rest of
+//! it at once. Each case runs on a store of its own with the default grace, 2 s (the rest of
 //! the suite runs with none, where the rule turns at expiry).
 
 use super::super::support::*;
