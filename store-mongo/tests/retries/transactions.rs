@@ -230,7 +230,8 @@ async fn purge_and_status_work_again_after_fail_points() {
             .xlock(&request("kept", "k", Some(Duration::from_secs(600))))
             .await
             .unwrap();
-        clock.advance(Duration::from_secs(2));
+        // Past the 1 s TTLs and the store's takeover grace: abandoned.
+        clock.advance(Duration::from_secs(2) + lockwright_engine::DEFAULT_TAKEOVER_GRACE);
 
         // Reads that fail for good are errors, not empty answers.
         fx.fail(always_on(), &["aggregate", "find"], transient())
