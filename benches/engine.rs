@@ -76,7 +76,6 @@ fn in_place(
 ) -> Duration {
     let mut elapsed = Duration::ZERO;
     let mut left = iters;
-    let later = NOW.saturating_add(Duration::from_millis(1));
     let resources = table.resources().len();
     while left > 0 {
         let round = &fresh[..usize::try_from(left).unwrap_or(CHUNK).min(CHUNK)];
@@ -89,6 +88,11 @@ fn in_place(
         for r in round {
             table.unlock(&r.lock_id, NOW);
         }
+        // A millisecond past the table's fence clock (which an earlier operation at a later
+        // instant may have moved past `NOW`), so the emptied resources may go.
+        let later = Timestamp::from_millis(
+            (table.fence_clock() / table::FENCES_PER_MS).max(NOW.as_millis()) + 1,
+        );
         table::delete_empty(&mut [&mut *table], later);
         assert_eq!(table.resources().len(), resources, "a round was not undone");
         left -= round.len() as u64;
