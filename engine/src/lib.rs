@@ -54,7 +54,7 @@ pub use lock::{
     Holder, LockDetails, LockRequest, LockStatus, Mode, Renewal, SharedLimit, StoredLock,
 };
 pub use names::{LockId, Resource};
-pub use port::LockStore;
+pub use port::{Hint, HintStream, LockStore};
 pub use rules::{DEFAULT_TAKEOVER_GRACE, MAX_TAKEOVER_GRACE, check_takeover_grace};
 pub use table::{LockTable, ResourceState};
 pub use time::{LocalMs, ManualClock, Timestamp, Ttl};

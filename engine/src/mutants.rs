@@ -75,11 +75,16 @@ pub enum Mutant {
     LockerReleaseNotRetried,
     /// A release is answered as done without reaching the store (`Request::send_to`).
     LockerReleaseNotSent,
+    /// A waiting acquire ignores the store's hints: it learns of a release only by polling.
+    LockerIgnoresHints,
+    /// A waiting acquire ignores when the store said the locks in its way end: it asks
+    /// again only on its backoff.
+    LockerIgnoresRetryIn,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 25] = [
+    pub const ALL: [Mutant; 27] = [
         Mutant::PurgeIgnoresGroups,
         Mutant::PurgeIgnoresCreatedBefore,
         Mutant::RenewWithoutMargin,
@@ -105,6 +110,8 @@ impl Mutant {
         Mutant::LockerNoReleaseAfterUnknown,
         Mutant::LockerReleaseNotRetried,
         Mutant::LockerReleaseNotSent,
+        Mutant::LockerIgnoresHints,
+        Mutant::LockerIgnoresRetryIn,
     ];
 
     /// The mutant's name in snake case, as harnesses and the kill matrix spell it.
@@ -136,6 +143,8 @@ impl Mutant {
             Mutant::LockerNoReleaseAfterUnknown => "locker_no_release_after_unknown",
             Mutant::LockerReleaseNotRetried => "locker_release_not_retried",
             Mutant::LockerReleaseNotSent => "locker_release_not_sent",
+            Mutant::LockerIgnoresHints => "locker_ignores_hints",
+            Mutant::LockerIgnoresRetryIn => "locker_ignores_retry_in",
         }
     }
 

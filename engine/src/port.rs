@@ -1,7 +1,11 @@
 //! The port every backend implements. Interface only: the engine does no IO.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
+
+use futures_core::Stream;
+use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::filter::Filter;
@@ -71,4 +75,33 @@ pub trait LockStore: Send + Sync + 'static {
 
     /// Creates the indexes the store needs; idempotent. A no-op where there are none.
     fn create_indexes(&self) -> impl Future<Output = Result<()>> + Send;
+
+    /// Subscribes to hints that resources changed, which wake waiting acquires (see
+    /// [`Hint`]); `None` where the store has none (the default) or knows them unavailable,
+    /// so waiters only poll. Hints are never the source of truth: a lost, late or wrong
+    /// hint costs a waiter time, never safety. The stream starts with [`Hint::Missed`] (a
+    /// change may have come between a refusal and the subscription) and ends when the
+    /// store stops sending hints. Must be called within the runtime that polls the
+    /// stream. Dropping the stream unsubscribes.
+    fn hints(&self) -> Option<HintStream> {
+        None
+    }
+}
+
+/// A subscription to a store's hints. See [`LockStore::hints`].
+pub type HintStream = Pin<Box<dyn Stream<Item = Hint> + Send>>;
+
+/// What a store tells waiters about a change. Only a hint: it may be late, lost,
+/// duplicated or reordered, and a waiter acts on it by asking the store again.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Hint {
+    /// Locks on the resource were released, purged or replaced: its waiters may now be
+    /// granted.
+    Freed(Resource),
+    /// The resource was granted to somebody: waiters about to act on an earlier `Freed`
+    /// can go back to waiting.
+    Taken(Resource),
+    /// Hints may have been lost (a subscription began, the stream reopened or fell
+    /// behind): every waiter asks again once.
+    Missed,
 }

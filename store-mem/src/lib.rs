@@ -24,6 +24,7 @@
 //! ```
 
 mod clock;
+mod hints;
 mod sync;
 
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -31,8 +32,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lockwright_engine::{
-    Filter, LockId, LockRequest, LockStatus, LockStore, LockTable, Renewal, Resource, Result,
-    SharedLimit, Ttl, table,
+    Filter, HintStream, LockId, LockRequest, LockStatus, LockStore, LockTable, Renewal, Resource,
+    Result, SharedLimit, Ttl, table,
 };
 
 pub use clock::{Clock, SystemClock};
@@ -45,6 +46,7 @@ pub const DEFAULT_SHARDS: usize = 16;
 pub struct MemStore {
     shards: Box<[Mutex<LockTable>]>,
     clock: Arc<dyn Clock>,
+    notifier: hints::Notifier,
 }
 
 impl std::fmt::Debug for MemStore {
@@ -84,6 +86,7 @@ impl MemStore {
                 .map(|_| Mutex::new(table.clone()))
                 .collect(),
             clock: Arc::new(clock),
+            notifier: hints::Notifier::default(),
         }
     }
 
@@ -156,20 +159,28 @@ fn lock(m: &Mutex<LockTable>) -> MutexGuard<'_, LockTable> {
 impl LockStore for MemStore {
     async fn xlock(&self, request: &LockRequest) -> Result<LockStatus> {
         let _span = tracing::debug_span!("mem.xlock", resource = %request.resource).entered();
-        let mut shard = lock(self.shard_of(request.resource.as_str()));
-        shard.xlock(request, self.clock.now())
+        let granted = lock(self.shard_of(request.resource.as_str())).xlock(request, self.clock.now());
+        if granted.is_ok() {
+            self.notifier.taken(&request.resource);
+        }
+        granted
     }
 
     async fn slock(&self, request: &LockRequest, limit: Option<SharedLimit>) -> Result<LockStatus> {
         let _span = tracing::debug_span!("mem.slock", resource = %request.resource).entered();
-        let mut shard = lock(self.shard_of(request.resource.as_str()));
-        shard.slock(request, limit, self.clock.now())
+        let granted =
+            lock(self.shard_of(request.resource.as_str())).slock(request, limit, self.clock.now());
+        if granted.is_ok() {
+            self.notifier.taken(&request.resource);
+        }
+        granted
     }
 
     async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>> {
         let _span = tracing::debug_span!("mem.unlock").entered();
-        let mut shards = self.lock_all();
-        Ok(table::unlock(&mut shards, lock_id, self.clock.now()))
+        let removed = table::unlock(&mut self.lock_all(), lock_id, self.clock.now());
+        self.notifier.freed(removed.iter().map(|s| &s.resource));
+        Ok(removed)
     }
 
     async fn renew(&self, lock_id: &LockId, ttl: Ttl, margin: Duration) -> Result<Vec<LockStatus>> {
@@ -215,8 +226,15 @@ impl LockStore for MemStore {
         lock_id: &LockId,
     ) -> Result<Option<LockStatus>> {
         let _span = tracing::debug_span!("mem.unlock_one", resource = %resource).entered();
-        let mut shard = lock(self.shard_of(resource.as_str()));
-        Ok(shard.unlock_one(resource, lock_id, self.clock.now()))
+        let removed = lock(self.shard_of(resource.as_str())).unlock_one(
+            resource,
+            lock_id,
+            self.clock.now(),
+        );
+        if removed.is_some() {
+            self.notifier.freed([resource]);
+        }
+        Ok(removed)
     }
 
     async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>> {
@@ -228,13 +246,20 @@ impl LockStore for MemStore {
 
     async fn purge(&self) -> Result<Vec<LockStatus>> {
         let _span = tracing::debug_span!("mem.purge").entered();
-        let mut shards = self.lock_all();
-        let removed = table::purge(&mut shards, self.clock.now());
+        let removed = table::purge(&mut self.lock_all(), self.clock.now());
         tracing::debug!(removed = removed.len(), "purged");
+        self.notifier.freed(removed.iter().map(|s| &s.resource));
         Ok(removed)
     }
 
     async fn create_indexes(&self) -> Result<()> {
         Ok(())
+    }
+
+    /// Hints from an in-process notifier: `Taken` after each grant, `Freed` after each
+    /// release and for each resource a purge emptied. Never lost; a lock that merely
+    /// expires sends none (its waiters learnt its end from the refusal).
+    fn hints(&self) -> Option<HintStream> {
+        Some(self.notifier.subscribe())
     }
 }

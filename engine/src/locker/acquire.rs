@@ -48,6 +48,8 @@ impl<R: RngCore> LockerCore<R> {
         );
         if let Some(a) = self.acquires.get_mut(&key) {
             a.attempt = Some(id);
+            a.retry_at = None;
+            a.hinted = false;
         }
     }
 
@@ -72,9 +74,13 @@ impl<R: RngCore> LockerCore<R> {
         reply: Option<Reply>,
         now: LocalMs,
     ) {
-        if let Some(a) = self.acquires.get_mut(&key) {
-            a.attempt = None;
-        }
+        let (hinted, by_hint) = match self.acquires.get_mut(&key) {
+            Some(a) => {
+                a.attempt = None;
+                (std::mem::take(&mut a.hinted), std::mem::take(&mut a.by_hint))
+            }
+            None => (false, false),
+        };
         let ttl = grant.ttl;
         let until = trust_until(sent, ttl, self.config.drift_margin).unwrap_or(sent);
         match reply {
@@ -113,10 +119,20 @@ impl<R: RngCore> LockerCore<R> {
                 let free_at = match &e {
                     Error::AlreadyLocked {
                         retry_in: Some(d), ..
-                    } => Some(sent.saturating_add(*d)),
+                    } if !mutants::active(Mutant::LockerIgnoresRetryIn) => {
+                        Some(sent.saturating_add(*d))
+                    }
                     _ => None,
                 };
-                self.retry_or_fail(key, e, free_at, now);
+                if by_hint && let Some(a) = self.acquires.get_mut(&key) {
+                    a.contention = a.contention.saturating_add(1);
+                }
+                let waiting = self.acquires.get(&key).is_some_and(|a| a.wait != Wait::No);
+                if hinted && waiting {
+                    self.wake_one(key, now);
+                } else {
+                    self.retry_or_fail(key, e, free_at, now);
+                }
             }
             Some(Reply::Done | Reply::Each(_)) => self.fail(
                 key,
@@ -203,7 +219,7 @@ impl<R: RngCore> LockerCore<R> {
     /// doubles up to `max_backoff`, or at `free_at` (when the store said the locks in the
     /// way are abandoned) if that is sooner: a crashed holder costs its waiters one attempt
     /// at its lock's end, not a series of blind ones.
-    fn schedule_retry(&mut self, key: LeaseKey, free_at: Option<LocalMs>, now: LocalMs) {
+    pub(super) fn schedule_retry(&mut self, key: LeaseKey, free_at: Option<LocalMs>, now: LocalMs) {
         let max = duration_millis(self.config.max_backoff).max(1);
         let Some(a) = self.acquires.get_mut(&key) else {
             return;
@@ -214,6 +230,19 @@ impl<R: RngCore> LockerCore<R> {
         if let Some(free) = free_at {
             at = at.min(free.max(now.saturating_add_millis(1)));
         }
+        self.set_retry(key, at, false);
+    }
+
+    /// The next attempt of `key` is at `at` (replacing the one planned), brought forward
+    /// by a hint or not.
+    pub(super) fn set_retry(&mut self, key: LeaseKey, at: LocalMs, by_hint: bool) {
+        let Some(a) = self.acquires.get_mut(&key) else {
+            return;
+        };
+        if let Some(old) = a.retry_at.replace(at) {
+            self.timers.remove(&(old, Timer::Attempt(key)));
+        }
+        a.by_hint = by_hint;
         self.timers.insert((at, Timer::Attempt(key)));
     }
 }

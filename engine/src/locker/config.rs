@@ -55,6 +55,14 @@ pub struct LockerConfig {
     /// included) starts it again. The default is the MongoDB driver's default server
     /// selection timeout.
     pub unavailable_timeout: Duration,
+    /// Whether a waiting acquire listens to the store's hints that a lock came free
+    /// ([`crate::LockStore::hints`]) and asks again at once. Off, waiters only poll on their
+    /// backoff; on, they poll too, as a safety net.
+    pub wake_on_hints: bool,
+    /// The first range of the random delay before a waiter acts on a hint, once its
+    /// attempts woken by hints have been refused (others were woken too); it doubles with
+    /// each such refusal, up to `max_backoff`. The first hint is acted on at once.
+    pub hint_spread: Duration,
 }
 
 impl Default for LockerConfig {
@@ -69,6 +77,8 @@ impl Default for LockerConfig {
             release_timeout: Duration::from_secs(5),
             renew_batch_fraction: 0.1,
             unavailable_timeout: Duration::from_secs(30),
+            wake_on_hints: true,
+            hint_spread: Duration::from_millis(2),
         }
     }
 }
@@ -78,8 +88,8 @@ impl LockerConfig {
     ///
     /// # Errors
     /// `InvalidArgument` for `renew_fraction` outside (0, 1), zero `max_renew_attempts`,
-    /// zero `renew_retry`, `initial_backoff`, `release_timeout` or `unavailable_timeout`, or
-    /// `max_backoff` below `initial_backoff`.
+    /// zero `renew_retry`, `initial_backoff`, `release_timeout`, `unavailable_timeout` or
+    /// `hint_spread`, or `max_backoff` below `initial_backoff` or `hint_spread`.
     pub fn lease_config(&self) -> Result<LeaseConfig, Error> {
         let lease = LeaseConfig::new(
             self.renew_fraction,
@@ -99,6 +109,12 @@ impl LockerConfig {
                 "max_backoff",
                 "must be at least initial_backoff",
             ));
+        }
+        if self.hint_spread.is_zero() {
+            return Err(Error::invalid("hint_spread", "must be greater than zero"));
+        }
+        if self.max_backoff < self.hint_spread {
+            return Err(Error::invalid("max_backoff", "must be at least hint_spread"));
         }
         if self.unavailable_timeout.is_zero() {
             return Err(Error::invalid(

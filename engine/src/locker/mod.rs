@@ -21,12 +21,17 @@
 //! - A request whose outcome is unknown (it failed in a way that may have been applied, or
 //!   no reply came before its deadline) is followed by a release of its lock id, and a
 //!   release is retried until `release_timeout` has passed.
-//! - A waiting acquire asks again after a refusal with full-jitter exponential backoff, and
-//!   after a failed or unanswered attempt too, until attempts have failed without an answer
-//!   from the store for `unavailable_timeout`.
+//! - A waiting acquire asks again after a refusal with full-jitter exponential backoff (no
+//!   later than when the store said the locks in its way end), and after a failed or
+//!   unanswered attempt too, until attempts have failed without an answer from the store
+//!   for `unavailable_timeout`.
+//! - A waiting acquire also asks again when the store hints that its resource came free
+//!   ([`LockerCore::handle_hint`]). Hints only bring attempts forward: without them the
+//!   backoff still asks at least every `max_backoff`.
 
 mod acquire;
 mod config;
+mod hints;
 mod messages;
 mod release;
 mod renew;
@@ -98,6 +103,16 @@ struct Acquire {
     attempt: Option<RequestId>,
     /// When the first of the attempts that failed since the store last answered was sent.
     failing_since: Option<LocalMs>,
+    /// When the next attempt is due: the one `Timer::Attempt` of this acquire that counts.
+    retry_at: Option<LocalMs>,
+    /// The next (or the in-flight) attempt was brought forward by a hint.
+    by_hint: bool,
+    /// A hint that the resource came free arrived while an attempt was in flight: a
+    /// refusal of that attempt may predate the change, so it asks again at once.
+    hinted: bool,
+    /// Attempts a hint brought forward that were refused all the same (others were woken
+    /// too): each doubles the random delay before acting on the next hint.
+    contention: u32,
 }
 
 /// One lock a lock request asked for (and perhaps got): what a release needs.
@@ -286,6 +301,10 @@ impl<R: RngCore> LockerCore<R> {
                 backoff_ms: duration_millis(self.config.initial_backoff).max(1),
                 attempt: None,
                 failing_since: None,
+                retry_at: None,
+                by_hint: false,
+                hinted: false,
+                contention: 0,
             },
         );
         self.attempt(key, now);
@@ -405,7 +424,11 @@ impl<R: RngCore> LockerCore<R> {
                     }
                 }
                 Timer::Attempt(key) => {
-                    if self.acquires.get(&key).is_some_and(|a| a.attempt.is_none()) {
+                    if self
+                        .acquires
+                        .get(&key)
+                        .is_some_and(|a| a.attempt.is_none() && a.retry_at == Some(at))
+                    {
                         self.attempt(key, now);
                     }
                 }

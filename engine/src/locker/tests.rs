@@ -7,6 +7,7 @@ use rand::rngs::StdRng;
 
 use super::*;
 use crate::lock::{LockDetails, LockRequest};
+use crate::port::Hint;
 use crate::table::LockTable;
 use crate::time::Timestamp;
 
@@ -541,4 +542,86 @@ fn a_refusal_that_says_when_the_locks_end_is_asked_again_by_then() {
     });
     c.handle_reply(t.id, reply, ms(now + 10));
     assert_eq!(c.poll_timeout().unwrap().as_millis(), now + 11);
+}
+
+fn job() -> Resource {
+    Resource::new("job").unwrap()
+}
+
+/// Refuses the attempt `t` at `now` and returns when the next attempt is due.
+fn refuse(c: &mut LockerCore<StdRng>, t: &Transmit, now: u64) -> LocalMs {
+    c.handle_reply(t.id, refused(), ms(now));
+    assert!(c.poll_transmit().is_none(), "nothing sent at the refusal");
+    c.poll_timeout().expect("a waiting acquire asks again")
+}
+
+#[test]
+fn a_hint_that_the_resource_came_free_makes_a_waiter_ask_at_once() {
+    let mut c = core();
+    let t = acquire(&mut c, 1, Wait::Forever, 0);
+    assert!(c.is_waiting());
+    assert!(refuse(&mut c, &t, 10) > ms(10), "backs off first");
+    // Hints about another resource, and grants to others, change nothing.
+    c.handle_hint(&Hint::Freed(Resource::new("other").unwrap()), ms(12));
+    c.handle_hint(&Hint::Taken(job()), ms(12));
+    assert!(c.poll_timeout().unwrap() > ms(12));
+    c.handle_hint(&Hint::Freed(job()), ms(15));
+    assert_eq!(c.poll_timeout(), Some(ms(15)), "the first hint is acted on at once");
+    c.handle_timeout(ms(15));
+    assert!(matches!(c.poll_transmit().unwrap().request, Request::Lock { .. }));
+    assert!(c.poll_transmit().is_none(), "one attempt");
+    // The backoff timer the hint replaced (due by 31 ms) does not fire a second attempt.
+    c.handle_timeout(ms(100));
+    assert!(c.poll_transmit().is_none(), "the replaced backoff timer is dropped");
+}
+
+#[test]
+fn a_hint_during_an_attempt_makes_its_refusal_ask_again_at_once() {
+    let mut c = core();
+    let t = acquire(&mut c, 1, Wait::Forever, 0);
+    c.handle_hint(&Hint::Freed(job()), ms(3));
+    assert!(c.poll_transmit().is_none(), "no second attempt while one is in flight");
+    assert_eq!(refuse(&mut c, &t, 5), ms(5), "the refusal may predate the release");
+    // A grant to somebody else heard during the attempt cancels that.
+    c.handle_timeout(ms(5));
+    let t = c.poll_transmit().unwrap();
+    c.handle_hint(&Hint::Freed(job()), ms(6));
+    c.handle_hint(&Hint::Taken(job()), ms(7));
+    assert!(refuse(&mut c, &t, 8) > ms(8), "back to the backoff");
+}
+
+#[test]
+fn waiters_whose_hinted_attempts_lose_spread_out_and_go_back_to_backoff_on_a_grant() {
+    let mut c = core();
+    let t = acquire(&mut c, 1, Wait::Forever, 0);
+    refuse(&mut c, &t, 1);
+    c.handle_hint(&Hint::Freed(job()), ms(2));
+    c.handle_timeout(ms(2));
+    let t = c.poll_transmit().unwrap();
+    // Refused: somebody woken by the same hint was first. The next hint waits up to
+    // `hint_spread` (2 ms), then 4 ms...
+    refuse(&mut c, &t, 3);
+    c.handle_hint(&Hint::Freed(job()), ms(10));
+    let at = c.poll_timeout().unwrap();
+    assert!((10..=12).contains(&at.as_millis()), "{at}");
+    // Somebody was granted before that delay ended: back to the backoff.
+    c.handle_hint(&Hint::Taken(job()), ms(10));
+    assert!(c.poll_timeout().unwrap() > ms(12));
+    // A lost hint is covered: `Missed` wakes every waiter.
+    c.handle_hint(&Hint::Missed, ms(20));
+    assert!(c.poll_timeout().unwrap() <= ms(24));
+}
+
+#[test]
+fn hints_do_not_touch_one_shot_acquires_or_held_locks() {
+    let mut c = core();
+    let t = acquire(&mut c, 1, Wait::No, 0);
+    assert!(!c.is_waiting(), "a one-shot acquire does not wait");
+    c.handle_hint(&Hint::Freed(job()), ms(1));
+    c.handle_reply(t.id, grant(&t), ms(2));
+    let _ = events(&mut c);
+    let due = c.poll_timeout();
+    c.handle_hint(&Hint::Missed, ms(3));
+    assert_eq!(c.poll_timeout(), due, "a held lock's schedule is unchanged");
+    assert!(c.poll_transmit().is_none());
 }

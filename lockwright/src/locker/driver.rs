@@ -7,11 +7,12 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use lockwright_engine::lease::LeaseKey;
 use lockwright_engine::locker::{Ended, Event, LockerCore, Reply, RequestId, Transmit};
-use lockwright_engine::{Error, LockStore};
+use lockwright_engine::{Error, Hint, HintStream, LockStore};
 use rand_core::{OsRng, UnwrapErr};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
@@ -52,6 +53,7 @@ pub(super) async fn drive<S: LockStore>(
         releasing: HashMap::new(),
     };
     let mut in_flight: FuturesUnordered<InFlight> = FuturesUnordered::new();
+    let mut watch = Watch::default();
     let (mut open, mut stopped) = (true, false);
     loop {
         while let Some(t) = core.poll_transmit() {
@@ -72,7 +74,11 @@ pub(super) async fn drive<S: LockStore>(
         if !open && core.is_idle() && in_flight.is_empty() {
             break;
         }
-        let wake = core.poll_timeout().map(|ms| shared.instant(ms));
+        watch.update(&shared, &core);
+        let wake = match (core.poll_timeout().map(|ms| shared.instant(ms)), watch.wake(shared.config.max_backoff)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         tokio::select! {
             biased;
             () = shared.stop.cancelled(), if !stopped => {
@@ -101,8 +107,77 @@ pub(super) async fn drive<S: LockStore>(
                     core.handle_reply(id, reply, shared.now());
                 }
             }
+            hint = next_hint(&mut watch.hints), if watch.hints.is_some() => match hint {
+                Some(hint) => core.handle_hint(&hint, shared.now()),
+                None => {
+                    // The store stopped sending hints: some may have been lost on the way.
+                    watch.ended(&shared);
+                    core.handle_hint(&Hint::Missed, shared.now());
+                }
+            },
             () = sleep_until(wake) => core.handle_timeout(shared.now()),
         }
+    }
+}
+
+/// The task's subscription to the store's hints: taken while some acquire waits, kept for
+/// `max_backoff` after the last one stops waiting (a busy locker does not open and close
+/// a change stream per grant), and asked for again no sooner than `max_backoff` after the
+/// store had none to give or ended one.
+#[derive(Default)]
+struct Watch {
+    hints: Option<HintStream>,
+    /// Since when nobody waited, while subscribed.
+    idle_since: Option<Instant>,
+    /// No subscription before then.
+    not_before: Option<Instant>,
+}
+
+impl Watch {
+    fn update<S: LockStore>(&mut self, shared: &Inner<S>, core: &LockerCore<UnwrapErr<OsRng>>) {
+        let linger = shared.config.max_backoff;
+        let now = Instant::now();
+        if self.not_before.is_some_and(|t| t <= now) {
+            self.not_before = None;
+        }
+        if shared.config.wake_on_hints && core.is_waiting() {
+            self.idle_since = None;
+            if self.hints.is_none() && self.not_before.is_none() {
+                self.hints = shared.client.store().hints();
+                if self.hints.is_none() {
+                    self.not_before = Some(now + linger);
+                }
+            }
+        } else if self.hints.is_some() {
+            let since = *self.idle_since.get_or_insert(now);
+            if since + linger <= now {
+                self.hints = None;
+                self.idle_since = None;
+            }
+        }
+    }
+
+    /// When `update` has something to do without any other wake-up: unsubscribe after the
+    /// linger, or subscribe again.
+    fn wake(&self, linger: Duration) -> Option<Instant> {
+        match (&self.hints, self.idle_since) {
+            (Some(_), Some(since)) => Some(since + linger),
+            (Some(_), None) => None,
+            (None, _) => self.not_before,
+        }
+    }
+
+    fn ended<S>(&mut self, shared: &Inner<S>) {
+        self.hints = None;
+        self.idle_since = None;
+        self.not_before = Some(Instant::now() + shared.config.max_backoff);
+    }
+}
+
+async fn next_hint(hints: &mut Option<HintStream>) -> Option<Hint> {
+    match hints {
+        Some(stream) => stream.next().await,
+        None => std::future::pending().await,
     }
 }
 

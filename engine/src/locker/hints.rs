@@ -1,0 +1,114 @@
+//! Waking waiters: what a store's hint does to the waiting acquires.
+//!
+//! A hint that a resource came free brings its waiters' next attempt forward; one that
+//! arrives while an attempt is in flight makes a refusal of that attempt ask again at
+//! once (the store may have decided before the change). A hint never grants, refuses or
+//! ends anything: every decision is still the store's answer to an attempt.
+//!
+//! Many waiters hear the same hint (one per process on MongoDB), and only one of them can
+//! be granted an exclusive lock. So a waiter whose hint-woken attempts keep being refused
+//! acts on the next hint after a random delay whose range doubles with each such refusal
+//! (from `hint_spread`, up to `max_backoff`); a hint that somebody was granted the
+//! resource sends the waiters still waiting to act back to their backoff. Waiters that
+//! lost races spread out, and the first to act usually takes the lock before the others'
+//! delays end, so one release costs a few attempts, not one per waiter.
+
+use rand_core::RngCore;
+
+use super::{LockerCore, Wait};
+use crate::lease::LeaseKey;
+use crate::mutants::{self, Mutant};
+use crate::port::Hint;
+use crate::time::{LocalMs, duration_millis};
+
+impl<R: RngCore> LockerCore<R> {
+    /// The store hinted at a change at local time `now` (see [`Hint`]): the waiting
+    /// acquires it concerns ask again soon. Hints for resources nobody here waits for are
+    /// ignored.
+    pub fn handle_hint(&mut self, hint: &Hint, now: LocalMs) {
+        if mutants::active(Mutant::LockerIgnoresHints) {
+            return;
+        }
+        let concerned = |key: &LeaseKey, resource: Option<&crate::Resource>| {
+            self.acquires.get(key).is_some_and(|a| {
+                a.wait != Wait::No && resource.is_none_or(|r| *r == a.ask.resource)
+            })
+        };
+        let (resource, taken) = match hint {
+            Hint::Freed(r) => (Some(r), false),
+            Hint::Taken(r) => (Some(r), true),
+            Hint::Missed => (None, false),
+        };
+        let keys: Vec<LeaseKey> = self
+            .acquires
+            .keys()
+            .filter(|k| concerned(k, resource))
+            .copied()
+            .collect();
+        for key in keys {
+            if taken {
+                self.back_to_backoff(key, now);
+            } else {
+                self.wake_one(key, now);
+            }
+        }
+    }
+
+    /// Whether some acquire is waiting (so hints would help it): the driver subscribes to
+    /// the store's hints while this holds.
+    #[must_use]
+    pub fn is_waiting(&self) -> bool {
+        self.acquires.values().any(|a| a.wait != Wait::No)
+    }
+
+    /// The waiting acquire `key` heard that its resource may be free: its next attempt is
+    /// brought forward to now plus its random hint delay, or (with an attempt in flight)
+    /// made as soon as that attempt is refused.
+    pub(super) fn wake_one(&mut self, key: LeaseKey, now: LocalMs) {
+        let Some(a) = self.acquires.get_mut(&key) else {
+            return;
+        };
+        if a.attempt.is_some() {
+            a.hinted = true;
+            return;
+        }
+        let (contention, planned) = (a.contention, a.retry_at);
+        let range = self.hint_delay_range(contention);
+        let delay = if range == 0 {
+            0
+        } else {
+            self.rng.next_u64() % range.saturating_add(1)
+        };
+        let at = now.saturating_add_millis(delay);
+        if planned.is_none_or(|planned| at < planned) {
+            self.set_retry(key, at, true);
+        }
+    }
+
+    /// Somebody was granted the resource `key` waits for: an attempt a hint brought
+    /// forward goes back to the backoff, and a refusal of the attempt in flight is no
+    /// longer a reason to ask again at once.
+    fn back_to_backoff(&mut self, key: LeaseKey, now: LocalMs) {
+        let Some(a) = self.acquires.get_mut(&key) else {
+            return;
+        };
+        a.hinted = false;
+        if a.attempt.is_none() && a.by_hint {
+            self.schedule_retry(key, None, now);
+        }
+    }
+
+    /// The range (ms) of the random delay before acting on a hint, after `contention`
+    /// hint-woken attempts were refused: none at first, then `hint_spread` doubling up to
+    /// `max_backoff`.
+    fn hint_delay_range(&self, contention: u32) -> u64 {
+        if contention == 0 {
+            return 0;
+        }
+        let spread = duration_millis(self.config.hint_spread).max(1);
+        let max = duration_millis(self.config.max_backoff).max(1);
+        spread
+            .saturating_mul(1u64 << (contention - 1).min(32))
+            .min(max)
+    }
+}

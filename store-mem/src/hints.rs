@@ -1,0 +1,63 @@
+//! The in-process notifier behind [`MemStore`](crate::MemStore)'s hints: every change that
+//! may free a resource (a release, a purge) or that took it (a grant) is sent to every
+//! subscriber, after the change is applied and its shard unlocked.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures_channel::mpsc::{UnboundedSender, unbounded};
+use lockwright_engine::{Hint, HintStream, Resource};
+
+/// The subscribers. Plain std primitives even under loom: hints are outside what the loom
+/// tests explore (they never decide anything).
+#[derive(Debug, Default)]
+pub(crate) struct Notifier {
+    subscribers: Mutex<Vec<UnboundedSender<Hint>>>,
+    /// How many subscribers there were at the last change of the list, so the lock
+    /// operations skip the list when nobody listens.
+    count: AtomicUsize,
+}
+
+impl Notifier {
+    /// A new subscription, starting with `Missed`.
+    pub(crate) fn subscribe(&self) -> HintStream {
+        let (tx, rx) = unbounded();
+        // The receiver is alive: the send cannot fail.
+        let _ = tx.unbounded_send(Hint::Missed);
+        let mut subscribers = self.list();
+        subscribers.push(tx);
+        self.count.store(subscribers.len(), Ordering::Release);
+        Box::pin(rx)
+    }
+
+    /// Tells every subscriber that `resource` was freed.
+    pub(crate) fn freed<'a>(&self, resources: impl IntoIterator<Item = &'a Resource>) {
+        if self.count.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        for r in resources {
+            self.send(&Hint::Freed(r.clone()));
+        }
+    }
+
+    /// Tells every subscriber that `resource` was granted.
+    pub(crate) fn taken(&self, resource: &Resource) {
+        if self.count.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        self.send(&Hint::Taken(resource.clone()));
+    }
+
+    fn send(&self, hint: &Hint) {
+        let mut subscribers = self.list();
+        subscribers.retain(|s| s.unbounded_send(hint.clone()).is_ok());
+        self.count.store(subscribers.len(), Ordering::Release);
+    }
+
+    fn list(&self) -> std::sync::MutexGuard<'_, Vec<UnboundedSender<Hint>>> {
+        // Nothing panics while the list is locked; a poisoned list is still a valid list.
+        self.subscribers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
