@@ -12,6 +12,11 @@
 //!
 //! Target (benches/README.md): over one million uncontended lock+unlock pairs per second on one
 //! core.
+//!
+//! Waiting Lockers (issue 25), hints on and off, measured by the bench (not criterion) on a
+//! runtime of their own, every Locker on a handle of one shared store:
+//! `waiting_cycle/hints_{on,off}`, `handover/W/…`, `contended/N/…`, `crashed_holder/W/…`
+//! (`benches/waiting`, `store_mem/waiting.rs`; benches/README.md says what each measures).
 
 // A bench that cannot set up has failed: panicking is how it says so.
 #![allow(clippy::unwrap_used)]
@@ -30,6 +35,13 @@ use lockwright_engine::{
     Error, LockDetails, LockId, LockRequest, LockStore, ManualClock, Timestamp, Ttl,
 };
 use lockwright_store_mem::MemStore;
+
+#[path = "store_mongo/filter.rs"]
+mod filter;
+#[path = "waiting/mod.rs"]
+mod shared_waiting;
+#[path = "store_mem/waiting.rs"]
+mod waiting;
 
 const GROUP: &str = "store_mem";
 const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);
@@ -206,6 +218,8 @@ fn store_mem(c: &mut Criterion) {
         });
     }
     group.finish();
+
+    waiting::waiting(mode);
 }
 
 fn main() {

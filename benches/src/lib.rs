@@ -8,5 +8,6 @@
 
 pub mod report;
 pub mod results;
+pub mod waiting;
 
 pub use results::{Meta, Record, RunMode};

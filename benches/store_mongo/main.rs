@@ -34,6 +34,10 @@
 //!   the client starts meanwhile per renewal cycle (the Locker's renewals / N), and how late
 //!   each renewal round reaches the store, are recorded for the report. Skipped when
 //!   criterion's filter does not select its id.
+//! - `waiting_cycle/hints_{on,off}`, `handover/W/…`, `contended/N/…`, `crashed_holder/W/…`:
+//!   not criterion benchmarks. Lockers waiting for one resource, each on a client of its own,
+//!   with hints on and off (`benches/waiting` and `waiting.rs`; benches/README.md says what
+//!   each measures). Skipped when criterion's filter selects neither setting's id.
 //!
 //! Diagnostics (rows whose note starts with "diagnostic"), to explain a missed target:
 //! `baseline_noop` / `xlock_refused` (the same commands writing nothing, so no journal
@@ -68,7 +72,10 @@ mod groups;
 mod harness;
 mod locker;
 mod purge;
+#[path = "../waiting/mod.rs"]
+mod shared_waiting;
 mod status;
+mod waiting;
 mod watched;
 
 use std::sync::Arc;
@@ -184,6 +191,11 @@ fn store_mongo(c: &mut Criterion) {
     // each renewal round reaches the store. Not a criterion benchmark: one measurement per
     // N over a few renewal cycles, recorded for the report.
     locker::locker_renewals(&bench, &client);
+
+    // Waiting Lockers (issue 25), hints on and off: the uncontended cycle, the handover to
+    // one of W waiters, contended throughput, a crashed holder. Measured by the bench on a
+    // runtime of their own, each Locker on a client of its own.
+    waiting::waiting(&bench);
 
     rt.block_on(async {
         for store in &stores {

@@ -95,6 +95,10 @@ pub struct Options {
     /// How far apart the store members' clocks are, in ms: a failover moves the store's
     /// clock to another member's, at most this far forward or back (0: no failovers).
     pub clock_jump_ms: u64,
+    /// Calm seeds only: every seed keeps the crashes, clock drift and duplicated hints it
+    /// draws but gets a fast network that loses nothing, no pauses, no failovers and no
+    /// dropped hint streams, so that every seed is checked for `handover_liveness`.
+    pub calm: bool,
 }
 
 impl Default for Options {
@@ -116,6 +120,7 @@ impl Default for Options {
             duration_ms: 30_000,
             grace_ms: 200,
             clock_jump_ms: 200,
+            calm: false,
         }
     }
 }
@@ -171,6 +176,9 @@ impl Options {
         if !self.fencing {
             out.push_str(" --no-fencing");
         }
+        if self.calm {
+            out.push_str(" --calm");
+        }
         out
     }
 }
@@ -180,9 +188,11 @@ impl Options {
 pub struct FaultMix {
     /// One-way network latency range, in ms.
     pub latency_ms: (u64, u64),
-    /// Percentage of replies lost after the store applied the request.
+    /// Percentage of replies lost after the store applied the request (and of hints lost
+    /// on their way to a client).
     pub lost_reply_pct: u32,
-    /// Percentage of requests lost before they reach the store.
+    /// Percentage of requests lost before they reach the store (and of subscriptions to
+    /// hints that never reach it).
     pub lost_request_pct: u32,
     /// Chance per client step, in 1/1000, of a pause longer than the TTL.
     pub pause_permille: u16,
@@ -194,6 +204,11 @@ pub struct FaultMix {
     pub clock_jump_ms: u64,
     /// Whether that is beyond the store's takeover grace.
     pub jumps_beyond_grace: bool,
+    /// Percentage of hints delivered twice (each copy with its own latency).
+    pub hint_dup_pct: u32,
+    /// Chance per hint the store sends, in 1/1000, that the subscription's stream ends
+    /// instead (the hint is lost with it; the client hears the end, then subscribes again).
+    pub stream_drop_permille: u16,
 }
 
 /// The stream the failovers are drawn from: apart from the world's, so that a seed
@@ -203,15 +218,22 @@ fn failover_rng(seed: u64) -> SimRng {
     SimRng::seed_from_u64(seed ^ 0x6661_696c_6f76_6572)
 }
 
+/// The stream the hint faults are drawn from: apart from the world's, so that each seed
+/// keeps the other faults it drew before hints existed.
+fn hint_rng(seed: u64) -> SimRng {
+    use rand::SeedableRng;
+    SimRng::seed_from_u64(seed ^ 0x6869_6e74_7374_726d)
+}
+
 impl FaultMix {
-    fn from_rng(rng: &mut SimRng, failovers: &mut SimRng, opts: &Options) -> Self {
+    fn from_rng(rng: &mut SimRng, failovers: &mut SimRng, hints: &mut SimRng, opts: &Options) -> Self {
         let on = |rng: &mut SimRng| rng.random_bool(0.5);
         let slow = on(rng);
-        FaultMix {
+        let mut mix = FaultMix {
             latency_ms: if slow {
                 (1, rng.random_range(2..opts.ttl_ms / 5))
             } else {
-                (1, 3)
+                FAST_NETWORK_MS
             },
             lost_reply_pct: if on(rng) { rng.random_range(1..30) } else { 0 },
             lost_request_pct: if on(rng) { rng.random_range(1..30) } else { 0 },
@@ -220,8 +242,19 @@ impl FaultMix {
             drift_ppm: if on(rng) { opts.max_drift_ppm } else { 0 },
             clock_jump_ms: if on(failovers) { opts.clock_jump_ms } else { 0 },
             jumps_beyond_grace: false,
+            hint_dup_pct: if on(hints) { hints.random_range(1..30) } else { 0 },
+            stream_drop_permille: if on(hints) { hints.random_range(1..20) } else { 0 },
+        };
+        if opts.calm {
+            // Drawn first and overridden, so the rest of the seed's stream is unchanged.
+            mix.latency_ms = FAST_NETWORK_MS;
+            mix.lost_reply_pct = 0;
+            mix.lost_request_pct = 0;
+            mix.pause_permille = 0;
+            mix.clock_jump_ms = 0;
+            mix.stream_drop_permille = 0;
         }
-        .with_grace(opts.grace_ms)
+        mix.with_grace(opts.grace_ms)
     }
 
     fn with_grace(mut self, grace_ms: u64) -> Self {
@@ -230,19 +263,38 @@ impl FaultMix {
     }
 }
 
+/// The latency range of a fast network, in ms.
+const FAST_NETWORK_MS: (u64, u64) = (1, 3);
+
 impl FaultMix {
     /// Whether this mix has a fault that can legitimately cost a held lease: a slow
     /// network, lost requests or replies, pauses, crashes, or failovers whose clock jumps
     /// exceed the takeover grace. Clock drift within the bound the drift margin covers
-    /// cannot, nor can failovers within the grace.
+    /// cannot, nor can failovers within the grace, nor anything done to hints (they only
+    /// wake waiters).
     #[must_use]
     pub fn can_cost_a_lease(&self) -> bool {
-        self.latency_ms != (1, 3)
+        self.latency_ms != FAST_NETWORK_MS
             || self.lost_reply_pct > 0
             || self.lost_request_pct > 0
             || self.pause_permille > 0
             || self.crash_permille > 0
             || self.jumps_beyond_grace
+    }
+
+    /// Whether this seed is checked for `handover_liveness`: a fast network that loses
+    /// nothing, no pauses, no failovers (they move the store's clock, and with it the
+    /// instant a crashed holder's lock is abandoned) and no dropped hint streams. Crashes
+    /// are allowed (their locks are the takeover case), as are clock drift and duplicated or
+    /// reordered hints.
+    #[must_use]
+    pub fn checks_handovers(&self) -> bool {
+        self.latency_ms == FAST_NETWORK_MS
+            && self.lost_reply_pct == 0
+            && self.lost_request_pct == 0
+            && self.pause_permille == 0
+            && self.clock_jump_ms == 0
+            && self.stream_drop_permille == 0
     }
 }
 
@@ -261,6 +313,14 @@ impl fmt::Display for FaultMix {
         )?;
         if self.clock_jump_ms > 0 {
             write!(f, ", failovers (store clock ±{} ms)", self.clock_jump_ms)?;
+        }
+        write!(
+            f,
+            ", hints duplicated {}%, hint streams dropped {}‰",
+            self.hint_dup_pct, self.stream_drop_permille
+        )?;
+        if self.checks_handovers() {
+            write!(f, " (handovers checked)")?;
         }
         Ok(())
     }
@@ -283,6 +343,13 @@ pub struct Faults {
     pub clock_jumps_forward: u64,
     /// ... and back.
     pub clock_jumps_back: u64,
+    /// Hints lost on their way to a client.
+    pub lost_hints: u64,
+    /// Hints delivered twice.
+    pub duplicated_hints: u64,
+    /// Subscriptions to hints that ended under a client (the store dropped the stream, or
+    /// the subscription never reached it).
+    pub dropped_streams: u64,
 }
 
 /// A broken invariant.
@@ -299,6 +366,10 @@ pub enum ViolationKind {
     PastTrustDeadline,
     /// A lease ended refused or expired in a seed without faults that can cost a lease.
     NeedlessLoss,
+    /// In a seed checked for handovers, a resource a client waited for was left free for
+    /// longer than the bound: released at the store (or its crashed holder's lock
+    /// abandoned) and no grant followed in time.
+    HandoverLiveness,
     /// After healing, a lock id the store granted to a client that did not crash was never
     /// unlocked at the store (or the world did not settle).
     Leaked,
@@ -378,10 +449,28 @@ pub struct Tally {
     /// Grants whose fence came from the store's fence clock at least a millisecond ahead of
     /// its clock: granted after a failover took the store's clock back.
     pub grants_behind_fence_clock: u64,
+    /// Subscriptions to hints the clients opened (each starts with `Missed`).
+    pub subscriptions: u64,
+    /// Hints the store sent to subscribers (before the network's faults).
+    pub hints_sent: u64,
+    /// Hints handed to a client's core (duplicates included; `Missed` after a stream ended
+    /// included).
+    pub hints_heard: u64,
+    /// Releases at the store that left a resource free while clients waited for it, whose
+    /// handover was checked (`handover_liveness`).
+    pub handovers_checked: u64,
+    /// Locks of crashed holders abandoned while clients waited for their resource, whose
+    /// takeover was checked (`handover_liveness`).
+    pub takeovers_checked: u64,
+    /// The longest time from a checked release to the next grant of its resource, in ms.
+    pub slowest_handover_ms: u64,
+    /// The longest time from a checked abandonment to the grant that took the lock over.
+    pub slowest_takeover_ms: u64,
 }
 
 impl Tally {
-    /// Adds `other` (the largest batch is the larger of the two).
+    /// Adds `other` (the largest batch and the slowest handover and takeover are the larger
+    /// of the two).
     pub fn add(&mut self, other: &Tally) {
         self.losses += other.losses;
         self.writes_accepted += other.writes_accepted;
@@ -394,6 +483,13 @@ impl Tally {
         self.largest_batch = self.largest_batch.max(other.largest_batch);
         self.batched_refusals += other.batched_refusals;
         self.grants_behind_fence_clock += other.grants_behind_fence_clock;
+        self.subscriptions += other.subscriptions;
+        self.hints_sent += other.hints_sent;
+        self.hints_heard += other.hints_heard;
+        self.handovers_checked += other.handovers_checked;
+        self.takeovers_checked += other.takeovers_checked;
+        self.slowest_handover_ms = self.slowest_handover_ms.max(other.slowest_handover_ms);
+        self.slowest_takeover_ms = self.slowest_takeover_ms.max(other.slowest_takeover_ms);
     }
 }
 
@@ -413,12 +509,14 @@ pub struct SweepSummary {
     /// Faults injected.
     pub faults: Faults,
     /// Seeds that enabled each fault kind: lost replies, pauses, crashes, drift, lost
-    /// requests, failovers.
-    pub seeds_with: [u64; 6],
+    /// requests, failovers, duplicated hints, dropped hint streams.
+    pub seeds_with: [u64; 8],
     /// What the seeds counted, summed (`largest_batch`: the largest of any seed).
     pub tally: Tally,
     /// Seeds without faults that can cost a lease (checked for needless losses).
     pub seeds_without_lease_faults: u64,
+    /// Seeds checked for handover liveness.
+    pub seeds_checking_handovers: u64,
     /// Violations by kind.
     pub violations: std::collections::BTreeMap<ViolationKind, u64>,
     /// The first few failing seeds.
@@ -439,6 +537,9 @@ impl SweepSummary {
         self.faults.failovers += r.faults.failovers;
         self.faults.clock_jumps_forward += r.faults.clock_jumps_forward;
         self.faults.clock_jumps_back += r.faults.clock_jumps_back;
+        self.faults.lost_hints += r.faults.lost_hints;
+        self.faults.duplicated_hints += r.faults.duplicated_hints;
+        self.faults.dropped_streams += r.faults.dropped_streams;
         for (i, on) in [
             r.mix.lost_reply_pct > 0,
             r.mix.pause_permille > 0,
@@ -446,6 +547,8 @@ impl SweepSummary {
             r.mix.drift_ppm > 0,
             r.mix.lost_request_pct > 0,
             r.mix.clock_jump_ms > 0,
+            r.mix.hint_dup_pct > 0,
+            r.mix.stream_drop_permille > 0,
         ]
         .into_iter()
         .enumerate()
@@ -454,6 +557,7 @@ impl SweepSummary {
         }
         self.tally.add(&r.tally);
         self.seeds_without_lease_faults += u64::from(!r.mix.can_cost_a_lease());
+        self.seeds_checking_handovers += u64::from(r.mix.checks_handovers());
         for v in &r.violations {
             *self.violations.entry(v.kind).or_default() += 1;
         }

@@ -4,7 +4,7 @@
 //! lockwright-sim [--seeds N] [--start S]          sweep N seeds (default 1000) from S
 //! lockwright-sim --seed S [--svg FILE]             replay one seed, print its timeline
 //! options: --clients C --resources R --ttl MS --margin MS --drift-ppm P --duration MS --no-fencing
-//!          --grace-ms MS --clock-jump-ms MS
+//!          --grace-ms MS --clock-jump-ms MS --calm
 //! ```
 //!
 //! Run `lockwright-sim --help` for the options and their defaults.
@@ -71,6 +71,11 @@ struct Args {
     /// much, forward or back. 0: no failovers.
     #[arg(long, value_name = "MS", default_value_t = Options::default().clock_jump_ms)]
     clock_jump_ms: u64,
+    /// Calm seeds only: a fast network that loses nothing, no pauses, no failovers and no
+    /// dropped hint streams (crashes, clock drift and duplicated hints as each seed draws
+    /// them), so that every seed is checked for handover liveness.
+    #[arg(long)]
+    calm: bool,
 }
 
 impl Args {
@@ -114,6 +119,7 @@ impl Args {
             duration_ms: self.duration,
             grace_ms: self.grace_ms,
             clock_jump_ms: self.clock_jump_ms,
+            calm: self.calm,
         }
     }
 }
@@ -152,6 +158,23 @@ fn main() -> ExitCode {
             "{} renewal batches sent ({} renewals, at most {} in one)",
             report.tally.renew_batches, report.tally.batched_renewals, report.tally.largest_batch
         );
+        println!(
+            "{} hints sent, {} heard, {} lost, {} duplicated, {} hint streams dropped",
+            report.tally.hints_sent,
+            report.tally.hints_heard,
+            report.faults.lost_hints,
+            report.faults.duplicated_hints,
+            report.faults.dropped_streams
+        );
+        if report.mix.checks_handovers() {
+            println!(
+                "handovers checked: {} after releases (slowest {} ms), {} after crashes (slowest {} ms)",
+                report.tally.handovers_checked,
+                report.tally.slowest_handover_ms,
+                report.tally.takeovers_checked,
+                report.tally.slowest_takeover_ms
+            );
+        }
         if let Some(path) = &args.svg {
             if let Err(e) = std::fs::write(path, timeline_svg(&opts, &report)) {
                 eprintln!("error: cannot write {path}: {e}");
@@ -238,6 +261,25 @@ fn main() -> ExitCode {
         summary.tally.batched_renewals as f64 / summary.tally.renew_batches.max(1) as f64,
         summary.tally.largest_batch,
         summary.tally.batched_refusals
+    );
+    println!(
+        "{} hints sent, {} heard ({} lost, {} duplicated in {} seeds; {} hint streams dropped in {} seeds); {} subscriptions",
+        summary.tally.hints_sent,
+        summary.tally.hints_heard,
+        summary.faults.lost_hints,
+        summary.faults.duplicated_hints,
+        summary.seeds_with[6],
+        summary.faults.dropped_streams,
+        summary.seeds_with[7],
+        summary.tally.subscriptions
+    );
+    println!(
+        "{} seeds checked for handover liveness: {} handovers after releases (slowest {} ms), {} takeovers after crashes (slowest {} ms)",
+        summary.seeds_checking_handovers,
+        summary.tally.handovers_checked,
+        summary.tally.slowest_handover_ms,
+        summary.tally.takeovers_checked,
+        summary.tally.slowest_takeover_ms
     );
     if summary.violation_count() == 0 {
         println!("no violation in {} seeds ({:.1} s)", summary.seeds, secs);

@@ -45,6 +45,7 @@
 
 mod failure;
 mod group;
+mod hints;
 mod names;
 mod one_lock;
 mod pipeline;
@@ -66,7 +67,7 @@ use mongodb::{Client, Collection};
 
 pub use failure::MongoFailure;
 use lockwright_engine::{
-    DEFAULT_TAKEOVER_GRACE, Error, Filter, LockId, LockRequest, LockStatus, LockStore, ManualClock,
+    DEFAULT_TAKEOVER_GRACE, Error, Filter, HintStream, LockId, LockRequest, LockStatus, LockStore, ManualClock,
     Renewal, Resource, Result, SharedLimit, Timestamp, Ttl,
 };
 pub use retry::RETRY_WINDOW;
@@ -89,6 +90,8 @@ pub struct MongoStore {
     bound: Duration,
     /// How long past its expiry a lock that was not released still blocks other grants.
     grace: Duration,
+    /// The change stream behind [`LockStore::hints`].
+    hints: hints::HintSource,
 }
 
 /// The server selection timeout the driver uses unless the URI says otherwise.
@@ -145,6 +148,7 @@ impl MongoStore {
             ready: Mutex::new(None),
             bound: DEFAULT_SERVER_SELECTION_TIMEOUT.saturating_add(RETRY_WINDOW),
             grace: DEFAULT_TAKEOVER_GRACE,
+            hints: hints::HintSource::default(),
         };
         store.with_write_concern(write_concern)
     }
@@ -194,6 +198,14 @@ impl MongoStore {
     #[must_use]
     pub fn takeover_grace(&self) -> Duration {
         self.grace
+    }
+
+    /// Why this store's change stream could not be opened, if its last attempt found change
+    /// streams unavailable (missing privileges, a server without them): its waiting
+    /// acquires then only poll.
+    #[must_use]
+    pub fn hints_unavailable(&self) -> Option<String> {
+        self.hints.unavailable()
     }
 
     /// Removes at most `groups` lock groups per purge transaction.
@@ -352,5 +364,14 @@ impl LockStore for MongoStore {
     async fn create_indexes(&self) -> Result<()> {
         self.bounded("create_indexes", setup::create_indexes(self))
             .await
+    }
+
+    /// Hints from one change stream on the collection, shared by every subscription of this
+    /// store (see the module `hints` in the source): `Freed` when a document a refusal of this
+    /// store read is updated without a grant, replaced or deleted, `Taken` when it is
+    /// granted. `None` for a minute after change streams turned out unavailable here
+    /// (logged once; [`MongoStore::hints_unavailable`] says why).
+    fn hints(&self) -> Option<HintStream> {
+        self.hints.subscribe(&self.coll)
     }
 }

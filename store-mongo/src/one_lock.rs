@@ -59,10 +59,13 @@ impl MongoStore {
             let granted = decide_grant(op, doc, &grant_id, request, &rule, self.grace, unknown)?;
             match granted {
                 Granted::Yes(status) => Ok(status),
-                Granted::No(retry_in) => Err(Error::AlreadyLocked {
-                    resource: request.resource.clone(),
-                    retry_in,
-                }),
+                Granted::No(retry_in) => {
+                    self.hints.note(doc.get("_id"), &request.resource);
+                    Err(Error::AlreadyLocked {
+                        resource: request.resource.clone(),
+                        retry_in,
+                    })
+                }
             }
         };
         let started = Instant::now();

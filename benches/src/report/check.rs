@@ -42,6 +42,13 @@ impl Run<'_> {
                 self.slowest_check(target, bound_ns, listing)
             }
             Judge::RateAbove { per_sec } => self.rate_check(target, per_sec),
+            Judge::Handover { waiters, p50, p99 } => {
+                self.handover_check(target.group, waiters, p50, p99)
+            }
+            Judge::CrashedHolder { round_trips } => self.crashed_check(target.group, round_trips),
+            Judge::NoHerd { lockers, ratio } => self.herd_check(target.group, lockers, ratio),
+            Judge::Throughput { lockers } => self.throughput_check(target.group, lockers),
+            Judge::HintsCycle { ratio } => self.hints_cycle_check(target.group, ratio),
         };
         let (evidence, verdict) =
             judged.unwrap_or_else(|| ("no measurement in this run".into(), Verdict::NotMeasured));

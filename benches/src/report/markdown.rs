@@ -70,6 +70,7 @@ impl Run<'_> {
         for g in groups {
             self.group_table(&mut out, g);
             self.locker_table(&mut out, g);
+            self.waiting_tables(&mut out, g);
         }
         out
     }

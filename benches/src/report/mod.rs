@@ -15,6 +15,7 @@ use crate::results::{Meta, Record};
 
 mod check;
 mod format;
+mod hints;
 mod markdown;
 mod queries;
 mod targets;
@@ -23,10 +24,11 @@ mod tests;
 
 pub use format::{fmt_ns, fmt_num, fmt_rate, fold_duplicates, fold_repeats};
 pub use targets::{
-    CYCLE_RATIO, Diagnostics, ENGINE_BOUND_NS, ENGINE_SINGLE, GRANT_RATIO, GROUP_OF_ONE_COMMANDS,
-    INDEXED_FILTERS, Judge, LOCKER_JUDGED_N, Listing, MEM_PAIRS_PER_SEC, Measure,
-    ONE_COMMAND_FILTERS, PURGE_BOUND_NS, PURGE_TIMED_N, RENEW_RATIO, Target, WELL_UNDER,
-    locker_bound, targets,
+    CRASHED_ROUND_TRIPS, CYCLE_RATIO, Diagnostics, ENGINE_BOUND_NS, ENGINE_SINGLE, GRANT_RATIO,
+    GROUP_OF_ONE_COMMANDS, HANDOVER_JUDGED_WAITERS, HANDOVER_P50_RATIO, HANDOVER_P99_RATIO,
+    HERD_LOCKERS, HERD_RATIO, HINTS_CYCLE_RATIO, INDEXED_FILTERS, Judge, LOCKER_JUDGED_N,
+    Listing, MEM_PAIRS_PER_SEC, Measure, ONE_COMMAND_FILTERS, PURGE_BOUND_NS, PURGE_TIMED_N,
+    RENEW_RATIO, THROUGHPUT_LOCKERS, Target, WELL_UNDER, locker_bound, targets,
 };
 
 /// Whether a target is met.

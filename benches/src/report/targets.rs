@@ -6,6 +6,7 @@
 //! next to each threshold.
 
 use super::format::{fmt_ns, fmt_num};
+use crate::waiting::{CONTENDED, CRASHED, CYCLE, HANDOVER};
 
 /// "Well under a bound" means at most this fraction of it.
 pub const WELL_UNDER: f64 = 0.5;
@@ -37,6 +38,25 @@ pub const PURGE_TIMED_N: u64 = 10_000;
 pub const PURGE_BOUND_NS: f64 = 1e9;
 /// Uncontended lock+unlock pairs per second the in-memory store must exceed.
 pub const MEM_PAIRS_PER_SEC: f64 = 1e6;
+
+/// Waiting Lockers with hints: the handover's median over one uncontended grant's, at most.
+pub const HANDOVER_P50_RATIO: f64 = 2.0;
+/// Waiting Lockers with hints: the handover's 99th percentile over one uncontended grant's
+/// median, at most.
+pub const HANDOVER_P99_RATIO: f64 = 10.0;
+/// The numbers of waiting Lockers the handover is judged with.
+pub const HANDOVER_JUDGED_WAITERS: [u64; 2] = [8, 64];
+/// "A few round trips": a crashed holder's waiters are granted at most this many
+/// uncontended grants after the lock's expiry + takeover grace (median over the rounds).
+pub const CRASHED_ROUND_TRIPS: f64 = 3.0;
+/// The number of contending Lockers at which the herd is judged.
+pub const HERD_LOCKERS: u64 = 64;
+/// Lock commands per grant with hints over those of polling (hints off), at most.
+pub const HERD_RATIO: f64 = 2.0;
+/// The numbers of contending Lockers whose throughput is judged.
+pub const THROUGHPUT_LOCKERS: [u64; 2] = [8, 64];
+/// The uncontended cycle's median with hints over its median without, at most.
+pub const HINTS_CYCLE_RATIO: f64 = 1.1;
 
 /// The engine transitions that touch one lock (or one resource), whatever the table size.
 pub const ENGINE_SINGLE: [&str; 6] = [
@@ -140,6 +160,43 @@ pub enum Judge {
     RateAbove {
         /// The rate to exceed, per second.
         per_sec: f64,
+    },
+    /// With hints, for each number of waiters: the handover's median at most `p50` and its
+    /// 99th percentile at most `p99` times one uncontended grant (the bare xlock's median in
+    /// the cycle's rounds).
+    Handover {
+        /// The numbers of waiters judged.
+        waiters: &'static [u64],
+        /// The largest median, in uncontended grants.
+        p50: f64,
+        /// The largest 99th percentile, in uncontended grants.
+        p99: f64,
+    },
+    /// With hints and without, for every number of waiters measured: the median over the
+    /// rounds of the first grant after a crashed lock's expiry + grace at most
+    /// `round_trips` uncontended grants.
+    CrashedHolder {
+        /// The most uncontended grants.
+        round_trips: f64,
+    },
+    /// Contended, at `lockers`: lock commands per grant with hints at most `ratio` times
+    /// those of polling (hints off).
+    NoHerd {
+        /// The number of Lockers judged.
+        lockers: u64,
+        /// The largest ratio.
+        ratio: f64,
+    },
+    /// Contended, for each number of Lockers: grants per second with hints at least those
+    /// of polling.
+    Throughput {
+        /// The numbers of Lockers judged.
+        lockers: &'static [u64],
+    },
+    /// The uncontended cycle's median with hints at most `ratio` times without.
+    HintsCycle {
+        /// The largest ratio.
+        ratio: f64,
     },
 }
 
@@ -394,6 +451,81 @@ pub fn targets() -> Vec<Target> {
                 per_sec: MEM_PAIRS_PER_SEC,
             },
             threshold: "1e9 / median(lock+unlock) > 1,000,000".into(),
+            diagnostics: None,
+        },
+        Target {
+            name: "waiters woken by hints (MongoDB): handover from a release to the next \
+                   waiter's grant, with 8 and 64 waiting Lockers",
+            group: "store_mongo",
+            functions: &[HANDOVER],
+            judge: Judge::Handover {
+                waiters: &HANDOVER_JUDGED_WAITERS,
+                p50: HANDOVER_P50_RATIO,
+                p99: HANDOVER_P99_RATIO,
+            },
+            threshold: format!(
+                "hints on: p50 <= {HANDOVER_P50_RATIO}x and p99 <= {HANDOVER_P99_RATIO}x one \
+                 uncontended grant (the median of a bare xlock, measured in the cycle's \
+                 rounds), for W = 8 and 64; polling (hints off) shown"
+            ),
+            diagnostics: None,
+        },
+        Target {
+            name: "a crashed holder (MongoDB): its waiters are granted within a few round \
+                   trips of its lock's expiry + takeover grace",
+            group: "store_mongo",
+            functions: &[CRASHED],
+            judge: Judge::CrashedHolder {
+                round_trips: CRASHED_ROUND_TRIPS,
+            },
+            threshold: format!(
+                "median over the rounds of the first grant after expiry + grace <= \
+                 {CRASHED_ROUND_TRIPS} uncontended grants (\"a few\" read as {CRASHED_ROUND_TRIPS}), \
+                 hints on and off, every W measured; max shown"
+            ),
+            diagnostics: None,
+        },
+        Target {
+            name: "no herd (MongoDB): lock commands per grant with 64 waiting Lockers at most \
+                   2x polling's",
+            group: "store_mongo",
+            functions: &[CONTENDED],
+            judge: Judge::NoHerd {
+                lockers: HERD_LOCKERS,
+                ratio: HERD_RATIO,
+            },
+            threshold: format!(
+                "contended, N = {HERD_LOCKERS}: lock commands (findAndModify, update) per grant \
+                 with hints <= {HERD_RATIO}x with hints off, same run; change-stream commands \
+                 (aggregate, getMore, killCursors) shown"
+            ),
+            diagnostics: None,
+        },
+        Target {
+            name: "contended throughput (MongoDB): with hints at least polling's",
+            group: "store_mongo",
+            functions: &[CONTENDED],
+            judge: Judge::Throughput {
+                lockers: &THROUGHPUT_LOCKERS,
+            },
+            threshold: "grants per second on one resource with 5 ms holds, hints on >= hints \
+                        off, for N = 8 and 64 Lockers; longest wait and grants per Locker \
+                        shown"
+                .into(),
+            diagnostics: None,
+        },
+        Target {
+            name: "uncontended cycle (MongoDB): a Locker's acquire + release with hints within \
+                   1.1x of without",
+            group: "store_mongo",
+            functions: &[CYCLE],
+            judge: Judge::HintsCycle {
+                ratio: HINTS_CYCLE_RATIO,
+            },
+            threshold: format!(
+                "median(hints on) <= {HINTS_CYCLE_RATIO}x median(hints off), measured \
+                 interleaved"
+            ),
             diagnostics: None,
         },
     ]

@@ -155,6 +155,7 @@ impl World {
     pub(super) fn start_acquire(&mut self, client: usize, resource: usize, local: u64) {
         let c = &mut self.clients[client];
         c.next_key += 1;
+        c.wake_hints = 0;
         let key = c.next_key;
         let ask = Ask {
             resource: self.resources[resource].clone(),

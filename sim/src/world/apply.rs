@@ -1,6 +1,8 @@
 //! The store applies a request that reached it (through the same `Request::send_to` the
 //! Locker's driver uses), and the world records what the checks and the report need:
-//! fences granted, lock ids granted and unlocked, refused renewals.
+//! fences granted, lock ids granted and unlocked, refused renewals, resources left free
+//! while clients wait; the hints the operation gave the subscribers leave for their
+//! clients.
 
 use lockwright_engine::locker::{Reply, Request};
 use lockwright_engine::table::{FENCES_PER_MS, fence_floor};
@@ -13,7 +15,10 @@ impl World {
         // The store judges by its own clock, which a failover may have moved.
         let store_now = self.store_now();
         self.clock.set(store_now);
+        let unlocks_held = self.unlocks_a_held_lock(request);
         let reply = at_once(request.send_to(&self.store));
+        // The hints the operation gave the subscribers leave for their clients.
+        self.pump_hints();
         // store-mem fails only on a broken rule or argument: the simulation is wrong.
         let outcomes = match &reply {
             Reply::Each(each) => each.as_slice(),
@@ -62,6 +67,7 @@ impl World {
             }
             _ => {}
         }
+        self.handovers_after(client, incarnation, request, &reply, unlocks_held);
         reply
     }
 }

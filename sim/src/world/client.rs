@@ -10,6 +10,7 @@ use lockwright_engine::locker::{LockerCore, Reply, RequestId};
 use rand::Rng;
 
 use super::app::App;
+use super::hints::{InFlightHint, Watch};
 use super::{Event, World};
 use crate::SimRng;
 
@@ -40,6 +41,16 @@ pub(super) struct Client {
     pub(super) paused_until: Option<u64>,
     /// Replies that arrived during a pause.
     pub(super) inbox: Vec<Buffered>,
+    /// Hints (and ends of hint streams) that arrived during a pause, with their
+    /// subscription.
+    pub(super) hint_inbox: Vec<(u64, InFlightHint)>,
+    /// The process's subscription to the store's hints.
+    pub(super) watch: Watch,
+    /// `Freed` hints for the resource being acquired, and `Missed` hints, that the core
+    /// heard during the acquire under way. Each hint wakes at most one attempt, so this
+    /// bounds how many hint-woken attempts were refused (the core's contention, which
+    /// spreads out its next hint-woken attempt; see `handover_liveness`).
+    pub(super) wake_hints: u32,
     /// Writes (resource, fence) decided before a pause, sent when the client resumes.
     pub(super) queued_writes: Vec<(usize, u64)>,
     pub(super) crashed: bool,
@@ -127,14 +138,18 @@ impl World {
 
     /// Wakes the client when its core or its application next has something due.
     pub(super) fn schedule_wake(&mut self, client: usize) {
+        if !self.clients[client].is_active() {
+            return;
+        }
+        let watch = self.update_watch(client);
         let healing = self.healing;
         let now = self.now;
         let c = &mut self.clients[client];
-        if !c.is_active() {
-            return;
-        }
         let mut next = c.core.poll_timeout().map(|t| t.0);
         let mut consider = |t: u64| next = Some(next.map_or(t, |n: u64| n.min(t)));
+        if let Some(t) = watch {
+            consider(t);
+        }
         match c.app {
             App::Idle { until } if !healing => consider(until),
             App::Holding {
@@ -187,8 +202,9 @@ impl World {
     }
 
     /// The client wakes from a pause: the write it decided on before the pause leaves, and
-    /// its core sees the replies that arrived meanwhile and the timeouts that passed, in
-    /// either order (as a driver polling both after a stall may).
+    /// its core sees the replies that arrived meanwhile, then the hints, and the timeouts
+    /// that passed before or after them (as a driver polling all of them after a stall
+    /// may).
     pub(super) fn resume(&mut self, client: usize) {
         self.clients[client].paused_until = None;
         self.note(Some(client), "resumes");
@@ -203,6 +219,9 @@ impl World {
         }
         for (id, reply, lock_deadline) in inbox {
             self.deliver(client, id, reply, lock_deadline);
+        }
+        for (sub, hint) in std::mem::take(&mut self.clients[client].hint_inbox) {
+            self.hear(client, sub, hint);
         }
         if !timeouts_first {
             self.clients[client].core.handle_timeout(LocalMs(local));

@@ -9,6 +9,8 @@ mod app;
 mod apply;
 mod checks;
 mod client;
+mod hints;
+mod liveness;
 mod network;
 
 use std::cmp::Reverse;
@@ -83,6 +85,19 @@ enum Event {
     },
     /// The store fails over to a member whose clock reads differently.
     Failover,
+    /// A client's subscription to hints reaches the store.
+    Subscribe {
+        client: usize,
+        incarnation: u32,
+        sub: u64,
+    },
+    /// A hint (or, `None`, the end of its stream) reaches a client.
+    Hint {
+        client: usize,
+        incarnation: u32,
+        sub: u64,
+        hint: hints::InFlightHint,
+    },
 }
 
 /// One simulated run.
@@ -123,6 +138,13 @@ pub(crate) struct World {
     /// (to count releases after unknown outcomes and release retries).
     lost_grants: BTreeSet<LockId>,
     lost_unlocks: BTreeSet<LockId>,
+    /// The last subscription to hints handed out (each has its own number).
+    next_sub: u64,
+    /// Whether this seed is checked for `handover_liveness`, the resources left free
+    /// while clients wait for them, and the locks of crashed holders not yet abandoned.
+    liveness: bool,
+    handovers: Vec<liveness::Handover>,
+    abandoned: Vec<liveness::Abandoned>,
     pub(crate) report: SeedReport,
     record: bool,
 }
@@ -131,7 +153,8 @@ impl World {
     pub(crate) fn new(opts: &Options, seed: u64, record: bool) -> Self {
         let mut rng = SimRng::seed_from_u64(seed);
         let mut failover_rng = crate::failover_rng(seed);
-        let mix = FaultMix::from_rng(&mut rng, &mut failover_rng, opts);
+        let mut hint_rng = crate::hint_rng(seed);
+        let mix = FaultMix::from_rng(&mut rng, &mut failover_rng, &mut hint_rng, opts);
         let clock = Arc::new(ManualClock::new(EPOCH));
         let store = MemStore::with_clock_and_shards(Arc::clone(&clock), 1)
             .with_takeover_grace(Duration::from_millis(opts.grace_ms))
@@ -188,6 +211,10 @@ impl World {
             crashed: BTreeSet::new(),
             lost_grants: BTreeSet::new(),
             lost_unlocks: BTreeSet::new(),
+            next_sub: 0,
+            liveness: mix.checks_handovers(),
+            handovers: Vec::new(),
+            abandoned: Vec::new(),
             report,
             record,
         };
@@ -208,6 +235,9 @@ impl World {
                 to_acquire: Vec::new(),
                 paused_until: None,
                 inbox: Vec::new(),
+                hint_inbox: Vec::new(),
+                watch: hints::Watch::default(),
+                wake_hints: 0,
                 queued_writes: Vec::new(),
                 crashed: false,
                 incarnation: 0,
@@ -293,6 +323,7 @@ impl World {
         self.heal();
         let limit = end + self.opts.ttl_ms * SETTLE_TTLS;
         self.run_until(limit);
+        self.advance_handovers(limit);
         self.check_leaks(limit);
         self.check_stuck();
         self.report
@@ -306,6 +337,7 @@ impl World {
             }
             self.queue.pop();
             self.now = at;
+            self.advance_handovers(at);
             let Some(event) = self.events[idx].take() else {
                 continue;
             };
@@ -380,6 +412,17 @@ impl World {
             } => self.downstream(client, resource, fence),
             Event::Resume { client } => self.resume(client),
             Event::Failover => self.failover(),
+            Event::Subscribe {
+                client,
+                incarnation,
+                sub,
+            } => self.subscribed(client, incarnation, sub),
+            Event::Hint {
+                client,
+                incarnation,
+                sub,
+                hint,
+            } => self.hint_arrives(client, incarnation, sub, hint),
             Event::Restart { client } => {
                 let core = self.new_core();
                 let until = self.rng.random_range(0..self.opts.ttl_ms);

@@ -7,6 +7,7 @@ use lockwright_engine::locker::{Reply, Request, Transmit};
 use rand::Rng;
 
 use super::app::App;
+use super::hints::Watch;
 use super::{Event, Route, World};
 
 impl World {
@@ -168,18 +169,23 @@ impl World {
             self.pause(client, "");
         } else if roll < u32::from(self.mix.pause_permille) + u32::from(self.mix.crash_permille) {
             let c = &mut self.clients[client];
-            self.crashed.insert((client, c.incarnation));
+            let dead = c.incarnation;
+            self.crashed.insert((client, dead));
             c.crashed = true;
             c.incarnation += 1;
             c.app = App::Idle { until: 0 };
             c.holds.clear();
             c.to_acquire.clear();
             c.inbox.clear();
+            c.hint_inbox.clear();
+            // The subscription dies with the process.
+            c.watch = Watch::default();
             c.queued_writes.clear();
             c.wake_at = None;
             c.reported_past.clear();
             self.report.faults.crashes += 1;
             self.note(Some(client), "crashes");
+            self.holder_crashed(client, dead);
             let back = self.now + self.rng.random_range(1..self.opts.ttl_ms * 2);
             self.push(back, Event::Restart { client });
         }

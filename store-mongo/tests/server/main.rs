@@ -22,6 +22,7 @@ use mongodb::options::WriteConcern;
 
 const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);
 
+mod hints;
 mod round_trips;
 mod schema;
 mod setup;
