@@ -1,0 +1,166 @@
+//! Waiters woken by the store: a release wakes a waiting acquire through the store's hints
+//! (an in-process notifier, a MongoDB change stream), not through its backoff; and a waiter
+//! whose change stream fails still gets the lock by polling.
+//!
+//! The waiters that must be woken have a backoff of an hour, so that polling cannot explain
+//! a grant: the tests assert that the grant comes (and, on MongoDB, the exact number of
+//! lock requests it took), never how fast.
+
+// A test that cannot unwrap has failed: panicking is how it says so.
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use lockwright::{Client, LockOptions, Locker, LockerConfig};
+
+/// A waiter that polls once an hour: only a hint can wake it within a test.
+fn hint_only() -> LockerConfig {
+    let mut config = LockerConfig::default();
+    config.initial_backoff = Duration::from_secs(3_600);
+    config.max_backoff = Duration::from_secs(3_600);
+    config
+}
+
+/// On tokio's paused clock a waiter woken by the release is granted at the release's
+/// instant; a waiter that polled would be granted (virtual) minutes later.
+#[cfg(feature = "mem")]
+#[tokio::test(start_paused = true)]
+async fn a_release_wakes_a_waiter_at_once_in_memory() {
+    use tokio::time::Instant;
+
+    let client = Client::new(lockwright::MemStore::new());
+    let holder = Locker::new(client.clone(), LockerConfig::default()).unwrap();
+    let waiter = Locker::new(client, hint_only()).unwrap();
+    let options = LockOptions::exclusive(Duration::from_secs(30));
+    let held = holder.acquire("job", &options).await.unwrap();
+    let waiting = {
+        let options = options.clone();
+        tokio::spawn(async move {
+            let guard = waiter.acquire("job", &options).await;
+            (Instant::now(), guard)
+        })
+    };
+    // The waiter is refused, subscribes, and asks once more on the subscription's `Missed`.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!waiting.is_finished(), "the lock is held");
+    held.release().await.unwrap();
+    let released = Instant::now();
+    let (granted, guard) = waiting.await.unwrap();
+    let guard = guard.unwrap();
+    assert!(
+        granted.duration_since(released) < Duration::from_secs(1),
+        "woken by the release, not by its hourly poll: granted {:?} after it",
+        granted.duration_since(released)
+    );
+    guard.release().await.unwrap();
+}
+
+#[cfg(feature = "mongo")]
+mod mongo {
+    use lockwright::MongoStore;
+    use lockwright_testkit::mongo::fixture::{CommandLog, fresh_store, options, teardown};
+    use mongodb::bson::{doc, oid::ObjectId};
+
+    use super::*;
+
+    /// A store on `on`'s collection with a client of its own (another process, its own
+    /// change stream), an `appName` of its own for fail points, and its commands recorded.
+    async fn other_process(on: &MongoStore) -> (MongoStore, CommandLog, String) {
+        let app = format!("lockwright-wakeups-{}", ObjectId::new().to_hex());
+        let mut opts = options().await;
+        let log = CommandLog::attach(&mut opts);
+        opts.app_name = Some(app.clone());
+        let client = mongodb::Client::with_options(opts).unwrap();
+        let ns = on.collection().namespace();
+        let store = MongoStore::from_collection(client.database(&ns.db).collection(&ns.coll));
+        (store, log, app)
+    }
+
+    fn count(log: &[String], name: &str) -> usize {
+        log.iter().filter(|c| *c == name).count()
+    }
+
+    /// Waits (as long as a loaded machine may need) until `log` has recorded `n` commands
+    /// named `name` since it was last taken; returns them all.
+    async fn until_sent(log: &CommandLog, name: &str, n: usize) -> Vec<String> {
+        let mut seen = Vec::new();
+        for _ in 0..6_000 {
+            seen.extend(log.take());
+            if count(&seen, name) >= n {
+                return seen;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{name} sent {} times in a minute, not {n}: {seen:?}", count(&seen, name));
+    }
+
+    /// A waiter in another process is granted the lock one request after the release:
+    /// the change stream told it. Its backoff is an hour, so no poll did.
+    #[tokio::test]
+    async fn a_release_wakes_a_waiter_in_another_process() {
+        let store = fresh_store(None).await;
+        let (theirs, log, _) = other_process(&store).await;
+        let holder = Locker::new(Client::new(store), LockerConfig::default()).unwrap();
+        let waiter = Locker::new(Client::new(theirs), hint_only()).unwrap();
+        let options = LockOptions::exclusive(Duration::from_secs(30));
+        let held = holder.acquire("job", &options).await.unwrap();
+        let waiting = {
+            let (waiter, options) = (waiter.clone(), options.clone());
+            tokio::spawn(async move { waiter.acquire("job", &options).await })
+        };
+        // Refused, then the stream opens (`aggregate`) and its `Missed` makes the waiter
+        // ask once more, refused again.
+        let before = until_sent(&log, "findAndModify", 2).await;
+        assert_eq!(count(&before, "aggregate"), 1, "one change stream: {before:?}");
+        held.release().await.unwrap();
+        let guard = tokio::time::timeout(Duration::from_secs(60), waiting)
+            .await
+            .expect("the release wakes the waiter")
+            .unwrap()
+            .unwrap();
+        let after = log.take();
+        assert_eq!(
+            count(&after, "findAndModify"),
+            1,
+            "one request after the release, the granted one: {after:?}"
+        );
+        guard.release().await.unwrap();
+        teardown(holder.client().store()).await;
+    }
+
+    /// The waiter's change stream fails and cannot be reopened (a fail point on its
+    /// `getMore` and `aggregate`): it is still granted the lock, by polling.
+    #[tokio::test]
+    async fn a_waiter_whose_stream_fails_still_gets_the_lock() {
+        let store = fresh_store(None).await;
+        let admin = store.client().database("admin");
+        let (theirs, log, app) = other_process(&store).await;
+        let holder = Locker::new(Client::new(store), LockerConfig::default()).unwrap();
+        let mut config = LockerConfig::default();
+        config.max_backoff = Duration::from_millis(200);
+        let waiter = Locker::new(Client::new(theirs), config).unwrap();
+        let options = LockOptions::exclusive(Duration::from_secs(30));
+        let held = holder.acquire("job", &options).await.unwrap();
+        let waiting = {
+            let (waiter, options) = (waiter.clone(), options.clone());
+            tokio::spawn(async move { waiter.acquire("job", &options).await })
+        };
+        until_sent(&log, "aggregate", 1).await;
+        // ChangeStreamFatalError: the driver does not resume; the store reopens and fails.
+        let fail = doc! {
+            "configureFailPoint": "failCommand", "mode": "alwaysOn",
+            "data": { "failCommands": ["getMore", "aggregate"], "errorCode": 280, "appName": &app },
+        };
+        admin.run_command(fail).await.unwrap();
+        // The open stream's next `getMore` fails, then a reopening `aggregate` does.
+        let broken = until_sent(&log, "aggregate", 1).await;
+        assert!(count(&broken, "getMore") >= 1, "{broken:?}");
+        held.release().await.unwrap();
+        let granted = tokio::time::timeout(Duration::from_secs(60), waiting).await;
+        let off = doc! { "configureFailPoint": "failCommand", "mode": "off" };
+        admin.run_command(off).await.unwrap();
+        let guard = granted.expect("polling grants the lock").unwrap().unwrap();
+        guard.release().await.unwrap();
+        teardown(holder.client().store()).await;
+    }
+}
