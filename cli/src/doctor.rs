@@ -111,6 +111,13 @@ pub async fn doctor(conn: &ConnArgs, args: &DoctorArgs) -> Result<u8, CliError> 
     index(&mut report, &store, args.fix).await;
     write_concern(&mut report, &store);
     clocks(&mut report, &hello, &store, conn, conn.takeover_grace.0).await;
+    match crate::wakeups::probe(&store).await {
+        Ok(worked) => report.line(&Verdict::Ok, &worked),
+        Err(why) => report.line(
+            &Verdict::Warn,
+            &format!("{why}: waiting acquires will only poll (up to max_backoff apart)"),
+        ),
+    }
 
     if report.failed {
         println!("problems found: fix the FAIL lines above");

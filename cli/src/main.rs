@@ -22,6 +22,7 @@ mod run;
 mod signals;
 mod status;
 mod unlock;
+mod wakeups;
 
 use connect::ConnArgs;
 use exit::CliError;

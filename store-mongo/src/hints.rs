@@ -28,6 +28,7 @@ use tokio::sync::broadcast;
 use tokio::time::Instant;
 use tokio_stream::wrappers::BroadcastStream;
 
+use crate::failure::MongoFailure;
 use crate::schema::LAST_GRANT;
 use crate::setup::command_code;
 
@@ -178,7 +179,8 @@ impl HintSource {
 /// are kept.
 pub(crate) fn pipeline() -> Vec<Document> {
     let description = "$updateDescription";
-    let size_of = |field: &str| doc! { "$size": { "$ifNull": [format!("{description}.{field}"), []] } };
+    let size_of =
+        |field: &str| doc! { "$size": { "$ifNull": [format!("{description}.{field}"), []] } };
     let renewal = doc! { "$and": [
         { "$eq": ["$operationType", "update"] },
         { "$eq": [size_of("removedFields"), 0] },
@@ -216,6 +218,7 @@ fn hint_of(event: &Document, ids: &HashMap<String, Resource>) -> Option<Hint> {
 
 /// The hub's task: open the stream, send `Missed`, map each event to a hint; on any error
 /// or invalidation pause and reopen from now; stop for good where streams are unavailable.
+/// The pause doubles while reopened streams fail before delivering anything.
 async fn run(
     coll: Collection<Document>,
     shared: Arc<Shared>,
@@ -229,53 +232,51 @@ async fn run(
             .pipeline(pipeline())
             .await
             .map(mongodb::change_stream::ChangeStream::with_type::<Document>);
-        let mut stream = match opened {
-            Ok(stream) => stream,
-            Err(e) => {
-                if command_code(&e).is_some_and(|c| UNAVAILABLE_CODES.contains(&c)) {
-                    let why = e.to_string();
-                    if !logged.swap(true, Ordering::AcqRel) {
-                        tracing::warn!(
-                            collection = %coll.namespace(),
-                            error = %why,
-                            "change streams are unavailable: waiting acquires will poll"
-                        );
+        let failed = match opened {
+            Ok(mut stream) => {
+                *lock(&unavailable) = None;
+                shared.open.store(true, Ordering::Release);
+                shared.send(Hint::Missed);
+                let failed = loop {
+                    match stream.next().await {
+                        Some(Ok(event)) => {
+                            pause = REOPEN_PAUSE;
+                            if event.get_str("operationType") == Ok("invalidate") {
+                                break None;
+                            }
+                            let hint = hint_of(&event, &lock(&shared.ids));
+                            if let Some(hint) = hint {
+                                shared.send(hint);
+                            }
+                        }
+                        Some(Err(e)) => break Some(e),
+                        None => break None,
                     }
-                    *lock(&unavailable) = Some((Instant::now(), why));
-                    // Ends every subscription.
-                    lock(&shared.sender).take();
-                    return;
-                }
-                tracing::debug!(error = %e, "could not open the change stream; trying again");
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(MAX_REOPEN_PAUSE);
-                continue;
+                };
+                shared.open.store(false, Ordering::Release);
+                failed
             }
+            Err(e) => Some(e),
         };
-        *lock(&unavailable) = None;
-        shared.open.store(true, Ordering::Release);
-        shared.send(Hint::Missed);
-        pause = REOPEN_PAUSE;
-        loop {
-            match stream.next().await {
-                Some(Ok(event)) => {
-                    if event.get_str("operationType") == Ok("invalidate") {
-                        break;
-                    }
-                    let hint = hint_of(&event, &lock(&shared.ids));
-                    if let Some(hint) = hint {
-                        shared.send(hint);
-                    }
+        if let Some(e) = failed {
+            if command_code(&e).is_some_and(|c| UNAVAILABLE_CODES.contains(&c)) {
+                let why = MongoFailure::new(&e).to_string();
+                if !logged.swap(true, Ordering::AcqRel) {
+                    tracing::warn!(
+                        collection = %coll.namespace(),
+                        error = %why,
+                        "change streams are unavailable: waiting acquires will poll"
+                    );
                 }
-                Some(Err(e)) => {
-                    tracing::debug!(error = %e, "the change stream failed; reopening it");
-                    break;
-                }
-                None => break,
+                *lock(&unavailable) = Some((Instant::now(), why));
+                // Ends every subscription.
+                lock(&shared.sender).take();
+                return;
             }
+            tracing::debug!(error = %MongoFailure::new(&e), "the change stream failed; reopening it");
         }
-        shared.open.store(false, Ordering::Release);
         tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(MAX_REOPEN_PAUSE);
     }
 }
 

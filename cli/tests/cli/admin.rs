@@ -279,6 +279,7 @@ fn doctor_passes_on_the_test_set_and_names_a_missing_index() {
         "unique index on `resource`",
         "write concern majority",
         "clock",
+        "ok   wake-ups work: a release reached a waiter's change stream",
         "no problems found",
     ] {
         assert!(
@@ -336,6 +337,46 @@ fn doctor_passes_on_the_test_set_and_names_a_missing_index() {
 /// 3 s ahead (libfaketime), it fails with the default takeover grace of 2 s and names the
 /// members, warns with a grace of 4 s (more than half of it), passes with 7 s, names a
 /// member it cannot reach without waiting long for it, and never prints the URI's password.
+/// Where change streams fail (here a fail point answers the doctor's `getMore` with
+/// Unauthorized, as for a user without the `changeStream` privilege), doctor warns that
+/// waiters will only poll; locking itself is fine, so it still passes.
+#[test]
+fn doctor_warns_when_change_streams_are_unavailable() {
+    use std::future::IntoFuture as _;
+
+    use mongodb::bson::doc;
+
+    let c = Coll::new();
+    let app = format!("lockwright-doctor-{}", &generate_lock_id().as_str()[..12]);
+    let uri = crate::support::mongodb_uri();
+    let sep = if uri.contains('?') {
+        "&"
+    } else if uri.ends_with('/') {
+        "?"
+    } else {
+        "/?"
+    };
+    let named = format!("{uri}{sep}appName={app}");
+    let admin = c.client.store().client().database("admin");
+    let fail = doc! {
+        "configureFailPoint": "failCommand", "mode": "alwaysOn",
+        "data": { "failCommands": ["getMore"], "errorCode": 13, "appName": &app },
+    };
+    c.block_on(admin.run_command(fail).into_future())
+        .expect("configureFailPoint");
+    let out = c.run(&["doctor", "--uri", &named]);
+    let off = doc! { "configureFailPoint": "failCommand", "mode": "off" };
+    c.block_on(admin.run_command(off).into_future())
+        .expect("configureFailPoint off");
+    let report = text(&out.stdout);
+    assert_eq!(code(&out), 0, "a warning, not a failure: {report}");
+    assert!(
+        report.contains("warn change streams are unavailable here (server error 13")
+            && report.contains("waiting acquires will only poll"),
+        "{report}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doctor_compares_every_members_clock_with_the_takeover_grace() {
     const SKEWED: usize = 2;
