@@ -91,7 +91,10 @@ mod mongo {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        panic!("{name} sent {} times in a minute, not {n}: {seen:?}", count(&seen, name));
+        panic!(
+            "{name} sent {} times in a minute, not {n}: {seen:?}",
+            count(&seen, name)
+        );
     }
 
     /// A waiter in another process is granted the lock one request after the release:
@@ -111,7 +114,11 @@ mod mongo {
         // Refused, then the stream opens (`aggregate`) and its `Missed` makes the waiter
         // ask once more, refused again.
         let before = until_sent(&log, "findAndModify", 2).await;
-        assert_eq!(count(&before, "aggregate"), 1, "one change stream: {before:?}");
+        assert_eq!(
+            count(&before, "aggregate"),
+            1,
+            "one change stream: {before:?}"
+        );
         held.release().await.unwrap();
         let guard = tokio::time::timeout(Duration::from_secs(60), waiting)
             .await

@@ -159,7 +159,8 @@ fn lock(m: &Mutex<LockTable>) -> MutexGuard<'_, LockTable> {
 impl LockStore for MemStore {
     async fn xlock(&self, request: &LockRequest) -> Result<LockStatus> {
         let _span = tracing::debug_span!("mem.xlock", resource = %request.resource).entered();
-        let granted = lock(self.shard_of(request.resource.as_str())).xlock(request, self.clock.now());
+        let granted =
+            lock(self.shard_of(request.resource.as_str())).xlock(request, self.clock.now());
         if granted.is_ok() {
             self.notifier.taken(&request.resource);
         }
@@ -226,11 +227,8 @@ impl LockStore for MemStore {
         lock_id: &LockId,
     ) -> Result<Option<LockStatus>> {
         let _span = tracing::debug_span!("mem.unlock_one", resource = %resource).entered();
-        let removed = lock(self.shard_of(resource.as_str())).unlock_one(
-            resource,
-            lock_id,
-            self.clock.now(),
-        );
+        let removed =
+            lock(self.shard_of(resource.as_str())).unlock_one(resource, lock_id, self.clock.now());
         if removed.is_some() {
             self.notifier.freed([resource]);
         }

@@ -67,8 +67,8 @@ use mongodb::{Client, Collection};
 
 pub use failure::MongoFailure;
 use lockwright_engine::{
-    DEFAULT_TAKEOVER_GRACE, Error, Filter, HintStream, LockId, LockRequest, LockStatus, LockStore, ManualClock,
-    Renewal, Resource, Result, SharedLimit, Timestamp, Ttl,
+    DEFAULT_TAKEOVER_GRACE, Error, Filter, HintStream, LockId, LockRequest, LockStatus, LockStore,
+    ManualClock, Renewal, Resource, Result, SharedLimit, Timestamp, Ttl,
 };
 pub use retry::RETRY_WINDOW;
 

@@ -77,7 +77,10 @@ impl<R: RngCore> LockerCore<R> {
         let (hinted, by_hint) = match self.acquires.get_mut(&key) {
             Some(a) => {
                 a.attempt = None;
-                (std::mem::take(&mut a.hinted), std::mem::take(&mut a.by_hint))
+                (
+                    std::mem::take(&mut a.hinted),
+                    std::mem::take(&mut a.by_hint),
+                )
             }
             None => (false, false),
         };

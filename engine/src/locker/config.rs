@@ -114,7 +114,10 @@ impl LockerConfig {
             return Err(Error::invalid("hint_spread", "must be greater than zero"));
         }
         if self.max_backoff < self.hint_spread {
-            return Err(Error::invalid("max_backoff", "must be at least hint_spread"));
+            return Err(Error::invalid(
+                "max_backoff",
+                "must be at least hint_spread",
+            ));
         }
         if self.unavailable_timeout.is_zero() {
             return Err(Error::invalid(

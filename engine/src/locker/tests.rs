@@ -566,13 +566,23 @@ fn a_hint_that_the_resource_came_free_makes_a_waiter_ask_at_once() {
     c.handle_hint(&Hint::Taken(job()), ms(12));
     assert!(c.poll_timeout().unwrap() > ms(12));
     c.handle_hint(&Hint::Freed(job()), ms(15));
-    assert_eq!(c.poll_timeout(), Some(ms(15)), "the first hint is acted on at once");
+    assert_eq!(
+        c.poll_timeout(),
+        Some(ms(15)),
+        "the first hint is acted on at once"
+    );
     c.handle_timeout(ms(15));
-    assert!(matches!(c.poll_transmit().unwrap().request, Request::Lock { .. }));
+    assert!(matches!(
+        c.poll_transmit().unwrap().request,
+        Request::Lock { .. }
+    ));
     assert!(c.poll_transmit().is_none(), "one attempt");
     // The backoff timer the hint replaced (due by 31 ms) does not fire a second attempt.
     c.handle_timeout(ms(100));
-    assert!(c.poll_transmit().is_none(), "the replaced backoff timer is dropped");
+    assert!(
+        c.poll_transmit().is_none(),
+        "the replaced backoff timer is dropped"
+    );
 }
 
 #[test]
@@ -580,8 +590,15 @@ fn a_hint_during_an_attempt_makes_its_refusal_ask_again_at_once() {
     let mut c = core();
     let t = acquire(&mut c, 1, Wait::Forever, 0);
     c.handle_hint(&Hint::Freed(job()), ms(3));
-    assert!(c.poll_transmit().is_none(), "no second attempt while one is in flight");
-    assert_eq!(refuse(&mut c, &t, 5), ms(5), "the refusal may predate the release");
+    assert!(
+        c.poll_transmit().is_none(),
+        "no second attempt while one is in flight"
+    );
+    assert_eq!(
+        refuse(&mut c, &t, 5),
+        ms(5),
+        "the refusal may predate the release"
+    );
     // A grant to somebody else heard during the attempt cancels that.
     c.handle_timeout(ms(5));
     let t = c.poll_transmit().unwrap();

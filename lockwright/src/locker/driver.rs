@@ -75,7 +75,10 @@ pub(super) async fn drive<S: LockStore>(
             break;
         }
         watch.update(&shared, &core);
-        let wake = match (core.poll_timeout().map(|ms| shared.instant(ms)), watch.wake(shared.config.max_backoff)) {
+        let wake = match (
+            core.poll_timeout().map(|ms| shared.instant(ms)),
+            watch.wake(shared.config.max_backoff),
+        ) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
