@@ -184,6 +184,8 @@ impl Mutant {
                 | Mutant::LockerNoReleaseAfterUnknown
                 | Mutant::LockerReleaseNotRetried
                 | Mutant::LockerReleaseNotSent
+                | Mutant::LockerIgnoresHints
+                | Mutant::LockerIgnoresRetryIn
         )
     }
 

@@ -16,6 +16,13 @@
 //! renewals fall due together, so its core sends them in batches (`RenewMany`), which the
 //! store renews lock by lock and whose per-lock outcomes go back to the core.
 //!
+//! Waiters are woken by the store, as in the shipped Locker: each client process holds a
+//! subscription to the store's hints while its core waits (and for `max_backoff` after),
+//! which store-mem's own [`LockStore::hints`](lockwright_engine::LockStore::hints) stream
+//! feeds (`Taken` after each grant, `Freed` after each release, `Missed` first); the
+//! simulator carries each hint over the faulty network to its client and hands it to the
+//! core (`LockerCore::handle_hint`) at the client's local time.
+//!
 //! Faults: network latency, requests lost before they reach the store, replies lost after
 //! the store applied the request (in both cases the driver sees either silence or a
 //! connection error, so the outcome is unknown), pauses longer than the TTL (the classic
@@ -24,7 +31,12 @@
 //! failovers of the store to a member whose wall clock differs: the store's clock jumps
 //! forward or back (its members' clocks are within `clock_jump_ms` of one another) while
 //! the clients' clocks run on; the store's takeover grace (`grace_ms`) must absorb the
-//! jump. The downstream store remembers the highest fence it accepted.
+//! jump. The downstream store remembers the highest fence it accepted. Hints travel like
+//! replies: after latency (so they overtake one another), lost as often as replies,
+//! duplicated in some seeds, waiting in a paused process's socket, gone with a crashed
+//! one; a subscription is lost as often as a request, and now and then the store drops a
+//! stream instead of sending a hint: the client hears the end, its core `Missed`, and it
+//! subscribes again `max_backoff` later, as the Locker task does.
 //!
 //! Checked continuously:
 //! - `holder_safety`: no two clients believe they hold one resource at the same real
@@ -43,7 +55,14 @@
 //!   the client's clock: the core must have said `Ended` by then;
 //! - `needless_loss`: in a seed without faults that can cost a lease (fast network, no
 //!   lost requests or replies, no pauses, no crashes, no clock jump beyond the grace;
-//!   drift and failovers within the grace are allowed), no lease ends refused or expired.
+//!   drift and failovers within the grace are allowed), no lease ends refused or expired;
+//! - `handover_liveness`: in a seed calm enough (a fast network that loses nothing, no
+//!   pauses, no failovers, no dropped hint streams; crashes, drift and duplicated hints
+//!   are allowed; `Options::calm` makes every seed so), a resource that clients wait for
+//!   does not stay free: a release that frees it is followed by a grant within four
+//!   network latencies (plus the delay the Locker's rule gives a waiter that lost races to
+//!   other waiters), and so is the end of the takeover grace of a lock whose holder
+//!   crashed (plus the drift of the waiter's clock). See `world/liveness.rs`.
 //!
 //! Checked at the end, after the faults stop: the world heals (no more faults, clients stop
 //! acquiring, cancel acquires under way and release what they hold) and runs until nothing
@@ -226,7 +245,12 @@ fn hint_rng(seed: u64) -> SimRng {
 }
 
 impl FaultMix {
-    fn from_rng(rng: &mut SimRng, failovers: &mut SimRng, hints: &mut SimRng, opts: &Options) -> Self {
+    fn from_rng(
+        rng: &mut SimRng,
+        failovers: &mut SimRng,
+        hints: &mut SimRng,
+        opts: &Options,
+    ) -> Self {
         let on = |rng: &mut SimRng| rng.random_bool(0.5);
         let slow = on(rng);
         let mut mix = FaultMix {
@@ -242,8 +266,16 @@ impl FaultMix {
             drift_ppm: if on(rng) { opts.max_drift_ppm } else { 0 },
             clock_jump_ms: if on(failovers) { opts.clock_jump_ms } else { 0 },
             jumps_beyond_grace: false,
-            hint_dup_pct: if on(hints) { hints.random_range(1..30) } else { 0 },
-            stream_drop_permille: if on(hints) { hints.random_range(1..20) } else { 0 },
+            hint_dup_pct: if on(hints) {
+                hints.random_range(1..30)
+            } else {
+                0
+            },
+            stream_drop_permille: if on(hints) {
+                hints.random_range(1..20)
+            } else {
+                0
+            },
         };
         if opts.calm {
             // Drawn first and overridden, so the rest of the seed's stream is unchanged.

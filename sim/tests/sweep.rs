@@ -1,8 +1,12 @@
 //! The simulator's checks: a clean sweep, the negative runs (no drift margin, no fencing,
 //! clock jumps beyond the takeover grace), failovers within the grace, exact replay.
+//! (`handover_liveness` in calm seeds, and the mutants it kills: `tests/liveness.rs`.)
 //!
 //! The kill matrix (`scripts/mutants`) runs the sweep with each engine mutant switched on
-//! (`LOCKWRIGHT_MUTANT`); the Locker mutants must each make it fail.
+//! (`LOCKWRIGHT_MUTANT`); the Locker mutants must each make it fail. The two that only cost
+//! waiters time (`locker_ignores_hints`, `locker_ignores_retry_in`) fail its
+//! `handover_liveness` check, in the seeds of the sweep that are calm enough to be checked
+//! for it.
 
 use lockwright_sim::{Options, ViolationKind, run_seed, sweep, timeline_svg};
 
@@ -81,6 +85,28 @@ fn sweep_of_2000_seeds_finds_no_violation() {
     assert!(
         summary.tally.grants_behind_fence_clock > 0,
         "no grant after a jump back took its fence from the fence clock"
+    );
+    // Hints reached the waiters through the faults: lost, duplicated, streams dropped.
+    assert!(
+        summary.tally.hints_heard > 0
+            && summary.faults.lost_hints > 0
+            && summary.faults.duplicated_hints > 0
+            && summary.faults.dropped_streams > 0,
+        "{} hints heard, {:?}",
+        summary.tally.hints_heard,
+        summary.faults
+    );
+    // Some seeds were calm enough to be checked for handover liveness, and releases and
+    // crashed holders' locks were handed over in them (what the two Locker mutants that
+    // only cost waiters time are caught by).
+    assert!(
+        summary.seeds_checking_handovers > 0
+            && summary.tally.handovers_checked > 0
+            && summary.tally.takeovers_checked > 0,
+        "{} seeds checked for handovers: {} handovers, {} takeovers",
+        summary.seeds_checking_handovers,
+        summary.tally.handovers_checked,
+        summary.tally.takeovers_checked
     );
 }
 

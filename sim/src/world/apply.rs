@@ -17,8 +17,12 @@ impl World {
         self.clock.set(store_now);
         let unlocks_held = self.unlocks_a_held_lock(request);
         let reply = at_once(request.send_to(&self.store));
-        // The hints the operation gave the subscribers leave for their clients.
-        self.pump_hints();
+        // The hints the operation gave the subscribers leave for their clients (store-mem
+        // sends them for grants and releases only; one it sent otherwise would leave with
+        // the next).
+        if matches!(reply, Reply::Granted(_)) || matches!(request, Request::Unlock { .. }) {
+            self.pump_hints();
+        }
         // store-mem fails only on a broken rule or argument: the simulation is wrong.
         let outcomes = match &reply {
             Reply::Each(each) => each.as_slice(),

@@ -1,9 +1,10 @@
 //! The invariants checked during a run (`past_trust_deadline`, `holder_safety`) and at its
 //! end (`leaked`, `stuck`). `fence_monotonic` and `stale_write` are checked where grants and
-//! writes happen (the store and the downstream), `needless_loss` where a lease ends.
+//! writes happen (the store and the downstream), `needless_loss` where a lease ends,
+//! `handover_liveness` in `liveness.rs`.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use lockwright_engine::LocalMs;
 use lockwright_engine::{Filter, LockStore};
@@ -61,19 +62,31 @@ impl World {
     /// resource (each by its own clock: the store's clock, which failovers move, has no
     /// say).
     pub(super) fn check_holders(&mut self) {
-        let mut holders: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        // The first believer of each resource, in a buffer kept across events (this runs
+        // after every event).
+        let mut first = std::mem::take(&mut self.believers);
+        first.clear();
+        first.resize(self.resources.len(), None);
+        let mut clash: Option<BTreeSet<usize>> = None;
         for (i, c) in self.clients.iter().enumerate() {
             for r in c.believes(self.now) {
-                holders.entry(r).or_default().push(i);
+                match first[r] {
+                    None => first[r] = Some(i),
+                    Some(_) => {
+                        clash.get_or_insert_with(BTreeSet::new).insert(r);
+                    }
+                }
             }
         }
-        for (r, who) in holders {
-            if who.len() > 1 {
-                self.violation(
-                    ViolationKind::HolderSafety,
-                    format!("clients {who:?} all believe they hold r{r}"),
-                );
-            }
+        self.believers = first;
+        for r in clash.into_iter().flatten() {
+            let who: Vec<usize> = (0..self.clients.len())
+                .filter(|&i| self.clients[i].believes(self.now).any(|b| b == r))
+                .collect();
+            self.violation(
+                ViolationKind::HolderSafety,
+                format!("clients {who:?} all believe they hold r{r}"),
+            );
         }
     }
 

@@ -66,15 +66,34 @@ pub(super) struct Client {
 impl Client {
     /// The client's monotonic clock at real time `real` (ms), running `drift_ppm` fast.
     pub(super) fn local(&self, real: u64) -> u64 {
-        let real = i128::from(real);
-        let local = real + real * i128::from(self.drift_ppm) / 1_000_000;
+        if self.drift_ppm == 0 {
+            return self.offset + real;
+        }
+        // In i64 where that cannot overflow (always, in a run), else in i128: the same
+        // result, without i128 division (this runs for every client after every event).
+        let local = match i64::try_from(real)
+            .ok()
+            .and_then(|r| r.checked_add(r.checked_mul(self.drift_ppm)? / 1_000_000))
+        {
+            Some(local) => i128::from(local),
+            None => {
+                let real = i128::from(real);
+                real + real * i128::from(self.drift_ppm) / 1_000_000
+            }
+        };
         self.offset + u64::try_from(local.max(0)).unwrap_or(0)
     }
 
     /// The first real instant at which the local clock reads at least `local`.
     pub(super) fn real_at(&self, local: u64) -> u64 {
-        let want = i128::from(local.saturating_sub(self.offset));
-        let real = want * 1_000_000 / (1_000_000 + i128::from(self.drift_ppm));
+        let want = local.saturating_sub(self.offset);
+        let real = match i64::try_from(want)
+            .ok()
+            .and_then(|w| w.checked_mul(1_000_000))
+        {
+            Some(w) => i128::from(w / (1_000_000 + self.drift_ppm)),
+            None => i128::from(want) * 1_000_000 / (1_000_000 + i128::from(self.drift_ppm)),
+        };
         let mut r = u64::try_from(real.max(0)).unwrap_or(u64::MAX);
         while self.local(r) < local {
             r += 1;

@@ -2,7 +2,7 @@
 //!
 //! The hints are the store's own: each client's subscription is a [`LockStore::hints`]
 //! stream of the in-memory store, opened when the subscription request reaches the store,
-//! and drained after every store operation (store-mem sends `Taken` after each grant and
+//! and drained after every grant or release (store-mem sends `Taken` after each grant and
 //! `Freed` after each release, while the operation runs; its stream starts with `Missed`).
 //! Each hint drained travels to its client like a reply: after latency, so hints overtake
 //! one another; lost as often as replies are; delivered twice in seeds that duplicate
@@ -11,12 +11,16 @@
 //! subscription with the process.
 //!
 //! The client side mirrors the `lockwright` Locker task's (`lockwright/src/locker/driver.rs`):
-//! a process subscribes while its core [`is_waiting`](lockwright_engine::locker::LockerCore::is_waiting), keeps the
-//! subscription for `max_backoff` after it stops waiting, hands every hint to the core's
-//! [`handle_hint`](lockwright_engine::locker::LockerCore::handle_hint) at its own local time, and when the stream ends
-//! hands the core `Missed` and subscribes again no sooner than `max_backoff` later.
+//! a process subscribes while its core [`is_waiting`], keeps the subscription for
+//! `max_backoff` after it stops waiting, hands every hint to the core's [`handle_hint`] at
+//! its own local time, and when the stream ends hands the core `Missed` and subscribes
+//! again no sooner than `max_backoff` later. A hint that reaches a process whose core waits
+//! for nothing is handed over too (the core ignores it), but as nothing else comes of it
+//! the world does not run its checks after it.
 //!
 //! [`LockStore::hints`]: lockwright_engine::LockStore::hints
+//! [`is_waiting`]: lockwright_engine::locker::LockerCore::is_waiting
+//! [`handle_hint`]: lockwright_engine::locker::LockerCore::handle_hint
 
 use futures_util::{FutureExt, StreamExt};
 use lockwright_engine::{Hint, HintStream, LocalMs, LockStore};
@@ -205,24 +209,30 @@ impl World {
     }
 
     /// A hint reached its client: handed to the core, or kept in the socket while the
-    /// process is paused; lost on a crashed process or a subscription it dropped.
+    /// process is paused; lost on a crashed process or a subscription it dropped. Returns
+    /// whether anything came of it: a hint to a core that waits for nothing is handed over
+    /// (the core ignores it) and nothing else happens.
     pub(super) fn hint_arrives(
         &mut self,
         client: usize,
         incarnation: u32,
         sub: u64,
         hint: InFlightHint,
-    ) {
+    ) -> bool {
         let c = &mut self.clients[client];
         if c.incarnation != incarnation || c.crashed || c.watch.sub != Some(sub) {
-            return;
+            return false;
         }
         if c.paused_until.is_some() {
             c.hint_inbox.push((sub, hint));
-            return;
+            return false;
         }
+        let matters = hint.is_none() || c.core.is_waiting();
         self.hear(client, sub, hint);
-        self.settle(client);
+        if matters {
+            self.settle(client);
+        }
+        matters
     }
 
     /// Hands a hint to the core, or, at the end of the stream, `Missed` (hints may have
@@ -259,9 +269,7 @@ impl World {
             let what = describe_hint(&hint);
             self.note(Some(client), format!("hears {what}"));
         }
-        self.clients[client]
-            .core
-            .handle_hint(&hint, LocalMs(local));
+        self.clients[client].core.handle_hint(&hint, LocalMs(local));
     }
 }
 

@@ -1,28 +1,36 @@
 //! `handover_liveness`: in a seed checked for handovers ([`FaultMix::checks_handovers`]:
 //! a fast network that loses nothing, no pauses, no failovers, no dropped hint streams), a
-//! resource that clients wait for does not stay free.
+//! resource that clients wait for does not stay free. `L` below is the seed's largest
+//! one-way latency (3 ms).
 //!
 //! - A release: when an unlock removes the lock on a resource at the store and leaves it
-//!   free while some client waits for it (its application acquiring it, its core waiting),
-//!   the store grants the resource again within [`HANDOVER_LATENCIES`] one-way latencies
-//!   (the seed's largest) of the unlock. The way the shipped Locker does it: the store's
-//!   `Freed` hint reaches the waiter (one latency), which asks at once (another); an
-//!   attempt already in flight is refused and asked again at once (a round trip); a
-//!   waiter whose subscription was still opening hears `Missed` instead (a round trip
-//!   more). Without hints a waiter asks only on its backoff, up to `max_backoff` (half
-//!   the TTL) later.
+//!   free while clients wait for it (each: its application acquiring it, its core
+//!   waiting), the store grants the resource again (to anybody) by the earliest deadline
+//!   of the waiters still waiting: the unlock's instant plus [`HANDOVER_LATENCIES`] `L`
+//!   (4 `L` = 12 ms), plus that waiter's hint delay. That delay is the shipped rule
+//!   (`LockerCore::handle_hint`): a waiter acts on a hint at once until hint-woken attempts
+//!   of its acquire are refused (it lost races to other waiters), then after a random delay
+//!   below `hint_spread` (2 ms) doubled per refusal, up to `max_backoff`; the simulator
+//!   bounds those refusals by the `Freed` hints for that resource and `Missed` hints the
+//!   waiter heard during the acquire (each wakes at most one attempt). The way the shipped
+//!   Locker meets it: the store's `Freed` reaches the waiter, which asks (two `L`); or a
+//!   subscription still on its way when the release came sends `Missed` instead (three);
+//!   an attempt in flight refused before the release is asked again at once as its
+//!   refusal comes back (within three). Without hints a waiter asks only on its backoff,
+//!   up to `max_backoff` (half the TTL, 500 ms) later.
 //! - A takeover: when a lock whose holder crashed is abandoned (its expiry plus the
 //!   takeover grace, on the store's clock, which no failover moves in these seeds) while
-//!   some client waits for its resource, the store grants it within the same number of
-//!   latencies plus the drift of the waiter's clock over one `max_backoff` (the longest
-//!   wait it measures on its own clock, from the refusal whose `retry_in` said when the
-//!   lock would be abandoned). No hint says a lock expired: the refusal's `retry_in` is
-//!   how the waiter knows, and without it the waiter asks only on its backoff.
+//!   clients wait for its resource, the store grants it within the same 4 `L`, plus how
+//!   far a waiter's clock may fall behind, at the seed's drift bound, over one
+//!   `max_backoff` (the longest wait it measures on its own clock, from the refusal whose
+//!   `retry_in` said when the lock is abandoned: 27 ms at 5%, 0 without drift). No hint says
+//!   that a lock expired: the refusal's `retry_in` is how the waiter knows, and without it
+//!   the waiter asks only on its backoff.
 //!
-//! The obligation lapses when every client that waited at its start has stopped waiting
-//! for that resource (crashed, or gave up while the world heals). Any grant of the
-//! resource meets it. The handovers and takeovers checked (met or violated) are counted,
-//! so that the check is seen not to be vacuous.
+//! A waiter that stops waiting for the resource (it crashed, or gave up as the world
+//! heals) no longer counts; with none left the obligation lapses. The handovers and
+//! takeovers checked (met or violated) are counted, so that the check is seen not to be
+//! vacuous, and so is the slowest of each that was met.
 //!
 //! [`FaultMix::checks_handovers`]: crate::FaultMix::checks_handovers
 
@@ -34,26 +42,36 @@ use super::app::App;
 use super::{EPOCH, World, at_once};
 use crate::{Violation, ViolationKind};
 
-/// The bound of a handover, in one-way latencies: two for the hint and the attempt it
-/// wakes, two more for an attempt in flight whose refusal predates the release or for a
-/// subscription still opening (its `Missed` comes a round trip after it), and two to spare
-/// for the scheduling of those events and the waiters' randomized hint delays, which start
-/// at 0 ms and grow only for waiters whose hint-woken attempts lost races.
+/// The bound of a handover, in one-way latencies (the seed's largest): the `Freed` hint
+/// reaches the waiter, which asks at once (two); if the waiter's subscription was still on
+/// its way to the store when the release came, its `Missed` comes a round trip after it
+/// started waiting instead (three); an attempt in flight whose refusal predates the release
+/// comes back while the hint does, and the waiter asks again at once (within the same
+/// three). One more to spare: a wake lands on the first millisecond its drifting clock
+/// reads the instant it asked for.
 pub(super) const HANDOVER_LATENCIES: u64 = 4;
 
 /// A client incarnation waiting for a resource under a lease key.
 type Waiter = (usize, u32, LeaseKey);
 
-/// A resource left free while clients waited for it: the store must grant it by
-/// `deadline`.
+/// A resource left free while clients waited for it: the store must grant it by the
+/// deadline of some waiter still waiting.
 pub(super) struct Handover {
     resource: usize,
     /// When it came free (real time, ms).
     since: u64,
-    deadline: u64,
     /// A crashed holder's lock was abandoned (else, a release).
     takeover: bool,
-    waiters: Vec<Waiter>,
+    /// The clients that waited, each with the real instant by which it must have taken
+    /// the resource (unless somebody else did).
+    waiters: Vec<(Waiter, u64)>,
+}
+
+impl Handover {
+    /// The earliest deadline of the waiters (the obligation is judged then).
+    fn deadline(&self) -> u64 {
+        self.waiters.iter().map(|w| w.1).min().unwrap_or(self.since)
+    }
 }
 
 /// A lock of a crashed holder, still in the store, abandoned at `at` (real time, ms).
@@ -73,7 +91,8 @@ impl World {
     /// may last in real time (its clock running slow by up to the seed's drift bound).
     fn drift_slack(&self, local_ms: u64) -> u64 {
         let drift = u128::from(self.mix.drift_ppm.unsigned_abs());
-        let late = (u128::from(local_ms) * drift).div_ceil(1_000_000u128.saturating_sub(drift).max(1));
+        let late =
+            (u128::from(local_ms) * drift).div_ceil(1_000_000u128.saturating_sub(drift).max(1));
         u64::try_from(late).unwrap_or(u64::MAX)
     }
 
@@ -92,15 +111,10 @@ impl World {
         range + self.drift_slack(range)
     }
 
-    /// The bound of a handover after a release that `waiters` waited for: the latencies,
-    /// plus the hint delay of the waiter with the shortest one.
-    fn handover_bound(&self, waiters: &[Waiter]) -> u64 {
-        let delay = waiters
-            .iter()
-            .map(|&(c, _, _)| self.hint_delay_bound(self.clients[c].wake_hints))
-            .min()
-            .unwrap_or(0);
-        self.latencies_bound() + delay
+    /// The deadline of a waiter of a handover after a release at `since`: the latencies,
+    /// plus the longest delay the Locker's rule lets it take before acting on the `Freed`.
+    fn handover_deadline(&self, since: u64, (client, _, _): Waiter) -> u64 {
+        since + self.latencies_bound() + self.hint_delay_bound(self.clients[client].wake_hints)
     }
 
     /// The takeover bound: the latencies, plus how far the slowest clock this seed may
@@ -197,12 +211,16 @@ impl World {
                 self.abandoned.retain(|a| a.lock_id != *lock_id);
                 let r = self.resource_index(resource);
                 if unlocked_held && !self.healing && self.locks_on(r).is_empty() {
-                    let waiters = self.waiters_of(r);
+                    let since = self.now;
+                    let waiters: Vec<(Waiter, u64)> = self
+                        .waiters_of(r)
+                        .into_iter()
+                        .map(|w| (w, self.handover_deadline(since, w)))
+                        .collect();
                     if !waiters.is_empty() {
                         self.handovers.push(Handover {
                             resource: r,
-                            since: self.now,
-                            deadline: self.now + self.handover_bound(&waiters),
+                            since,
                             takeover: false,
                             waiters,
                         });
@@ -286,34 +304,48 @@ impl World {
             .partition(|a| a.at <= until);
         self.abandoned = later;
         for a in due {
-            let waiters = self.waiters_of(a.resource);
-            if waiters.is_empty() || self.healing {
+            if self.healing {
                 continue;
             }
-            self.handovers.push(Handover {
-                resource: a.resource,
-                since: a.at,
-                deadline: a.at + self.takeover_bound(),
-                takeover: true,
-                waiters,
-            });
-        }
-        let (late, pending): (Vec<Handover>, Vec<Handover>) =
-            std::mem::take(&mut self.handovers)
+            let deadline = a.at + self.takeover_bound();
+            let waiters: Vec<(Waiter, u64)> = self
+                .waiters_of(a.resource)
                 .into_iter()
-                .partition(|h| h.deadline < until);
-        self.handovers = pending;
-        for h in late {
-            let r = h.resource;
-            let still: Vec<usize> = h
-                .waiters
-                .iter()
-                .filter(|w| self.still_waits(**w, r))
-                .map(|w| w.0)
+                .map(|w| (w, deadline))
                 .collect();
-            if still.is_empty() {
+            if !waiters.is_empty() {
+                self.handovers.push(Handover {
+                    resource: a.resource,
+                    since: a.at,
+                    takeover: true,
+                    waiters,
+                });
+            }
+        }
+        // Judged once the earliest deadline passed: a waiter that stopped waiting (crashed,
+        // or gave up while the world heals) no longer counts, and the deadline is the
+        // earliest of those still waiting.
+        let mut judged = Vec::new();
+        for mut h in std::mem::take(&mut self.handovers) {
+            if h.deadline() >= until {
+                self.handovers.push(h);
                 continue;
             }
+            let r = h.resource;
+            h.waiters.retain(|&(w, _)| self.still_waits(w, r));
+            if h.waiters.is_empty() {
+                continue;
+            }
+            if h.deadline() >= until {
+                self.handovers.push(h);
+            } else {
+                judged.push(h);
+            }
+        }
+        for h in judged {
+            let r = h.resource;
+            let deadline = h.deadline();
+            let still: Vec<usize> = h.waiters.iter().map(|w| (w.0).0).collect();
             let t = &mut self.report.tally;
             let how = if h.takeover {
                 t.takeovers_checked += 1;
@@ -324,14 +356,13 @@ impl World {
             };
             let detail = format!(
                 "r{r}: {how} at {} ms while clients {still:?} waited for it, and the store \
-                 granted it to nobody by {} ms ({} ms later)",
+                 granted it to nobody by {deadline} ms ({} ms later)",
                 h.since,
-                h.deadline,
-                h.deadline - h.since
+                deadline - h.since
             );
             self.note(None, format!("VIOLATION HandoverLiveness: {detail}"));
             self.report.violations.push(Violation {
-                at: h.deadline,
+                at: deadline,
                 kind: ViolationKind::HandoverLiveness,
                 detail,
             });

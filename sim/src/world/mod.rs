@@ -2,8 +2,9 @@
 //!
 //! Each client owns a [`LockerCore`], the engine's Locker state machine. The world is its
 //! driver (it carries the core's requests to the store and the replies back over a faulty
-//! network, and wakes the core when it asks) and runs the client's application on top of
-//! it. Acquiring, renewing, losing and releasing are the core's business alone.
+//! network, the store's hints too while the core waits, and wakes the core when it asks)
+//! and runs the client's application on top of it. Acquiring, renewing, losing and
+//! releasing are the core's business alone.
 
 mod app;
 mod apply;
@@ -108,7 +109,10 @@ pub(crate) struct World {
     now: u64,
     seq: u64,
     queue: BinaryHeap<Reverse<(u64, u64, usize)>>,
+    /// The events under way, by slot (the queue holds their slots); `free_slots` lists
+    /// the slots of events already handled, for reuse.
     events: Vec<Option<Event>>,
+    free_slots: Vec<usize>,
     /// The store's clock: real time plus `store_offset`, set before every store operation.
     clock: Arc<ManualClock>,
     /// How far the clock of the store's current primary is ahead of real time, in ms,
@@ -145,6 +149,8 @@ pub(crate) struct World {
     liveness: bool,
     handovers: Vec<liveness::Handover>,
     abandoned: Vec<liveness::Abandoned>,
+    /// `holder_safety`'s buffer: the first client believing it holds each resource.
+    believers: Vec<Option<usize>>,
     pub(crate) report: SeedReport,
     record: bool,
 }
@@ -191,6 +197,7 @@ impl World {
             seq: 0,
             queue: BinaryHeap::new(),
             events: Vec::new(),
+            free_slots: Vec::new(),
             clock,
             store_offset: 0,
             failover_rng,
@@ -215,6 +222,7 @@ impl World {
             liveness: mix.checks_handovers(),
             handovers: Vec::new(),
             abandoned: Vec::new(),
+            believers: Vec::new(),
             report,
             record,
         };
@@ -274,9 +282,14 @@ impl World {
 
     fn push(&mut self, at: u64, event: Event) {
         self.seq += 1;
-        self.events.push(Some(event));
-        self.queue
-            .push(Reverse((at, self.seq, self.events.len() - 1)));
+        let slot = if let Some(slot) = self.free_slots.pop() {
+            self.events[slot] = Some(event);
+            slot
+        } else {
+            self.events.push(Some(event));
+            self.events.len() - 1
+        };
+        self.queue.push(Reverse((at, self.seq, slot)));
     }
 
     fn note(&mut self, client: Option<usize>, what: impl Into<String>) {
@@ -329,7 +342,8 @@ impl World {
         self.report
     }
 
-    /// Processes events up to real time `until`, checking after each.
+    /// Processes events up to real time `until`, checking after each (but a hint nothing
+    /// came of), and judging the handovers due.
     fn run_until(&mut self, until: u64) {
         while let Some(&Reverse((at, _, idx))) = self.queue.peek() {
             if at > until {
@@ -338,17 +352,23 @@ impl World {
             self.queue.pop();
             self.now = at;
             self.advance_handovers(at);
+            self.free_slots.push(idx);
             let Some(event) = self.events[idx].take() else {
                 continue;
             };
             self.report.events += 1;
-            self.handle(event);
+            if !self.handle(event) {
+                // Nothing came of it (a hint the core ignored): nothing to check.
+                continue;
+            }
             self.check_trust_deadlines();
             self.check_holders();
         }
     }
 
-    fn handle(&mut self, event: Event) {
+    /// Handles one event; returns whether the checks are due after it (always, but after a
+    /// hint that nothing came of).
+    fn handle(&mut self, event: Event) -> bool {
         match event {
             Event::Wake {
                 client,
@@ -357,13 +377,13 @@ impl World {
             } => {
                 let c = &mut self.clients[client];
                 if c.incarnation != incarnation || c.wake_token != token || !c.is_active() {
-                    return;
+                    return true;
                 }
                 c.wake_at = None;
                 if !self.healing {
                     self.maybe_fault(client);
                     if !self.clients[client].is_active() {
-                        return;
+                        return true;
                     }
                 }
                 let local = self.local(client);
@@ -387,7 +407,7 @@ impl World {
                 } = route;
                 let c = &self.clients[client];
                 if c.incarnation != incarnation || c.crashed {
-                    return;
+                    return true;
                 }
                 // A pause or crash may also strike while a reply is on its way in.
                 if c.paused_until.is_none() && !self.healing {
@@ -395,12 +415,12 @@ impl World {
                 }
                 let c = &mut self.clients[client];
                 if c.crashed {
-                    return;
+                    return true;
                 }
                 if c.paused_until.is_some() {
                     // The process is frozen: the reply waits in its socket.
                     c.inbox.push((id, reply, lock_deadline));
-                    return;
+                    return true;
                 }
                 self.deliver(client, id, reply, lock_deadline);
                 self.settle(client);
@@ -422,7 +442,7 @@ impl World {
                 incarnation,
                 sub,
                 hint,
-            } => self.hint_arrives(client, incarnation, sub, hint),
+            } => return self.hint_arrives(client, incarnation, sub, hint),
             Event::Restart { client } => {
                 let core = self.new_core();
                 let until = self.rng.random_range(0..self.opts.ttl_ms);
@@ -436,6 +456,7 @@ impl World {
                 self.settle(client);
             }
         }
+        true
     }
 
     /// The faults stop: no more losses, pauses or crashes; every client that can act stops
