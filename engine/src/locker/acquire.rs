@@ -116,19 +116,22 @@ impl<R: RngCore> LockerCore<R> {
             }
             Some(Reply::Refused(e)) => {
                 self.store_answered(key);
-                // The store decided after `sent`: the locks in the way are abandoned no
-                // earlier than `sent + retry_in` on this clock, so asking then is not early
-                // by more than the drift of one reply.
+                // The store decided between `sent` and `now`: the locks in the way are
+                // abandoned no later than `now + retry_in` on this clock (asking at
+                // `sent + retry_in` could be early by a round trip, and be refused again).
                 let free_at = match &e {
                     Error::AlreadyLocked {
                         retry_in: Some(d), ..
                     } if !mutants::active(Mutant::LockerIgnoresRetryIn) => {
-                        Some(sent.saturating_add(*d))
+                        Some(now.saturating_add(*d))
                     }
                     _ => None,
                 };
-                if by_hint && let Some(a) = self.acquires.get_mut(&key) {
-                    a.contention = a.contention.saturating_add(1);
+                if let Some(a) = self.acquires.get_mut(&key) {
+                    a.free_at = free_at;
+                    if by_hint {
+                        a.contention = a.contention.saturating_add(1);
+                    }
                 }
                 let waiting = self.acquires.get(&key).is_some_and(|a| a.wait != Wait::No);
                 if hinted && waiting {
@@ -220,16 +223,26 @@ impl<R: RngCore> LockerCore<R> {
 
     /// The waiting acquire `key` asks again after a random wait up to its backoff, which
     /// doubles up to `max_backoff`, or at `free_at` (when the store said the locks in the
-    /// way are abandoned) if that is sooner: a crashed holder costs its waiters one attempt
-    /// at its lock's end, not a series of blind ones.
+    /// way are abandoned; else when the last refusal said so, if still ahead) if that is
+    /// sooner: a crashed holder costs its waiters one attempt at its lock's end,
+    /// not a series of blind ones. An acquire that hears the store's hints polls only as a
+    /// safety net: after a random wait between half of `max_backoff` and all of it.
     pub(super) fn schedule_retry(&mut self, key: LeaseKey, free_at: Option<LocalMs>, now: LocalMs) {
         let max = duration_millis(self.config.max_backoff).max(1);
-        let Some(a) = self.acquires.get_mut(&key) else {
+        let Some(a) = self.acquires.get(&key) else {
             return;
         };
-        let wait = (self.rng.next_u64() % a.backoff_ms.saturating_add(1)).max(1);
-        a.backoff_ms = a.backoff_ms.saturating_mul(2).min(max);
-        let mut at = now.saturating_add_millis(wait);
+        let (backoff, heard) = (a.backoff_ms, a.heard);
+        let free_at = free_at.or(a.free_at.filter(|&t| t > now));
+        let wait = if heard && self.config.wake_on_hints {
+            max / 2 + self.rng.next_u64() % (max - max / 2 + 1)
+        } else {
+            self.rng.next_u64() % backoff.saturating_add(1)
+        };
+        if let Some(a) = self.acquires.get_mut(&key) {
+            a.backoff_ms = backoff.saturating_mul(2).min(max);
+        }
+        let mut at = now.saturating_add_millis(wait.max(1));
         if let Some(free) = free_at {
             at = at.min(free.max(now.saturating_add_millis(1)));
         }

@@ -46,6 +46,9 @@ impl<R: RngCore> LockerCore<R> {
             .copied()
             .collect();
         for key in keys {
+            if let Some(a) = self.acquires.get_mut(&key) {
+                a.heard = true;
+            }
             if taken {
                 self.back_to_backoff(key, now);
             } else {
@@ -79,6 +82,17 @@ impl<R: RngCore> LockerCore<R> {
         } else {
             self.rng.next_u64() % range.saturating_add(1)
         };
+        if delay == 0 {
+            // At once, not through a timer (a runtime's timer may round up to its tick).
+            if let Some(old) = planned {
+                self.timers.remove(&(old, super::Timer::Attempt(key)));
+            }
+            if let Some(a) = self.acquires.get_mut(&key) {
+                a.by_hint = true;
+            }
+            self.attempt(key, now);
+            return;
+        }
         let at = now.saturating_add_millis(delay);
         if planned.is_none_or(|planned| at < planned) {
             self.set_retry(key, at, true);

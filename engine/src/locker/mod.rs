@@ -113,6 +113,12 @@ struct Acquire {
     /// Attempts a hint brought forward that were refused all the same (others were woken
     /// too): each doubles the random delay before acting on the next hint.
     contention: u32,
+    /// A hint about this acquire's resource arrived: the store's hints reach this core, so
+    /// polling is only the safety net.
+    heard: bool,
+    /// When the last refusal said the locks in the way end (local), so that a retry
+    /// rescheduled later (after a hint) still asks by then.
+    free_at: Option<LocalMs>,
 }
 
 /// One lock a lock request asked for (and perhaps got): what a release needs.
@@ -305,6 +311,8 @@ impl<R: RngCore> LockerCore<R> {
                 by_hint: false,
                 hinted: false,
                 contention: 0,
+                heard: false,
+                free_at: None,
             },
         );
         self.attempt(key, now);
