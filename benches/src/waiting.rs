@@ -86,6 +86,12 @@ pub mod key {
     pub const ATTEMPTS_PER_GRANT: &str = "attempts_per_grant";
     /// Prefix of the per-name counts: `per_grant:findAndModify`.
     pub const PER_GRANT_PREFIX: &str = "per_grant:";
+    /// Prefix of the server's own counters per grant: `server:writeConflicts` (MongoDB's
+    /// `serverStatus().metrics.operation.writeConflicts`: writes to the one document that
+    /// collided with another and were retried inside the server).
+    pub const SERVER_PREFIX: &str = "server:";
+    /// The server's write conflicts per grant (with [`SERVER_PREFIX`]).
+    pub const WRITE_CONFLICTS: &str = "server:writeConflicts";
 }
 
 /// The record's parameter: `[size/]hints_on` or `[size/]hints_off`.

@@ -3,15 +3,16 @@
 //! multi-threaded runtime of their own. The store sends no commands: the Lockers' store
 //! calls stand for them.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use lockwright_benches::RunMode;
 use lockwright_engine::{
     Filter, HintStream, LockId, LockRequest, LockStatus, LockStore, Renewal, Resource, Result,
     SharedLimit, Ttl,
 };
 use lockwright_store_mem::MemStore;
-use lockwright_benches::RunMode;
 
 use crate::GROUP;
 use crate::filter::Selected;
@@ -83,6 +84,10 @@ impl Fleet for MemFleet {
 
     async fn store(&self, _commands: &Counter) -> SharedMem {
         SharedMem(Arc::clone(&self.0))
+    }
+
+    async fn server_counters(&self) -> BTreeMap<String, u64> {
+        BTreeMap::new()
     }
 
     async fn finish(self) {}

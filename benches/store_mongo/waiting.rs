@@ -7,6 +7,7 @@
 //! tasks and the clients' connections are spread over the cores, as the processes they
 //! stand for would be.
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ use lockwright_engine::{Filter, LockStore};
 use lockwright_store_mongo::MongoStore;
 use lockwright_store_mongo::test_support::{TEST_DATABASE, fresh_store_on, options};
 use mongodb::Client;
+use mongodb::bson::doc;
 use mongodb::event::EventHandler;
 use mongodb::event::command::CommandEvent;
 use mongodb::options::ClientOptions;
@@ -61,9 +63,7 @@ impl Fleet for MongoFleet {
         }));
         let client = Client::with_options(options).unwrap();
         let mut store = MongoStore::from_collection(
-            client
-                .database(TEST_DATABASE)
-                .collection(&self.collection),
+            client.database(TEST_DATABASE).collection(&self.collection),
         );
         if let Some(grace) = self.grace {
             store = store.with_takeover_grace(grace).unwrap();
@@ -76,6 +76,25 @@ impl Fleet for MongoFleet {
             .unwrap();
         self.clients.lock().unwrap().push(client);
         store
+    }
+
+    async fn server_counters(&self) -> BTreeMap<String, u64> {
+        let status = self
+            .admin
+            .database("admin")
+            .run_command(doc! { "serverStatus": 1 })
+            .await
+            .unwrap();
+        let conflicts = status
+            .get_document("metrics")
+            .and_then(|m| m.get_document("operation"))
+            .ok()
+            .and_then(|o| o.get("writeConflicts"))
+            .and_then(|n| n.as_i64().or_else(|| n.as_i32().map(i64::from)));
+        conflicts
+            .map(|n| ("writeConflicts".to_string(), u64::try_from(n).unwrap_or(0)))
+            .into_iter()
+            .collect()
     }
 
     async fn finish(self) {

@@ -43,8 +43,11 @@ use tokio::task::JoinSet;
 /// The TTL of every Locker's grant: long enough that nothing is renewed or expires while
 /// it is measured.
 const TTL: Duration = Duration::from_secs(30);
-/// How long each grant is held in `handover/W`.
-pub const HANDOVER_HOLD: Duration = Duration::from_millis(10);
+/// How long each grant is held in `handover/W`: long enough that polling waiters have
+/// backed off past their first few attempts (with 8 waiters taking turns, the longest has
+/// waited some 400 ms at a release), short enough for a few hundred handovers in the full
+/// window.
+pub const HANDOVER_HOLD: Duration = Duration::from_millis(50);
 /// How long each grant is held in `contended/N` (the 5 ms).
 pub const CONTENDED_HOLD: Duration = Duration::from_millis(5);
 /// The TTL of the crashed holder's lock.
@@ -87,6 +90,10 @@ pub trait Fleet {
     /// whose set-up has run so that none of it is measured; every command its client starts
     /// is counted in `commands`.
     fn store(&self, commands: &Counter) -> impl Future<Output = Self::Store>;
+
+    /// The server's own counters now, by name (MongoDB: `serverStatus`'s write
+    /// conflicts); empty where there are none.
+    fn server_counters(&self) -> impl Future<Output = BTreeMap<String, u64>>;
 
     /// Everything the fleet opened is closed (clients shut down, its collection dropped).
     fn finish(self) -> impl Future<Output = ()>;
@@ -182,13 +189,15 @@ struct Counts {
 struct Snapshot {
     commands: BTreeMap<String, u64>,
     calls: BTreeMap<String, u64>,
+    server: BTreeMap<String, u64>,
 }
 
 impl Counts {
-    fn snapshot(&self) -> Snapshot {
+    async fn snapshot<F: Fleet>(&self, fleet: &F) -> Snapshot {
         Snapshot {
             commands: self.commands.snapshot(),
             calls: self.calls.snapshot(),
+            server: fleet.server_counters().await,
         }
     }
 }
@@ -291,7 +300,7 @@ pub struct Plan {
 
 impl Plan {
     /// The plan of `mode`: test mode runs each measurement once on the smallest sizes (a
-    /// few samples), quick mode (CI) a couple of seconds each, full mode 10 s each; every
+    /// few samples), quick mode (CI) 2 or 3 s each, full mode 10 or 15 s each; every
     /// window (not the test mode's) `scale` times as long.
     pub fn of(mode: RunMode, scale: f64) -> Plan {
         let scale = if mode == RunMode::Test { 1.0 } else { scale };
@@ -318,7 +327,7 @@ impl Plan {
                 cycle_warm_up: 20,
                 cycle_rounds: 300,
                 handover_waiters: &[8, 64],
-                handover: window(500, 2_000, None),
+                handover: window(500, 3_000, None),
                 contended_lockers: &[8, 64],
                 contended: window(500, 2_000, None),
                 crashed_waiters: &[8],
@@ -328,7 +337,7 @@ impl Plan {
                 cycle_warm_up: 50,
                 cycle_rounds: 1_000,
                 handover_waiters: &[1, 8, 64],
-                handover: window(1_000, 10_000, None),
+                handover: window(1_000, 15_000, None),
                 contended_lockers: &[8, 64],
                 contended: window(1_000, 10_000, None),
                 crashed_waiters: &[8, 64],
@@ -386,6 +395,14 @@ fn finish<F: Fleet>(
     for (name, n) in &commands {
         extra.insert(format!("{}{name}", key::PER_GRANT_PREFIX), *n as f64 / per);
     }
+    for (name, n) in difference(&before.server, &after.server) {
+        extra.insert(format!("{}{name}", key::SERVER_PREFIX), n as f64 / per);
+    }
+    for name in after.server.keys() {
+        extra
+            .entry(format!("{}{name}", key::SERVER_PREFIX))
+            .or_insert(0.0);
+    }
     record.extra = extra;
     record.note = Some(note);
     record
@@ -398,15 +415,9 @@ fn subscriptions(counts: &Counts) -> u64 {
 /// `waiting_cycle`: one Locker with hints on and one with hints off, each on a store of its
 /// own, take and release a free lock in turn, interleaved with a bare `xlock` of a third
 /// store (released untimed); `warm_up` untimed rounds first. Returns the two records.
-pub async fn cycle<F: Fleet>(
-    fleet: &F,
-    group: &str,
-    warm_up: usize,
-    rounds: usize,
-) -> [Record; 2] {
-    let records = [true, false].map(|hints| {
-        Record::new(group, CYCLE, Some(parameter(None, hints)), 1)
-    });
+pub async fn cycle<F: Fleet>(fleet: &F, group: &str, warm_up: usize, rounds: usize) -> [Record; 2] {
+    let records =
+        [true, false].map(|hints| Record::new(group, CYCLE, Some(parameter(None, hints)), 1));
     let raw = fleet.store(&Counter::default()).await;
     let counts = [Counts::default(), Counts::default()];
     let lockers = [
@@ -421,7 +432,10 @@ pub async fn cycle<F: Fleet>(
     let mut before = None;
     for round in 0..warm_up + rounds {
         if round == warm_up {
-            before = Some(counts.each_ref().map(Counts::snapshot));
+            before = Some([
+                counts[0].snapshot(fleet).await,
+                counts[1].snapshot(fleet).await,
+            ]);
             for t in times.iter_mut().flatten() {
                 t.clear();
             }
@@ -444,7 +458,10 @@ pub async fn cycle<F: Fleet>(
             times[i][2].push(ms(cycle));
         }
     }
-    let after = counts.each_ref().map(Counts::snapshot);
+    let after = [
+        counts[0].snapshot(fleet).await,
+        counts[1].snapshot(fleet).await,
+    ];
     let before = before.expect("at least one timed round");
     for l in &lockers {
         l.shutdown();
@@ -534,7 +551,12 @@ pub async fn handover<F: Fleet>(
     hints: bool,
     window: &Window,
 ) -> Record {
-    let mut record = Record::new(group, HANDOVER, Some(parameter(Some(waiters as u64), hints)), 1);
+    let mut record = Record::new(
+        group,
+        HANDOVER,
+        Some(parameter(Some(waiters as u64), hints)),
+        1,
+    );
     record.size = Some(waiters as u64);
     let counts = Counts::default();
     let all = lockers(fleet, &counts, waiters + 1, hints).await;
@@ -554,9 +576,11 @@ pub async fn handover<F: Fleet>(
         ));
     }
     tokio::time::sleep(window.warm_up).await;
-    let (before, first, start) = (counts.snapshot(), *granted.borrow(), Instant::now());
+    let before = counts.snapshot(fleet).await;
+    let (first, start) = (*granted.borrow(), Instant::now());
     window.pass(|| granted.borrow().saturating_sub(first)).await;
-    let (after, last, end) = (counts.snapshot(), *granted.borrow(), Instant::now());
+    let (last, end) = (*granted.borrow(), Instant::now());
+    let after = counts.snapshot(fleet).await;
     stop_tx.send_replace(true);
     while let Some(done) = tasks.join_next().await {
         done.unwrap();
@@ -675,9 +699,11 @@ pub async fn contended<F: Fleet>(
         ));
     }
     tokio::time::sleep(window.warm_up).await;
-    let (before, start) = (counts.snapshot(), Instant::now());
+    let before = counts.snapshot(fleet).await;
+    let start = Instant::now();
     window.pass(|| 0).await;
-    let (after, end) = (counts.snapshot(), Instant::now());
+    let end = Instant::now();
+    let after = counts.snapshot(fleet).await;
     let still_waiting: Vec<Duration> = queue
         .lock()
         .unwrap()
@@ -749,14 +775,19 @@ pub async fn crashed<F: Fleet>(
     hints: bool,
     rounds: usize,
 ) -> Record {
-    let mut record = Record::new(group, CRASHED, Some(parameter(Some(waiters as u64), hints)), 1);
+    let mut record = Record::new(
+        group,
+        CRASHED,
+        Some(parameter(Some(waiters as u64), hints)),
+        1,
+    );
     record.size = Some(waiters as u64);
     let counts = Counts::default();
     let holder = fleet.store(&Counter::default()).await;
     let all = lockers(fleet, &counts, waiters, hints).await;
     let options = LockOptions::exclusive(TTL);
     let (mut delays, mut rtts) = (Vec::new(), Vec::new());
-    let before = counts.snapshot();
+    let before = counts.snapshot(fleet).await;
     for round in 0..rounds {
         let resource = format!("crashed/{waiters}/{}/{round}", switch(hints));
         let crashed = request(&resource, &format!("crashed-{round}"), CRASH_TTL);
@@ -768,8 +799,12 @@ pub async fn crashed<F: Fleet>(
         let (granted_tx, mut granted) = mpsc::unbounded_channel();
         let mut tasks = JoinSet::new();
         for l in &all {
-            let (l, resource, options, granted_tx) =
-                (l.clone(), resource.clone(), options.clone(), granted_tx.clone());
+            let (l, resource, options, granted_tx) = (
+                l.clone(),
+                resource.clone(),
+                options.clone(),
+                granted_tx.clone(),
+            );
             tasks.spawn(async move {
                 let guard = l.acquire(&resource, &options).await.unwrap();
                 let _ = granted_tx.send((Instant::now(), guard));
@@ -779,10 +814,17 @@ pub async fn crashed<F: Fleet>(
         delays.push(signed_ms(at, free_at));
         // The others stop waiting (their acquires are cancelled).
         tasks.abort_all();
-        while tasks.join_next().await.is_some() {}
+        while let Some(done) = tasks.join_next().await {
+            // Aborted waiters end cancelled; a waiter whose acquire failed says why.
+            if let Err(e) = done
+                && e.is_panic()
+            {
+                std::panic::resume_unwind(e.into_panic());
+            }
+        }
         guard.release().await.unwrap();
     }
-    let after = counts.snapshot();
+    let after = counts.snapshot(fleet).await;
     for l in &all {
         l.shutdown();
     }
@@ -886,7 +928,10 @@ pub async fn run_all<F: Fleet>(
     fleet: impl AsyncFn(Option<Duration>) -> F,
 ) {
     let id = |function: &str, size: Option<usize>, hints: bool| {
-        format!("{group}/{function}/{}", parameter(size.map(|s| s as u64), hints))
+        format!(
+            "{group}/{function}/{}",
+            parameter(size.map(|s| s as u64), hints)
+        )
     };
     let wanted = |function: &str, size: Option<usize>| {
         selects(&id(function, size, true)) || selects(&id(function, size, false))
@@ -927,7 +972,10 @@ pub async fn run_all<F: Fleet>(
         }
         for hints in order {
             let f = fleet(Some(CRASH_GRACE)).await;
-            save(&crashed(&f, group, w, hints, plan.crashed_rounds).await, mode);
+            save(
+                &crashed(&f, group, w, hints, plan.crashed_rounds).await,
+                mode,
+            );
             f.finish().await;
         }
         order.reverse();

@@ -177,11 +177,13 @@ impl Run<'_> {
             );
             let counts = |r: &Record| {
                 format!(
-                    "{} lock commands per grant ({}), {} attempts, {} change-stream commands",
+                    "{} lock commands per grant ({}), {} attempts, {} change-stream \
+                     commands, {} write conflicts",
                     fmt_num(x(r, key::LOCK_PER_GRANT)),
                     per_name(r, true),
                     fmt_num(x(r, key::ATTEMPTS_PER_GRANT)),
                     fmt_num(x(r, key::STREAM_PER_GRANT)),
+                    conflicts(r),
                 )
             };
             let mut part = format!("N={size}:");
@@ -294,26 +296,28 @@ impl Run<'_> {
              per grant (per cycle, per crashed lock): lock commands (MongoDB's \
              findAndModify and update; in memory the store's lock calls), attempts (the \
              store's xlock calls), change-stream commands (aggregate, getMore, killCursors; \
-             in memory hint subscriptions).\n"
+             in memory hint subscriptions), and the server's write conflicts (concurrent \
+             writes to the one document that the server retried; MongoDB only).\n"
         );
         let name = |r: &Record| r.id().trim_start_matches(&format!("{group}/")).to_string();
         let counts = |r: &Record| {
             format!(
-                "{} | {} | {} | {} | {}",
+                "{} | {} | {} | {} | {} | {}",
                 fmt_num(x(r, key::SUBSCRIPTIONS)),
                 fmt_num(x(r, key::LOCK_PER_GRANT)),
                 fmt_num(x(r, key::ATTEMPTS_PER_GRANT)),
                 fmt_num(x(r, key::STREAM_PER_GRANT)),
+                conflicts(r),
                 per_name(r, false),
             )
         };
-        let head = "subscriptions | lock commands | attempts | stream commands | by name";
+        let head = "subscriptions | lock commands | attempts | stream commands | write conflicts | by name";
         let cycle = rows(CYCLE);
         if !cycle.is_empty() {
             let _ = writeln!(
                 out,
                 "| benchmark | rounds | p50 | p99 | acquire p50 | release p50 | bare xlock p50 | {head} |\n\
-                 |---|---|---|---|---|---|---|---|---|---|---|---|"
+                 |---|---|---|---|---|---|---|---|---|---|---|---|---|"
             );
             for r in cycle {
                 let _ = writeln!(
@@ -336,7 +340,7 @@ impl Run<'_> {
             let _ = writeln!(
                 out,
                 "| benchmark | hold | window | grants | handovers | p50 | p99 | max | early | {head} |\n\
-                 |---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+                 |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
             );
             for r in handover {
                 let _ = writeln!(
@@ -361,7 +365,7 @@ impl Run<'_> {
             let _ = writeln!(
                 out,
                 "| benchmark | hold | window | grants | grants/s | longest wait | grants per Locker (min to max) | {head} |\n\
-                 |---|---|---|---|---|---|---|---|---|---|---|---|"
+                 |---|---|---|---|---|---|---|---|---|---|---|---|---|"
             );
             for r in contended {
                 let _ = writeln!(
@@ -385,7 +389,7 @@ impl Run<'_> {
             let _ = writeln!(
                 out,
                 "| benchmark | TTL | grace | rounds | first grant after expiry + grace: median | min | max | crashed grant's round trip | {head} |\n\
-                 |---|---|---|---|---|---|---|---|---|---|---|---|---|"
+                 |---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
             );
             for r in crashed {
                 let _ = writeln!(
@@ -407,6 +411,13 @@ impl Run<'_> {
     }
 }
 
+/// The server's write conflicts per grant, `-` where the server has no such counter.
+fn conflicts(r: &Record) -> String {
+    r.extra
+        .get(key::WRITE_CONFLICTS)
+        .map_or_else(|| "-".into(), |n| fmt_num(*n))
+}
+
 /// The record's commands per grant by name, most first (only the lock commands with
 /// `lock_only`).
 fn per_name(r: &Record, lock_only: bool) -> String {
@@ -415,9 +426,7 @@ fn per_name(r: &Record, lock_only: bool) -> String {
         .iter()
         .filter(|name| !lock_only || crate::waiting::kind(name) == crate::waiting::Kind::Lock)
         .filter_map(|name| {
-            let n = r
-                .extra
-                .get(&format!("{}{name}", key::PER_GRANT_PREFIX))?;
+            let n = r.extra.get(&format!("{}{name}", key::PER_GRANT_PREFIX))?;
             Some(format!("{name} {}", fmt_num(*n)))
         })
         .collect();

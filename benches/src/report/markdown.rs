@@ -155,6 +155,10 @@ impl Run<'_> {
             .collect();
         let mongo = rows.iter().any(|r| r.commands.is_some());
         let _ = writeln!(out, "## {group}\n");
+        if rows.is_empty() {
+            // Only measurements of the bench's own ran (criterion's filter chose them).
+            return;
+        }
         if mongo {
             let _ = writeln!(
                 out,

@@ -334,3 +334,178 @@ fn units() {
     assert_eq!(fmt_num(3.5), "3.50");
     assert_eq!(fmt_rate(2_500_000.0), "2.50 M");
 }
+
+/// A waiting record as the benches write it.
+fn waiting(function: &str, size: Option<u64>, hints: bool, extra: &[(&str, f64)]) -> Record {
+    use crate::waiting::{key, parameter};
+    let mut r = Record::new("store_mongo", function, Some(parameter(size, hints)), 1);
+    r.size = size;
+    r.custom = true;
+    r.extra
+        .insert(key::HINTS.into(), f64::from(u8::from(hints)));
+    r.extra
+        .insert(key::SUBSCRIPTIONS.into(), f64::from(u8::from(hints)));
+    for (k, v) in extra {
+        r.extra.insert((*k).into(), *v);
+    }
+    r
+}
+
+fn cycles(on_p50: f64, off_p50: f64) -> [Record; 2] {
+    use crate::waiting::{CYCLE, key};
+    [(true, on_p50), (false, off_p50)].map(|(hints, p50)| {
+        waiting(
+            CYCLE,
+            None,
+            hints,
+            &[(key::P50_MS, p50), (key::XLOCK_P50_MS, 1.0)],
+        )
+    })
+}
+
+#[test]
+fn handover_with_hints_is_judged_against_one_uncontended_grant() {
+    use crate::waiting::{HANDOVER, key};
+    let handover = |w: u64, hints: bool, p50: f64, p99: f64| {
+        waiting(
+            HANDOVER,
+            Some(w),
+            hints,
+            &[(key::P50_MS, p50), (key::P99_MS, p99), (key::MAX_MS, p99)],
+        )
+    };
+    let mut records: Vec<Record> = cycles(2.5, 2.4).into();
+    records.extend([
+        handover(8, true, 1.8, 9.0),
+        handover(8, false, 60.0, 400.0),
+        handover(64, true, 2.0, 10.0),
+        handover(64, false, 20.0, 300.0),
+    ]);
+    let check = find(&checks_of(&records, &[]), "waiters woken").clone();
+    assert_eq!(check.verdict, Verdict::Met, "{check:?}");
+    assert!(
+        check.evidence.contains("W=8: hints on p50 1.80 ms (1.80x)"),
+        "{check:?}"
+    );
+    assert!(check.evidence.contains("polling p50 60.00 ms"), "{check:?}");
+    // Polling is shown, never judged; hints on over 2x the grant at W=64 misses.
+    let mut slow = records.clone();
+    slow[4].extra.insert(key::P50_MS.into(), 2.1);
+    assert_eq!(
+        find(&checks_of(&slow, &[]), "waiters woken").verdict,
+        Verdict::Missed
+    );
+    let mut tail = records.clone();
+    tail[2].extra.insert(key::P99_MS.into(), 10.5);
+    assert_eq!(
+        find(&checks_of(&tail, &[]), "waiters woken").verdict,
+        Verdict::Missed
+    );
+    // Without W=64 (and without the grant) nothing is settled.
+    assert_eq!(
+        find(&checks_of(&records[..4], &[]), "waiters woken").verdict,
+        Verdict::NotMeasured
+    );
+    assert_eq!(
+        find(&checks_of(&records[2..], &[]), "waiters woken").verdict,
+        Verdict::NotMeasured
+    );
+    // A store that gave no hints is named in the evidence.
+    let mut none = records.clone();
+    none[2].extra.insert(key::SUBSCRIPTIONS.into(), 0.0);
+    assert!(
+        find(&checks_of(&none, &[]), "waiters woken")
+            .evidence
+            .contains("these Lockers polled")
+    );
+}
+
+#[test]
+fn a_crashed_holders_waiters_within_a_few_round_trips() {
+    use crate::waiting::{CRASHED, key};
+    let crashed = |hints: bool, median: f64| {
+        waiting(
+            CRASHED,
+            Some(8),
+            hints,
+            &[(key::P50_MS, median), (key::MAX_MS, median + 1.0)],
+        )
+    };
+    let mut records: Vec<Record> = cycles(2.5, 2.4).into();
+    records.extend([crashed(true, 2.9), crashed(false, 1.5)]);
+    assert_eq!(
+        find(&checks_of(&records, &[]), "a crashed holder").verdict,
+        Verdict::Met
+    );
+    records[3].extra.insert(key::P50_MS.into(), 3.2);
+    assert_eq!(
+        find(&checks_of(&records, &[]), "a crashed holder").verdict,
+        Verdict::Missed,
+        "hints off is judged too"
+    );
+    assert_eq!(
+        find(&checks_of(&records[..2], &[]), "a crashed holder").verdict,
+        Verdict::NotMeasured
+    );
+}
+
+#[test]
+fn contended_hints_against_polling_in_the_same_run() {
+    use crate::waiting::{CONTENDED, key};
+    let contended = |n: u64, hints: bool, per_s: f64, lock: f64| {
+        waiting(
+            CONTENDED,
+            Some(n),
+            hints,
+            &[(key::GRANTS_PER_S, per_s), (key::LOCK_PER_GRANT, lock)],
+        )
+    };
+    let records = vec![
+        contended(8, true, 120.0, 2.5),
+        contended(8, false, 110.0, 2.4),
+        contended(64, true, 100.0, 4.8),
+        contended(64, false, 100.0, 2.5),
+    ];
+    let checks = checks_of(&records, &[]);
+    assert_eq!(find(&checks, "no herd").verdict, Verdict::Met);
+    assert_eq!(find(&checks, "contended throughput").verdict, Verdict::Met);
+    let mut herd = records.clone();
+    herd[2].extra.insert(key::LOCK_PER_GRANT.into(), 5.1);
+    herd[2].extra.insert(key::GRANTS_PER_S.into(), 99.0);
+    let checks = checks_of(&herd, &[]);
+    assert_eq!(find(&checks, "no herd").verdict, Verdict::Missed);
+    assert_eq!(
+        find(&checks, "contended throughput").verdict,
+        Verdict::Missed
+    );
+    // Quick runs without N = 64 judge nothing about the herd.
+    let checks = checks_of(&records[..2], &[]);
+    assert_eq!(find(&checks, "no herd").verdict, Verdict::NotMeasured);
+    assert_eq!(
+        find(&checks, "contended throughput").verdict,
+        Verdict::NotMeasured
+    );
+}
+
+#[test]
+fn the_uncontended_cycle_with_hints_within_a_tenth_of_without() {
+    let checks = checks_of(&cycles(2.6, 2.4), &[]);
+    assert_eq!(find(&checks, "uncontended cycle").verdict, Verdict::Met);
+    let checks = checks_of(&cycles(2.7, 2.4), &[]);
+    assert_eq!(find(&checks, "uncontended cycle").verdict, Verdict::Missed);
+    // Tables of their own, not rows of criterion medians.
+    let records = cycles(2.6, 2.4);
+    let medians = BTreeMap::new();
+    let markdown = Run {
+        records: &records,
+        medians: &medians,
+        meta: &[],
+    }
+    .markdown();
+    assert!(markdown.contains("### store_mongo: waiting Lockers, hints on and off"));
+    assert_eq!(
+        markdown.matches("| waiting_cycle/hints_on | ").count(),
+        1,
+        "{markdown}"
+    );
+}
