@@ -58,6 +58,14 @@ impl LockStore for SharedMem {
         self.0.unlock_one(resource, lock_id).await
     }
 
+    async fn leave_queue(&self, resource: &Resource, ticket: &LockId) -> Result<bool> {
+        self.0.leave_queue(resource, ticket).await
+    }
+
+    async fn waiters(&self, resource: &Resource) -> Result<Vec<lockwright_engine::Waiter>> {
+        self.0.waiters(resource).await
+    }
+
     async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>> {
         self.0.status(filter).await
     }

@@ -162,6 +162,14 @@ impl LockStore for Watched {
         self.inner.unlock_one(resource, lock_id).await
     }
 
+    async fn leave_queue(&self, resource: &Resource, ticket: &LockId) -> Result<bool> {
+        self.inner.leave_queue(resource, ticket).await
+    }
+
+    async fn waiters(&self, resource: &Resource) -> Result<Vec<lockwright_engine::Waiter>> {
+        self.inner.waiters(resource).await
+    }
+
     async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>> {
         self.inner.status(filter).await
     }

@@ -40,8 +40,9 @@ pub enum Error {
         reason: String,
     },
     /// The resource holds a lock (live, or expired but inside the takeover grace) that
-    /// conflicts with the request (an exclusive lock, or shared locks up to the limit).
-    /// Nothing was written. Retrying helps once the holders release or their locks are
+    /// conflicts with the request (an exclusive lock, or shared locks up to the limit), or a
+    /// waiter that is ahead of it in the resource's queue. No lock was written (a fair
+    /// request took or refreshed its place in the queue). Retrying helps once the holders release or their locks are
     /// abandoned (the `Locker`'s `acquire` waits for that).
     #[error("resource `{resource}` is already locked")]
     AlreadyLocked {
@@ -52,6 +53,11 @@ pub enum Error {
         /// sensible instant to ask again. `None` when a lock without a TTL is in the way, or
         /// the store cannot tell.
         retry_in: Option<std::time::Duration>,
+        /// For a fair request: its place in the resource's queue, which the refusal took or
+        /// kept, as the number of live waiters ahead of it that it must let go first
+        /// (`Some(0)`: nobody; see `lockwright_engine::queue`). `None` for a request that
+        /// is not fair, or when the store cannot tell.
+        queued: Option<u32>,
     },
     /// The lock id holds no lock: it was released, purged, taken over after it expired, or
     /// never granted. Retrying cannot help: the locks are gone.

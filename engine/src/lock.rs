@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 use crate::names::{LockId, MAX_DETAIL_LEN, Resource, check_text};
+use crate::queue::Ticket;
 use crate::time::{Timestamp, Ttl};
 
 /// Exclusive or shared.
@@ -82,6 +83,11 @@ pub struct LockDetails {
     pub holder: Holder,
     /// How long the lock lives unless renewed; `None`: until unlocked.
     pub ttl: Option<Duration>,
+    /// Makes the request fair: its place in the resource's queue ([`crate::queue`]): the
+    /// ticket that names it across attempts (a secret like a lock id, never serialized)
+    /// and how long it lasts unless the waiter asks again.
+    #[serde(skip)]
+    pub queue: Option<(String, Duration)>,
 }
 
 impl LockDetails {
@@ -119,15 +125,38 @@ impl LockDetails {
         self
     }
 
+    /// Makes the request fair: refused, it takes (or keeps) the place `ticket` names in
+    /// the resource's queue for `queue_ttl`, and it is granted only when no conflicting
+    /// waiter is ahead of it ([`crate::queue`]). Use one ticket (from
+    /// `generate_lock_id()`) for every attempt of one wait, and ask again within
+    /// `queue_ttl` to keep the place.
+    #[must_use]
+    pub fn queue(mut self, ticket: impl Into<String>, queue_ttl: Duration) -> Self {
+        self.queue = Some((ticket.into(), queue_ttl));
+        self
+    }
+
     /// Checks every field, as a lock request does.
     ///
     /// # Errors
     /// `InvalidArgument` naming the first bad field: `owner`, `host`, `comment` (empty or
-    /// over [`MAX_DETAIL_LEN`] bytes) or `ttl` (zero, under 1 ms, or over 100 years).
+    /// over [`MAX_DETAIL_LEN`] bytes), `ttl` (zero, under 1 ms, or over 100 years),
+    /// `ticket` (empty or too long) or `queue_ttl` (outside 100 ms to 10 minutes).
     pub fn check(&self) -> Result<(), Error> {
         self.holder.check()?;
         self.ttl.map(Ttl::new).transpose()?;
+        self.ticket().transpose()?;
         Ok(())
+    }
+
+    fn ticket(&self) -> Option<Result<Ticket, Error>> {
+        self.queue.as_ref().map(|(id, ttl)| {
+            let id = LockId::new(id.as_str()).map_err(|e| match e {
+                Error::InvalidArgument { reason, .. } => Error::invalid("ticket", reason),
+                other => other,
+            })?;
+            Ticket::new(id, *ttl)
+        })
     }
 }
 
@@ -154,9 +183,20 @@ pub struct LockRequest {
     pub holder: Holder,
     /// Time to live; `None`: until unlocked.
     pub ttl: Option<Ttl>,
+    /// A fair request's place in the resource's queue ([`crate::queue`]); `None`: not fair
+    /// (it still waits behind the queue, but takes no place in it when refused).
+    pub fair: Option<Ticket>,
 }
 
 impl LockRequest {
+    /// The same request, fair: refused, it takes (or keeps) the place `ticket` names in the
+    /// resource's queue, and it is granted only when no conflicting waiter is ahead of it.
+    #[must_use]
+    pub fn fair(mut self, ticket: Ticket) -> Self {
+        self.fair = Some(ticket);
+        self
+    }
+
     /// Checks every argument of a lock request.
     ///
     /// # Errors
@@ -165,13 +205,15 @@ impl LockRequest {
     pub fn new(resource: &str, lock_id: &str, details: &LockDetails) -> Result<Self, Error> {
         let resource = Resource::new(resource)?;
         let lock_id = LockId::new(lock_id)?;
-        details.check()?;
+        details.holder.check()?;
         let ttl = details.ttl.map(Ttl::new).transpose()?;
+        let fair = details.ticket().transpose()?;
         Ok(LockRequest {
             resource,
             lock_id,
             holder: details.holder.clone(),
             ttl,
+            fair,
         })
     }
 }

@@ -80,11 +80,19 @@ pub enum Mutant {
     /// A waiting acquire ignores when the store said the locks in its way end: it asks
     /// again only on its backoff.
     LockerIgnoresRetryIn,
+    /// Grants ignore the queue: a request overtakes the waiters ahead of it.
+    QueueIgnored,
+    /// A shared request overtakes a waiting writer (no writer preference).
+    SharedOvertakesWriter,
+    /// A waiter's place never lapses: a dead waiter blocks the queue forever.
+    QueueDeadEntryBlocks,
+    /// A grant leaves the winner's place in the queue.
+    GrantLeavesEntry,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 27] = [
+    pub const ALL: [Mutant; 31] = [
         Mutant::PurgeIgnoresGroups,
         Mutant::PurgeIgnoresCreatedBefore,
         Mutant::RenewWithoutMargin,
@@ -112,6 +120,10 @@ impl Mutant {
         Mutant::LockerReleaseNotSent,
         Mutant::LockerIgnoresHints,
         Mutant::LockerIgnoresRetryIn,
+        Mutant::QueueIgnored,
+        Mutant::SharedOvertakesWriter,
+        Mutant::QueueDeadEntryBlocks,
+        Mutant::GrantLeavesEntry,
     ];
 
     /// The mutant's name in snake case, as harnesses and the kill matrix spell it.
@@ -145,6 +157,10 @@ impl Mutant {
             Mutant::LockerReleaseNotSent => "locker_release_not_sent",
             Mutant::LockerIgnoresHints => "locker_ignores_hints",
             Mutant::LockerIgnoresRetryIn => "locker_ignores_retry_in",
+            Mutant::QueueIgnored => "queue_ignored",
+            Mutant::SharedOvertakesWriter => "shared_overtakes_writer",
+            Mutant::QueueDeadEntryBlocks => "queue_dead_entry_blocks",
+            Mutant::GrantLeavesEntry => "grant_leaves_entry",
         }
     }
 
@@ -186,6 +202,19 @@ impl Mutant {
                 | Mutant::LockerReleaseNotSent
                 | Mutant::LockerIgnoresHints
                 | Mutant::LockerIgnoresRetryIn
+        )
+    }
+
+    /// Whether the mutant breaks the rules of fair requests' queue ([`crate::queue`]) in
+    /// the engine: only the harnesses that make fair requests run that code.
+    #[must_use]
+    pub fn is_queue(self) -> bool {
+        matches!(
+            self,
+            Mutant::QueueIgnored
+                | Mutant::SharedOvertakesWriter
+                | Mutant::QueueDeadEntryBlocks
+                | Mutant::GrantLeavesEntry
         )
     }
 

@@ -11,6 +11,7 @@ use crate::error::Result;
 use crate::filter::Filter;
 use crate::lock::{LockRequest, LockStatus, Renewal, SharedLimit};
 use crate::names::{LockId, Resource};
+use crate::queue::Waiter;
 use crate::time::Ttl;
 
 /// A place where locks live (in memory, in MongoDB). Implementations apply the rules of
@@ -66,6 +67,19 @@ pub trait LockStore: Send + Sync + 'static {
         resource: &Resource,
         lock_id: &LockId,
     ) -> impl Future<Output = Result<Option<LockStatus>>> + Send;
+
+    /// Removes the place `ticket` holds in `resource`'s queue, and the places there whose
+    /// lease ran out ([`crate::LockTable::leave_queue`]): a fair acquire that stopped
+    /// waiting. `Ok(true)` when it had one. One round trip where the backend allows.
+    fn leave_queue(
+        &self,
+        resource: &Resource,
+        ticket: &LockId,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
+    /// The live places of `resource`'s queue, first come first, without their tickets
+    /// ([`crate::ResourceState::waiters`]).
+    fn waiters(&self, resource: &Resource) -> impl Future<Output = Result<Vec<Waiter>>> + Send;
 
     /// Reports matching locks ([`crate::table::status`]).
     fn status(&self, filter: &Filter) -> impl Future<Output = Result<Vec<LockStatus>>> + Send;

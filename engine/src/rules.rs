@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::lock::{LockRequest, LockStatus, Mode, SharedLimit, StoredLock};
 use crate::mutants::{self, Mutant};
 use crate::names::LockId;
+use crate::queue::QueueEntry;
 use crate::time::Timestamp;
 
 /// The takeover grace of a store that is not told otherwise: how long past its expiry a lock
@@ -68,18 +69,48 @@ pub fn fence_floor(now: Timestamp) -> u64 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Rule<'a> {
     /// `xlock`'s rule ([`ResourceState::can_xlock`]).
-    Exclusive,
+    Exclusive {
+        /// The ticket of a fair request: its place in the queue ([`crate::queue`]).
+        ticket: Option<&'a LockId>,
+    },
     /// `slock`'s rule for `lock_id` with `limit` ([`ResourceState::can_slock`]).
     Shared {
         /// The lock id asking.
         lock_id: &'a LockId,
         /// The limit it asks with.
         limit: Option<SharedLimit>,
+        /// The ticket of a fair request: its place in the queue ([`crate::queue`]).
+        ticket: Option<&'a LockId>,
     },
 }
 
-/// The locks of one resource: an exclusive lock, or shared locks, or none; and the fence
-/// counter (the last fence granted on it).
+impl<'a> Rule<'a> {
+    /// The rule of `request` in `mode` (`limit` is read for a shared request only).
+    #[must_use]
+    pub fn of(mode: Mode, request: &'a LockRequest, limit: Option<SharedLimit>) -> Self {
+        let ticket = request.fair.as_ref().map(|t| &t.id);
+        match mode {
+            Mode::Exclusive => Rule::Exclusive { ticket },
+            Mode::Shared => Rule::Shared {
+                lock_id: &request.lock_id,
+                limit,
+                ticket,
+            },
+        }
+    }
+
+    /// The mode the rule grants.
+    #[must_use]
+    pub fn mode(&self) -> Mode {
+        match self {
+            Rule::Exclusive { .. } => Mode::Exclusive,
+            Rule::Shared { .. } => Mode::Shared,
+        }
+    }
+}
+
+/// The locks of one resource: an exclusive lock, or shared locks, or none; the fence
+/// counter (the last fence granted on it); and the queue of fair waiters.
 ///
 /// Invariant kept by the grants: never an exclusive and a shared lock together, and at most
 /// one lock per lock id.
@@ -92,6 +123,9 @@ pub struct ResourceState {
     pub exclusive: Option<StoredLock>,
     /// The shared locks in grant order (live or expired).
     pub shared: Vec<StoredLock>,
+    /// The places of fair waiters, first come first ([`crate::queue`]); places whose lease
+    /// ran out stay until the next write of the resource drops them.
+    pub queue: Vec<QueueEntry>,
 }
 
 impl ResourceState {
@@ -102,10 +136,18 @@ impl ResourceState {
             last_fence: fence,
             exclusive,
             shared,
+            queue: Vec::new(),
         }
     }
 
-    /// No lock at all, live or expired.
+    /// The same state with `queue` as its waiters' places (for stores that decode them).
+    #[must_use]
+    pub fn with_queue(mut self, queue: Vec<QueueEntry>) -> Self {
+        self.queue = queue;
+        self
+    }
+
+    /// No lock at all, live or expired (waiters may still be queued).
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.exclusive.is_none() && self.shared.is_empty()
@@ -165,25 +207,30 @@ impl ResourceState {
                 || mutants::active(Mutant::SharedIgnoresLimit))
     }
 
-    /// Whether `rule` allows a grant at `now` with the takeover `grace`.
+    /// Whether `rule` allows a grant at `now` with the takeover `grace`: the locks allow it,
+    /// and no live place that conflicts with it is ahead in the queue
+    /// ([`ResourceState::queue_allows`]).
     #[must_use]
     pub fn allows(&self, rule: &Rule<'_>, now: Timestamp, grace: Duration) -> bool {
-        match rule {
-            Rule::Exclusive => self.can_xlock(now, grace),
-            Rule::Shared { lock_id, limit } => self.can_slock(lock_id, *limit, now, grace),
-        }
+        let locks = match rule {
+            Rule::Exclusive { .. } => self.can_xlock(now, grace),
+            Rule::Shared { lock_id, limit, .. } => self.can_slock(lock_id, *limit, now, grace),
+        };
+        locks && self.queue_allows(rule, now, grace)
     }
 
     /// How long after `now` `rule` first allows a grant, should no lock here be renewed or
-    /// released: the earliest instant a held lock is abandoned at which the rule allows
-    /// (locks are only ever abandoned as time goes on, so the rule, once it allows, keeps
-    /// allowing). `None` when no such instant comes (a lock without a TTL is in the way).
-    /// What a refusal reports as `retry_in`.
+    /// released and no waiter ask again: the earliest instant a held lock is abandoned or a
+    /// waiter's place lapses at which the rule allows (locks are only ever abandoned and
+    /// places only lapse as time goes on, so the rule, once it allows, keeps allowing).
+    /// `None` when no such instant comes (a lock without a TTL is in the way). What a
+    /// refusal reports as `retry_in`.
     #[must_use]
     pub fn free_in(&self, rule: &Rule<'_>, now: Timestamp, grace: Duration) -> Option<Duration> {
         let mut ends: Vec<Timestamp> = self
             .locks()
             .filter_map(|(_, l)| l.expires_at.map(|e| e.saturating_add(grace)))
+            .chain(self.queue.iter().map(|e| e.expires_at))
             .filter(|&t| t > now)
             .collect();
         ends.sort_unstable();
@@ -203,7 +250,7 @@ impl ResourceState {
     /// `floor`, without breaking fences.
     #[must_use]
     pub fn can_delete(&self, floor: u64) -> bool {
-        self.is_empty() && self.last_fence < floor
+        self.is_empty() && self.queue.is_empty() && self.last_fence < floor
     }
 
     /// Grants `request` in `mode` at `now` with the fence clock at `floor`, which the caller
@@ -234,6 +281,7 @@ impl ResourceState {
             }
             keep
         });
+        self.dequeue_granted(request.fair.as_ref(), now);
         self.last_fence = self.next_fence(floor);
         let lock = StoredLock::granted(request, now, self.last_fence);
         let status = lock.status(&request.resource, mode, now);

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use lockwright_engine::time::validate_margin;
 use lockwright_engine::{
-    Error, Filter, LockDetails, LockId, LockRequest, LockStatus, LockStore, SharedLimit, Ttl,
+    Error, Filter, LockDetails, LockId, LockRequest, LockStatus, LockStore, Resource, SharedLimit,
+    Ttl, Waiter,
 };
 
 /// The renew margin used unless [`Client::with_renew_margin`] sets another.
@@ -187,6 +188,35 @@ impl<S: LockStore> Client<S> {
             .store
             .unlock_one(&lock.resource, &lock.lock_id)
             .await
+    }
+
+    /// Removes the place `ticket` holds in `resource`'s queue (a fair waiter that stopped
+    /// waiting; see [`LockDetails::queue`]), and the places there whose lease ran out.
+    /// Returns whether it had one.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a bad resource or ticket; a backend error.
+    pub async fn leave_queue(
+        &self,
+        resource: &str,
+        ticket: impl AsRef<str>,
+    ) -> Result<bool, Error> {
+        let resource = Resource::new(resource)?;
+        let ticket = LockId::new(ticket.as_ref()).map_err(|e| match e {
+            Error::InvalidArgument { reason, .. } => Error::invalid("ticket", reason),
+            other => other,
+        })?;
+        self.inner.store.leave_queue(&resource, &ticket).await
+    }
+
+    /// The fair waiters queued on `resource`, first come first (live places only, without
+    /// their tickets).
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a bad resource; a backend error.
+    pub async fn waiters(&self, resource: &str) -> Result<Vec<Waiter>, Error> {
+        let resource = Resource::new(resource)?;
+        self.inner.store.waiters(&resource).await
     }
 
     /// The locks matching every set field of `filter`, oldest first.

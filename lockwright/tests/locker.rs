@@ -110,6 +110,14 @@ impl<S: LockStore> LockStore for Faulty<S> {
     async fn unlock(&self, id: &LockId) -> Result<Vec<LockStatus>, Error> {
         self.inner.unlock(id).await
     }
+    async fn leave_queue(&self, resource: &Resource, ticket: &LockId) -> Result<bool, Error> {
+        self.inner.leave_queue(resource, ticket).await
+    }
+
+    async fn waiters(&self, resource: &Resource) -> Result<Vec<lockwright::Waiter>, Error> {
+        self.inner.waiters(resource).await
+    }
+
     async fn unlock_one(&self, r: &Resource, id: &LockId) -> Result<Option<LockStatus>, Error> {
         self.unlock_calls.fetch_add(1, Ordering::SeqCst);
         let fail = self

@@ -104,6 +104,14 @@ impl LockStore for HalfBrokenStore {
     ) -> Result<Vec<Result<LockStatus, Error>>, Error> {
         self.inner.renew_many(locks, m).await
     }
+    async fn leave_queue(&self, resource: &Resource, ticket: &LockId) -> Result<bool, Error> {
+        self.inner.leave_queue(resource, ticket).await
+    }
+
+    async fn waiters(&self, resource: &Resource) -> Result<Vec<lockwright::Waiter>, Error> {
+        self.inner.waiters(resource).await
+    }
+
     async fn status(&self, f: &Filter) -> Result<Vec<LockStatus>, Error> {
         self.inner.status(f).await
     }

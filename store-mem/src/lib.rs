@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use lockwright_engine::{
     Filter, HintStream, LockId, LockRequest, LockStatus, LockStore, LockTable, Renewal, Resource,
-    Result, SharedLimit, Ttl, table,
+    Result, SharedLimit, Ttl, Waiter, table,
 };
 
 pub use clock::{Clock, SystemClock};
@@ -233,6 +233,27 @@ impl LockStore for MemStore {
             self.notifier.freed([resource]);
         }
         Ok(removed)
+    }
+
+    async fn leave_queue(&self, resource: &Resource, ticket: &LockId) -> Result<bool> {
+        let _span = tracing::debug_span!("mem.leave_queue", resource = %resource).entered();
+        let left =
+            lock(self.shard_of(resource.as_str())).leave_queue(resource, ticket, self.clock.now());
+        if left {
+            // The waiter behind may go now.
+            self.notifier.freed([resource]);
+        }
+        Ok(left)
+    }
+
+    async fn waiters(&self, resource: &Resource) -> Result<Vec<Waiter>> {
+        let _span = tracing::debug_span!("mem.waiters", resource = %resource).entered();
+        let now = self.clock.now();
+        let shard = lock(self.shard_of(resource.as_str()));
+        Ok(shard
+            .resource(resource)
+            .map(|state| state.waiters(now).map(Waiter::from).collect())
+            .unwrap_or_default())
     }
 
     async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>> {

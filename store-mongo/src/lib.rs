@@ -342,6 +342,23 @@ impl LockStore for MongoStore {
             .await
     }
 
+    #[tracing::instrument(name = "mongo.leave_queue", skip_all, fields(resource = %resource))]
+    async fn leave_queue(&self, resource: &Resource, ticket: &LockId) -> Result<bool> {
+        let _ = ticket;
+        Err(Error::backend(
+            "leave_queue",
+            "TEMPORARY: queue not yet implemented on MongoDB",
+        ))
+    }
+
+    #[tracing::instrument(name = "mongo.waiters", skip_all, fields(resource = %resource))]
+    async fn waiters(&self, resource: &Resource) -> Result<Vec<lockwright_engine::Waiter>> {
+        Err(Error::backend(
+            "waiters",
+            "TEMPORARY: queue not yet implemented on MongoDB",
+        ))
+    }
+
     #[tracing::instrument(name = "mongo.status", skip_all)]
     async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>> {
         status::status(self, filter).await

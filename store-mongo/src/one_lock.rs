@@ -31,8 +31,12 @@ const BAD_VALUE: i32 = 2;
 enum Granted {
     /// This request's grant.
     Yes(LockStatus),
-    /// A refusal, and how long after the server decided the rule would allow it.
-    No(Option<std::time::Duration>),
+    /// A refusal: how long after the server decided the rule would allow it, and a fair
+    /// request's place in the queue.
+    No {
+        retry_in: Option<std::time::Duration>,
+        queued: Option<u32>,
+    },
 }
 
 impl MongoStore {
@@ -59,11 +63,12 @@ impl MongoStore {
             let granted = decide_grant(op, doc, &grant_id, request, &rule, self.grace, unknown)?;
             match granted {
                 Granted::Yes(status) => Ok(status),
-                Granted::No(retry_in) => {
+                Granted::No { retry_in, queued } => {
                     self.hints.note(doc.get("_id"), &request.resource);
                     Err(Error::AlreadyLocked {
                         resource: request.resource.clone(),
                         retry_in,
+                        queued,
                     })
                 }
             }
@@ -121,6 +126,7 @@ impl MongoStore {
                 return Err(Error::AlreadyLocked {
                     resource: request.resource.clone(),
                     retry_in: None,
+                    queued: None,
                 });
             }
             if code == Some(BAD_VALUE) || code == Some(NAMESPACE_NOT_FOUND) {
@@ -238,10 +244,7 @@ fn decide_grant(
     unknown: Option<mongodb::error::Error>,
 ) -> Result<Granted, Error> {
     let resource = Resource::stored(&schema::label(doc));
-    let mode = match rule {
-        Rule::Exclusive => Mode::Exclusive,
-        Rule::Shared { .. } => Mode::Shared,
-    };
+    let mode = rule.mode();
     if doc.get(schema::LAST_GRANT) == Some(grant_id) {
         return match schema::decode_own(doc, mode, &request.lock_id) {
             Some(Ok(lock)) => Ok(Granted::Yes(lock.status(&resource, mode, lock.created_at))),
@@ -273,17 +276,21 @@ fn decide_grant(
     {
         return Err(failure::unknown(op, &e));
     }
-    // A document read back without the server's `now` cannot tell.
-    let retry_in = now_of(op, doc)
-        .ok()
-        .and_then(|now| state.free_in(rule, now, grace));
-    Ok(Granted::No(retry_in))
+    // A document read back without the server's `now` cannot tell. The document is the one
+    // the refusal left: a fair request's place is in it.
+    let now = now_of(op, doc).ok();
+    let retry_in = now.and_then(|now| state.free_in(rule, now, grace));
+    let queued = now
+        .filter(|_| request.fair.is_some())
+        .map(|now| state.conflicting_ahead(rule, now));
+    Ok(Granted::No { retry_in, queued })
 }
 
 /// `xlock`: the exclusive grant.
 pub(crate) async fn xlock(store: &MongoStore, request: &LockRequest) -> Result<LockStatus, Error> {
     let build = |id: &Bson, clocks: &pipeline::Clocks| pipeline::xlock(request, id, clocks);
-    store.grant("xlock", request, Rule::Exclusive, build).await
+    let rule = Rule::of(Mode::Exclusive, request, None);
+    store.grant("xlock", request, rule, build).await
 }
 
 /// `slock`: the shared grant.
@@ -293,11 +300,14 @@ pub(crate) async fn slock(
     limit: Option<SharedLimit>,
 ) -> Result<LockStatus, Error> {
     let build = |id: &Bson, clocks: &pipeline::Clocks| pipeline::slock(request, limit, id, clocks);
-    let rule = Rule::Shared {
-        lock_id: &request.lock_id,
-        limit,
-    };
-    store.grant("slock", request, rule, build).await
+    store
+        .grant(
+            "slock",
+            request,
+            Rule::of(Mode::Shared, request, limit),
+            build,
+        )
+        .await
 }
 
 /// `renew_one`: renews the one lock of `lock_id` on `resource`.

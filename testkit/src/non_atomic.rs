@@ -90,6 +90,24 @@ impl LockStore for NonAtomicStore {
         Ok(self.table().unlock_one(resource, lock_id, now))
     }
 
+    async fn leave_queue(&self, resource: &Resource, ticket: &LockId) -> Result<bool> {
+        let now = self.clock.now();
+        Ok(self.table().leave_queue(resource, ticket, now))
+    }
+
+    async fn waiters(&self, resource: &Resource) -> Result<Vec<lockwright_engine::Waiter>> {
+        let now = self.clock.now();
+        Ok(self
+            .table()
+            .resource(resource)
+            .map(|s| {
+                s.waiters(now)
+                    .map(lockwright_engine::Waiter::from)
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
     async fn renew_many(
         &self,
         locks: &[Renewal],

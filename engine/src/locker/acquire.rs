@@ -39,6 +39,7 @@ impl<R: RngCore> LockerCore<R> {
             lock_id,
             holder: Holder::clone(&who),
             ttl: Some(ttl),
+            fair: None,
         };
         let id = self.send(
             Request::Lock { request, access },

@@ -64,6 +64,7 @@ fn refused() -> Reply {
     Reply::Refused(Error::AlreadyLocked {
         resource: Resource::new("job").unwrap(),
         retry_in: None,
+        queued: None,
     })
 }
 
@@ -526,6 +527,7 @@ fn a_refusal_that_says_when_the_locks_end_is_asked_again_by_then() {
         let reply = Reply::Refused(Error::AlreadyLocked {
             resource: Resource::new("job").unwrap(),
             retry_in: Some(Duration::from_millis(30)),
+            queued: None,
         });
         c.handle_reply(t.id, reply, ms(sent + 5));
         now = c.poll_timeout().unwrap().as_millis();
@@ -541,6 +543,7 @@ fn a_refusal_that_says_when_the_locks_end_is_asked_again_by_then() {
     let reply = Reply::Refused(Error::AlreadyLocked {
         resource: Resource::new("job").unwrap(),
         retry_in: Some(Duration::from_millis(3)),
+        queued: None,
     });
     c.handle_reply(t.id, reply, ms(now + 10));
     assert_eq!(c.poll_timeout().unwrap().as_millis(), now + 13);

@@ -147,7 +147,7 @@ impl LockTable {
     /// # Errors
     /// `AlreadyLocked` when a held lock (of any lock id, this one included) is present.
     pub fn xlock(&mut self, request: &LockRequest, now: Timestamp) -> Result<LockStatus, Error> {
-        self.grant_if(Mode::Exclusive, request, now, &Rule::Exclusive)
+        self.grant_if(request, now, &Rule::of(Mode::Exclusive, request, None))
     }
 
     /// Grants a shared lock iff there is no held exclusive lock, the lock id holds no held
@@ -162,27 +162,31 @@ impl LockTable {
         limit: Option<SharedLimit>,
         now: Timestamp,
     ) -> Result<LockStatus, Error> {
-        let rule = Rule::Shared {
-            lock_id: &request.lock_id,
-            limit,
-        };
-        self.grant_if(Mode::Shared, request, now, &rule)
+        self.grant_if(request, now, &Rule::of(Mode::Shared, request, limit))
     }
 
-    /// Grants `request` in `mode` if `rule` allows it on the resource's state (an empty state
-    /// for a resource the table does not know). One search of the table either way; a refused
-    /// request leaves the table as it was, and says when the rule would allow it.
+    /// Grants `request` if `rule` allows it on the resource's state (an empty state for a
+    /// resource the table does not know). One search of the table either way. A refused
+    /// request leaves the locks as they were and says when the rule would allow it; a fair
+    /// one takes or refreshes its place in the queue ([`crate::queue`]).
     fn grant_if(
         &mut self,
-        mode: Mode,
         request: &LockRequest,
         now: Timestamp,
         rule: &Rule<'_>,
     ) -> Result<LockStatus, Error> {
         let grace = self.grace;
-        let refused = |state: &ResourceState| Error::AlreadyLocked {
-            resource: request.resource.clone(),
-            retry_in: state.free_in(rule, now, grace),
+        let mode = rule.mode();
+        let refused = |state: &mut ResourceState| {
+            let queued = request.fair.as_ref().map(|ticket| {
+                state.enqueue(ticket, mode, now);
+                state.conflicting_ahead(rule, now)
+            });
+            Error::AlreadyLocked {
+                resource: request.resource.clone(),
+                retry_in: state.free_in(rule, now, grace),
+                queued,
+            }
         };
         let floor = self.tick(now);
         let (status, taken_over) = match self.resources.entry(request.resource.clone()) {
@@ -196,7 +200,11 @@ impl LockTable {
             Entry::Vacant(entry) => {
                 let mut state = ResourceState::default();
                 if !state.allows(rule, now, grace) {
-                    return Err(refused(&state));
+                    let e = refused(&mut state);
+                    if !state.queue.is_empty() {
+                        entry.insert(state);
+                    }
+                    return Err(e);
                 }
                 let granted = state.grant(mode, request, now, grace, floor);
                 entry.insert(state);
@@ -208,6 +216,14 @@ impl LockTable {
         }
         self.index(&request.lock_id, &request.resource);
         Ok(status)
+    }
+
+    /// Removes the place `ticket` holds in `resource`'s queue (a waiter that stopped
+    /// waiting), with the places whose lease ran out at `now`. Returns whether it had one.
+    pub fn leave_queue(&mut self, resource: &Resource, ticket: &LockId, now: Timestamp) -> bool {
+        self.resources
+            .get_mut(resource)
+            .is_some_and(|state| state.leave_queue(ticket, now))
     }
 
     /// The locks of `lock_id`, with their resource and mode.

@@ -169,13 +169,17 @@ pub(super) fn purge_groups_by<T: DerefMut<Target = LockTable>>(
     removed
 }
 
-/// Purge's last phase: forgets the resources that hold no lock and whose fence counter is
-/// below the [fence clock](LockTable::fence_clock) at `now`, so fences keep increasing after
-/// they are gone.
+/// Purge's last phase: drops the queue places whose lease ran out at `now`, and forgets the
+/// resources that hold no lock and no live waiter and whose fence counter is below the
+/// [fence clock](LockTable::fence_clock) at `now`, so fences keep increasing after they are
+/// gone.
 pub fn delete_empty<T: DerefMut<Target = LockTable>>(shards: &mut [T], now: Timestamp) {
     for table in shards.iter_mut() {
         let floor = table.tick(now);
-        table.resources.retain(|_, state| !state.can_delete(floor));
+        table.resources.retain(|_, state| {
+            state.drop_dead_waiters(now);
+            !state.can_delete(floor)
+        });
     }
 }
 

@@ -60,9 +60,9 @@ pub(crate) enum Outcome {
 pub(crate) fn outcome(result: Result<Vec<LockStatus>, Error>) -> Outcome {
     match result {
         Ok(locks) => Outcome::Locks(locks),
-        Err(Error::AlreadyLocked { resource, retry_in }) => {
-            Outcome::AlreadyLocked(resource.as_str().to_owned(), retry_in)
-        }
+        Err(Error::AlreadyLocked {
+            resource, retry_in, ..
+        }) => Outcome::AlreadyLocked(resource.as_str().to_owned(), retry_in),
         Err(Error::LockNotFound) => Outcome::LockNotFound,
         Err(Error::NotRenewable { locks }) => Outcome::NotRenewable(locks),
         Err(other) => Outcome::Other(format!("{other:?}")),

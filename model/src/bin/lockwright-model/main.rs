@@ -123,7 +123,7 @@ fn list_mutants() -> ExitCode {
 #[cfg(lockwright_mutants)]
 fn list_mutants() -> ExitCode {
     // One line per mutant: its name, what it breaks (the engine's rules, MongoDB's
-    // pipelines or the Locker's state machine), and whether the model checks that rule.
+    // pipelines, the Locker's state machine, or the engine's queue of fair requests), and whether the model checks that rule.
     // The kill-matrix script requires the model checker to kill the modelled ones, two
     // MongoDB harnesses each pipeline one, and the simulator each Locker one.
     for m in lockwright_engine::mutants::Mutant::ALL {
@@ -131,6 +131,8 @@ fn list_mutants() -> ExitCode {
             "pipeline"
         } else if m.is_locker() {
             "locker"
+        } else if m.is_queue() {
+            "queue"
         } else {
             "engine"
         };
