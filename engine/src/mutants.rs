@@ -63,6 +63,14 @@ pub enum Mutant {
     /// MongoDB's batch renewal renews every lock of a batch's documents, not only the
     /// locks the batch names and the engine found renewable.
     PipelineRenewManyWholeDocuments,
+    /// The grant pipelines ignore the queue of fair waiters: a request overtakes them.
+    PipelineQueueIgnored,
+    /// The shared grant pipeline lets a reader overtake a waiting writer.
+    PipelineSharedOvertakesWriter,
+    /// The grant pipelines count a place whose lease ran out as a waiter ahead.
+    PipelineDeadEntryBlocks,
+    /// The grant pipelines leave the winner's place in the queue.
+    PipelineGrantLeavesEntry,
     /// The Locker hands out a grant whose reply arrived after its trust deadline.
     LockerHandsOutStaleGrant,
     /// The Locker does not signal a lost lock: its holder keeps working.
@@ -92,7 +100,7 @@ pub enum Mutant {
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 31] = [
+    pub const ALL: [Mutant; 35] = [
         Mutant::PurgeIgnoresGroups,
         Mutant::PurgeIgnoresCreatedBefore,
         Mutant::RenewWithoutMargin,
@@ -112,6 +120,10 @@ impl Mutant {
         Mutant::PipelinePurgeDeletesHeld,
         Mutant::PipelineRenewOneWithoutMargin,
         Mutant::PipelineRenewManyWholeDocuments,
+        Mutant::PipelineQueueIgnored,
+        Mutant::PipelineSharedOvertakesWriter,
+        Mutant::PipelineDeadEntryBlocks,
+        Mutant::PipelineGrantLeavesEntry,
         Mutant::LockerHandsOutStaleGrant,
         Mutant::LockerLossNotSignalled,
         Mutant::LockerRenewAfterDeadline,
@@ -149,6 +161,10 @@ impl Mutant {
             Mutant::PipelinePurgeDeletesHeld => "pipeline_purge_deletes_held",
             Mutant::PipelineRenewOneWithoutMargin => "pipeline_renew_one_without_margin",
             Mutant::PipelineRenewManyWholeDocuments => "pipeline_renew_many_whole_documents",
+            Mutant::PipelineQueueIgnored => "pipeline_queue_ignored",
+            Mutant::PipelineSharedOvertakesWriter => "pipeline_shared_overtakes_writer",
+            Mutant::PipelineDeadEntryBlocks => "pipeline_dead_entry_blocks",
+            Mutant::PipelineGrantLeavesEntry => "pipeline_grant_leaves_entry",
             Mutant::LockerHandsOutStaleGrant => "locker_hands_out_stale_grant",
             Mutant::LockerLossNotSignalled => "locker_loss_not_signalled",
             Mutant::LockerRenewAfterDeadline => "locker_renew_after_deadline",
@@ -185,6 +201,10 @@ impl Mutant {
                 | Mutant::PipelinePurgeDeletesHeld
                 | Mutant::PipelineRenewOneWithoutMargin
                 | Mutant::PipelineRenewManyWholeDocuments
+                | Mutant::PipelineQueueIgnored
+                | Mutant::PipelineSharedOvertakesWriter
+                | Mutant::PipelineDeadEntryBlocks
+                | Mutant::PipelineGrantLeavesEntry
         )
     }
 

@@ -15,4 +15,5 @@ case_files! {
     fences => __conformance_fences,
     misc => __conformance_misc,
     grace => __conformance_grace,
+    queue => __conformance_queue,
 }

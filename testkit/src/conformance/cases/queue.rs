@@ -1,0 +1,268 @@
+//! Fair requests and the resource's queue: a refused fair request takes (or keeps) a place;
+//! a request is granted only when no live place that conflicts with it is ahead of its own
+//! (every place, for a request without one); a grant removes the winner's place; a place
+//! lapses when its lease runs out, and a waiter can leave.
+
+use super::super::support::*;
+
+/// A fair request's details: `ticket`'s place lasts `lease` unless it asks again.
+fn fair(ticket: &LockId, lease: Duration) -> LockDetails {
+    ttl(secs(30)).queue(ticket.as_str(), lease)
+}
+
+/// The lease of the places in these cases, unless a case says otherwise.
+const LEASE: Duration = Duration::from_secs(5);
+
+/// The place a refusal reports, or a panic.
+#[track_caller]
+fn queued<T: Debug>(result: Result<T, Error>) -> Option<u32> {
+    match result {
+        Err(Error::AlreadyLocked { queued, .. }) => queued,
+        other => panic!("expected AlreadyLocked, got {other:?}"),
+    }
+}
+
+/// The modes of the live places on `resource`, first come first.
+async fn waiting<B: Backend>(cx: &Ctx<B>, resource: &str) -> Vec<Mode> {
+    let waiters = cx.client.waiters(resource).await.expect("waiters");
+    waiters.into_iter().map(|w| w.mode).collect()
+}
+
+cases! {
+    __conformance_queue;
+
+    async fn fair_request_on_free_resource_is_granted_without_a_place(cx) {
+        let t = generate_lock_id();
+        cx.client
+            .xlock("r", generate_lock_id(), &fair(&t, LEASE))
+            .await
+            .expect("grant");
+        assert_eq!(waiting(cx, "r").await, vec![]);
+    }
+
+    async fn fair_waiters_are_granted_in_order(cx) {
+        let holder = generate_lock_id();
+        cx.client.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
+        let (ta, tb) = (generate_lock_id(), generate_lock_id());
+        let (a, b) = (generate_lock_id(), generate_lock_id());
+        assert_eq!(queued(cx.client.xlock("r", &a, &fair(&ta, LEASE)).await), Some(0));
+        cx.clock.advance(ms(1));
+        assert_eq!(queued(cx.client.xlock("r", &b, &fair(&tb, LEASE)).await), Some(1));
+        let places = cx.client.waiters("r").await.expect("waiters");
+        assert_eq!(places.len(), 2);
+        assert_eq!(places[0].queued_at, T0);
+        assert_eq!(places[0].expires_at, at(LEASE));
+        assert_eq!(places[1].queued_at, at(ms(1)));
+        cx.client.unlock(&holder).await.expect("unlock");
+        // b asks first after the release, but a is ahead of it.
+        assert_eq!(queued(cx.client.xlock("r", &b, &fair(&tb, LEASE)).await), Some(1));
+        cx.client.xlock("r", &a, &fair(&ta, LEASE)).await.expect("a's turn");
+        assert_eq!(waiting(cx, "r").await, vec![Mode::Exclusive], "a's place went with its grant");
+        assert_eq!(queued(cx.client.xlock("r", &b, &fair(&tb, LEASE)).await), Some(0));
+        cx.client.unlock(&a).await.expect("unlock");
+        cx.client.xlock("r", &b, &fair(&tb, LEASE)).await.expect("b's turn");
+        assert_eq!(waiting(cx, "r").await, vec![]);
+    }
+
+    async fn requests_that_are_not_fair_wait_behind_the_queue_without_a_place(cx) {
+        let holder = generate_lock_id();
+        cx.client.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
+        let ta = generate_lock_id();
+        let a = generate_lock_id();
+        queued(cx.client.xlock("r", &a, &fair(&ta, LEASE)).await);
+        cx.client.unlock(&holder).await.expect("unlock");
+        assert_eq!(queued(cx.client.xlock("r", generate_lock_id(), &ttl(secs(1))).await), None);
+        assert_eq!(
+            queued(cx.client.slock("r", generate_lock_id(), &ttl(secs(1)), None).await),
+            None
+        );
+        assert_eq!(waiting(cx, "r").await, vec![Mode::Exclusive], "no place was taken");
+        cx.client.xlock("r", &a, &fair(&ta, LEASE)).await.expect("a's turn");
+    }
+
+    async fn a_waiting_writer_holds_back_later_readers(cx) {
+        let r1 = generate_lock_id();
+        cx.client.slock("r", &r1, &ttl(secs(30)), None).await.expect("grant");
+        let (tw, t2) = (generate_lock_id(), generate_lock_id());
+        let (w, r2) = (generate_lock_id(), generate_lock_id());
+        assert_eq!(queued(cx.client.xlock("r", &w, &fair(&tw, LEASE)).await), Some(0));
+        // Readers that come after the writer wait behind it, fair or not.
+        assert_eq!(queued(cx.client.slock("r", &r2, &fair(&t2, LEASE), None).await), Some(1));
+        assert_locked(cx.client.slock("r", generate_lock_id(), &ttl(secs(1)), None).await, "r");
+        assert_eq!(waiting(cx, "r").await, vec![Mode::Exclusive, Mode::Shared]);
+        cx.client.unlock(&r1).await.expect("unlock");
+        assert_locked(cx.client.slock("r", &r2, &fair(&t2, LEASE), None).await, "r");
+        cx.client.xlock("r", &w, &fair(&tw, LEASE)).await.expect("the writer's turn");
+        cx.client.unlock(&w).await.expect("unlock");
+        cx.client.slock("r", &r2, &fair(&t2, LEASE), None).await.expect("r2's turn");
+        cx.client
+            .slock("r", generate_lock_id(), &ttl(secs(1)), None)
+            .await
+            .expect("nobody waits any more");
+    }
+
+    async fn queued_readers_are_not_held_back_by_each_other(cx) {
+        let holder = generate_lock_id();
+        cx.client.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
+        let (t1, t2) = (generate_lock_id(), generate_lock_id());
+        let (r1, r2) = (generate_lock_id(), generate_lock_id());
+        assert_eq!(queued(cx.client.slock("r", &r1, &fair(&t1, LEASE), None).await), Some(0));
+        assert_eq!(queued(cx.client.slock("r", &r2, &fair(&t2, LEASE), None).await), Some(0));
+        cx.client.unlock(&holder).await.expect("unlock");
+        cx.client.slock("r", &r2, &fair(&t2, LEASE), None).await.expect("r2");
+        cx.client.slock("r", &r1, &fair(&t1, LEASE), None).await.expect("r1");
+        // A writer behind readers waits for the readers' locks, not for a place.
+        let tw = generate_lock_id();
+        assert_eq!(
+            queued(cx.client.xlock("r", generate_lock_id(), &fair(&tw, LEASE)).await),
+            Some(0)
+        );
+    }
+
+    async fn readers_ahead_keep_their_slots_under_a_limit(cx) {
+        let (h1, h2) = (generate_lock_id(), generate_lock_id());
+        cx.client.slock("r", &h1, &ttl(secs(30)), Some(2)).await.expect("grant");
+        cx.client.slock("r", &h2, &ttl(secs(30)), Some(2)).await.expect("grant");
+        let (ta, tb) = (generate_lock_id(), generate_lock_id());
+        let (a, b) = (generate_lock_id(), generate_lock_id());
+        assert_eq!(queued(cx.client.slock("r", &a, &fair(&ta, LEASE), Some(2)).await), Some(0));
+        cx.client.unlock(&h1).await.expect("unlock");
+        // One slot is free, and a is ahead: b waits, with the limit or without one.
+        assert_eq!(queued(cx.client.slock("r", &b, &fair(&tb, LEASE), Some(2)).await), Some(1));
+        assert_locked(cx.client.slock("r", generate_lock_id(), &ttl(secs(1)), Some(2)).await, "r");
+        // A request without a limit takes no slot from anybody.
+        cx.client
+            .slock("r", generate_lock_id(), &ttl(secs(1)), None)
+            .await
+            .expect("no limit");
+        cx.clock.advance(secs(1));
+        cx.client.slock("r", &a, &fair(&ta, LEASE), Some(2)).await.expect("a's slot");
+        assert_eq!(waiting(cx, "r").await, vec![Mode::Shared]);
+    }
+
+    async fn a_dead_place_blocks_nobody(cx) {
+        let holder = generate_lock_id();
+        cx.client.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
+        let (ta, tb) = (generate_lock_id(), generate_lock_id());
+        queued(cx.client.xlock("r", generate_lock_id(), &fair(&ta, secs(1))).await);
+        cx.client.unlock(&holder).await.expect("unlock");
+        cx.clock.advance(ms(999));
+        match cx.client.xlock("r", generate_lock_id(), &fair(&tb, LEASE)).await {
+            Err(Error::AlreadyLocked { retry_in, queued, .. }) => {
+                assert_eq!(retry_in, Some(ms(1)), "a's place lapses in 1 ms");
+                assert_eq!(queued, Some(1));
+            }
+            other => panic!("expected AlreadyLocked, got {other:?}"),
+        }
+        cx.clock.advance(ms(1));
+        assert_eq!(waiting(cx, "r").await, vec![Mode::Exclusive], "only b's place lives");
+        cx.client
+            .xlock("r", generate_lock_id(), &fair(&tb, LEASE))
+            .await
+            .expect("a's place lapsed");
+        assert_eq!(waiting(cx, "r").await, vec![]);
+    }
+
+    async fn asking_again_keeps_the_place(cx) {
+        let holder = generate_lock_id();
+        cx.client.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
+        let (ta, tb) = (generate_lock_id(), generate_lock_id());
+        queued(cx.client.xlock("r", generate_lock_id(), &fair(&ta, secs(1))).await);
+        cx.clock.advance(ms(900));
+        queued(cx.client.xlock("r", generate_lock_id(), &fair(&tb, LEASE)).await);
+        // a asks again before its place lapses: it keeps it, ahead of b, and for longer.
+        assert_eq!(
+            queued(cx.client.xlock("r", generate_lock_id(), &fair(&ta, secs(1))).await),
+            Some(0)
+        );
+        cx.clock.advance(ms(500));
+        cx.client.unlock(&holder).await.expect("unlock");
+        assert_eq!(
+            queued(cx.client.xlock("r", generate_lock_id(), &fair(&tb, LEASE)).await),
+            Some(1)
+        );
+        let places = cx.client.waiters("r").await.expect("waiters");
+        assert_eq!(places[0].queued_at, T0, "the place keeps its time");
+        assert_eq!(places[0].expires_at, at(ms(1_900)));
+        cx.client
+            .xlock("r", generate_lock_id(), &fair(&ta, secs(1)))
+            .await
+            .expect("a's turn");
+    }
+
+    async fn leaving_the_queue_lets_the_next_one_in(cx) {
+        let holder = generate_lock_id();
+        cx.client.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
+        let (ta, tb) = (generate_lock_id(), generate_lock_id());
+        queued(cx.client.xlock("r", generate_lock_id(), &fair(&ta, LEASE)).await);
+        queued(cx.client.xlock("r", generate_lock_id(), &fair(&tb, LEASE)).await);
+        assert!(cx.client.leave_queue("r", &ta).await.expect("leave"));
+        assert!(!cx.client.leave_queue("r", &ta).await.expect("leave twice"));
+        assert!(!cx.client.leave_queue("elsewhere", &tb).await.expect("no such resource"));
+        cx.client.unlock(&holder).await.expect("unlock");
+        cx.client
+            .xlock("r", generate_lock_id(), &fair(&tb, LEASE))
+            .await
+            .expect("b is first now");
+    }
+
+    async fn purge_keeps_waited_resources_and_drops_dead_places(cx) {
+        let holder = generate_lock_id();
+        cx.client.xlock("r", &holder, &ttl(secs(1))).await.expect("grant");
+        let ta = generate_lock_id();
+        queued(cx.client.xlock("r", generate_lock_id(), &fair(&ta, secs(3))).await);
+        cx.clock.advance(secs(2));
+        let purged = cx.client.purge().await.expect("purge");
+        assert_eq!(pairs(&purged), vec![pair("r", &holder)]);
+        assert_eq!(waiting(cx, "r").await, vec![Mode::Exclusive], "the place outlived the purge");
+        cx.clock.advance(secs(1));
+        assert!(cx.client.purge().await.expect("purge").is_empty());
+        assert_eq!(waiting(cx, "r").await, vec![]);
+        cx.client
+            .xlock("r", generate_lock_id(), &ttl(secs(1)))
+            .await
+            .expect("nobody waits");
+    }
+
+    async fn a_grant_after_a_purge_of_a_waited_resource_keeps_fences_increasing(cx) {
+        let holder = generate_lock_id();
+        let first = cx.client.xlock("r", &holder, &ttl(secs(1))).await.expect("grant");
+        let ta = generate_lock_id();
+        queued(cx.client.xlock("r", generate_lock_id(), &fair(&ta, secs(3))).await);
+        cx.clock.advance(secs(2));
+        cx.client.purge().await.expect("purge");
+        let next = cx
+            .client
+            .xlock("r", generate_lock_id(), &fair(&ta, secs(3)))
+            .await
+            .expect("a's turn");
+        assert!(next.fence > first.fence);
+    }
+
+    async fn bad_queue_arguments_are_refused(cx) {
+        let t = generate_lock_id();
+        for lease in [Duration::ZERO, ms(99), secs(601)] {
+            assert_invalid(
+                cx.client.xlock("r", generate_lock_id(), &fair(&t, lease)).await,
+                "queue_ttl",
+            );
+        }
+        assert_invalid(
+            cx.client
+                .xlock("r", generate_lock_id(), &ttl(secs(1)).queue("", LEASE))
+                .await,
+            "ticket",
+        );
+        assert_invalid(
+            cx.client
+                .slock("r", generate_lock_id(), &ttl(secs(1)).queue("x".repeat(257), LEASE), None)
+                .await,
+            "ticket",
+        );
+        assert_invalid(cx.client.leave_queue("r", "").await, "ticket");
+        assert_invalid(cx.client.leave_queue("", &t).await, "resource");
+        assert_invalid(cx.client.waiters("").await, "resource");
+        assert_eq!(waiting(cx, "r").await, vec![], "nothing was written");
+        assert!(all(cx).await.is_empty());
+    }
+}
