@@ -236,6 +236,7 @@ impl<S: LockStore> Locker<S> {
                 access,
                 ttl,
                 who: Who::new(options.holder.clone()),
+                fair: options.fair,
             },
             wait: wait(&self.shared),
             reply,

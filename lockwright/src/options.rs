@@ -34,6 +34,11 @@ pub struct LockOptions {
     /// why.
     #[serde(flatten)]
     pub holder: Holder,
+    /// Wait in the resource's queue: a waiting acquire takes a place when refused, and the
+    /// lock goes to waiters in turn (a writer is not overtaken by readers that came after
+    /// it). See [`LockOptions::fair`].
+    #[serde(default)]
+    pub fair: bool,
 }
 
 impl LockOptions {
@@ -59,7 +64,28 @@ impl LockOptions {
             access,
             ttl,
             holder,
+            fair: false,
         }
+    }
+
+    /// Makes a waiting acquire fair: refused, it takes a place in the resource's queue (in
+    /// the same write), keeps it by asking again within the Locker's `queue_ttl`, and is
+    /// granted only when no conflicting waiter is ahead of it; its place goes with its
+    /// grant, or when it stops waiting. Waiters that are not fair wait behind the queue
+    /// too, but hold no place in it. A one-shot [`Locker::try_acquire`](crate::Locker::try_acquire)
+    /// takes no place.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lockwright::LockOptions;
+    ///
+    /// let options = LockOptions::exclusive(Duration::from_secs(30)).fair();
+    /// assert!(options.fair);
+    /// ```
+    #[must_use]
+    pub fn fair(mut self) -> Self {
+        self.fair = true;
+        self
     }
 
     /// Sets the owner.

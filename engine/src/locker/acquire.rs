@@ -19,11 +19,13 @@ impl<R: RngCore> LockerCore<R> {
         let Some(a) = self.acquires.get(&key) else {
             return;
         };
+        let fair = self.ticket_of(a);
         let Ask {
             resource,
             access,
             ttl,
             who,
+            ..
         } = a.ask.clone();
         let bits = (u128::from(self.rng.next_u64()) << 64) | u128::from(self.rng.next_u64());
         let lock_id = LockId::from_random(bits);
@@ -39,7 +41,7 @@ impl<R: RngCore> LockerCore<R> {
             lock_id,
             holder: Holder::clone(&who),
             ttl: Some(ttl),
-            fair: None,
+            fair,
         };
         let id = self.send(
             Request::Lock { request, access },
@@ -128,11 +130,16 @@ impl<R: RngCore> LockerCore<R> {
                     }
                     _ => None,
                 };
+                let queued = match &e {
+                    Error::AlreadyLocked { queued, .. } => *queued,
+                    _ => None,
+                };
                 if let Some(a) = self.acquires.get_mut(&key) {
                     a.free_at = free_at;
                     if by_hint {
                         a.contention = a.contention.saturating_add(1);
                     }
+                    Self::place_kept(a, queued, sent);
                 }
                 let waiting = self.acquires.get(&key).is_some_and(|a| a.wait != Wait::No);
                 if hinted && waiting {
@@ -201,7 +208,8 @@ impl<R: RngCore> LockerCore<R> {
     }
 
     fn fail(&mut self, key: LeaseKey, error: Error) {
-        if self.acquires.remove(&key).is_some() {
+        if let Some(a) = self.acquires.remove(&key) {
+            self.leave_queue(a);
             self.events.push_back(Event::AcquireFailed { key, error });
         }
     }
@@ -227,7 +235,9 @@ impl<R: RngCore> LockerCore<R> {
     /// way are abandoned; else when the last refusal said so, if still ahead) if that is
     /// sooner: a crashed holder costs its waiters one attempt at its lock's end,
     /// not a series of blind ones. An acquire that hears the store's hints polls only as a
-    /// safety net: after a random wait between half of `max_backoff` and all of it.
+    /// safety net: after a random wait between half of `max_backoff` and all of it. A fair
+    /// acquire also asks again in time to keep its place, and one with others ahead of it
+    /// that hears hints does not poll at all ([`super::fair`]).
     pub(super) fn schedule_retry(&mut self, key: LeaseKey, free_at: Option<LocalMs>, now: LocalMs) {
         let max = duration_millis(self.config.max_backoff).max(1);
         let Some(a) = self.acquires.get(&key) else {
@@ -235,7 +245,10 @@ impl<R: RngCore> LockerCore<R> {
         };
         let (backoff, heard) = (a.backoff_ms, a.heard);
         let free_at = free_at.or(a.free_at.filter(|&t| t > now));
-        let wait = if heard && self.config.wake_on_hints {
+        let keep_by = self.keep_place_by(a);
+        let hears = heard && self.config.wake_on_hints;
+        let behind = hears && a.place.as_ref().is_some_and(super::fair::Place::behind);
+        let wait = if hears {
             max / 2 + self.rng.next_u64() % (max - max / 2 + 1)
         } else {
             self.rng.next_u64() % backoff.saturating_add(1)
@@ -243,11 +256,17 @@ impl<R: RngCore> LockerCore<R> {
         if let Some(a) = self.acquires.get_mut(&key) {
             a.backoff_ms = backoff.saturating_mul(2).min(max);
         }
-        let mut at = now.saturating_add_millis(wait.max(1));
-        if let Some(free) = free_at {
-            at = at.min(free.max(now.saturating_add_millis(1)));
+        let mut at = match (behind, keep_by) {
+            (true, Some(keep)) => keep,
+            _ => now.saturating_add_millis(wait.max(1)),
+        };
+        if let Some(keep) = keep_by {
+            at = at.min(keep);
         }
-        self.set_retry(key, at, false);
+        if let Some(free) = free_at {
+            at = at.min(free);
+        }
+        self.set_retry(key, at.max(now.saturating_add_millis(1)), false);
     }
 
     /// The next attempt of `key` is at `at` (replacing the one planned), brought forward

@@ -63,6 +63,10 @@ pub struct LockerConfig {
     /// attempts woken by hints have been refused (others were woken too); it doubles with
     /// each such refusal, up to `max_backoff`. The first hint is acted on at once.
     pub hint_spread: Duration,
+    /// The lease of a fair acquire's place in a queue: a waiter that dies delays the
+    /// others by at most this. A waiting fair acquire asks again (which keeps its place)
+    /// at `renew_fraction` of it.
+    pub queue_ttl: Duration,
 }
 
 impl Default for LockerConfig {
@@ -79,6 +83,7 @@ impl Default for LockerConfig {
             unavailable_timeout: Duration::from_secs(30),
             wake_on_hints: true,
             hint_spread: Duration::from_millis(2),
+            queue_ttl: Duration::from_secs(3),
         }
     }
 }
@@ -89,7 +94,8 @@ impl LockerConfig {
     /// # Errors
     /// `InvalidArgument` for `renew_fraction` outside (0, 1), zero `max_renew_attempts`,
     /// zero `renew_retry`, `initial_backoff`, `release_timeout`, `unavailable_timeout` or
-    /// `hint_spread`, or `max_backoff` below `initial_backoff` or `hint_spread`.
+    /// `hint_spread`, `max_backoff` below `initial_backoff` or `hint_spread`, or
+    /// `queue_ttl` outside 100 ms to 10 minutes.
     pub fn lease_config(&self) -> Result<LeaseConfig, Error> {
         let lease = LeaseConfig::new(
             self.renew_fraction,
@@ -117,6 +123,16 @@ impl LockerConfig {
             return Err(Error::invalid(
                 "max_backoff",
                 "must be at least hint_spread",
+            ));
+        }
+        if !(crate::queue::MIN_QUEUE_TTL..=crate::queue::MAX_QUEUE_TTL).contains(&self.queue_ttl) {
+            return Err(Error::invalid(
+                "queue_ttl",
+                format!(
+                    "must be between {} ms and {} s",
+                    crate::queue::MIN_QUEUE_TTL.as_millis(),
+                    crate::queue::MAX_QUEUE_TTL.as_secs()
+                ),
             ));
         }
         if self.unavailable_timeout.is_zero() {

@@ -26,6 +26,7 @@ impl<R: RngCore> LockerCore<R> {
     /// acquires it concerns ask again soon. Hints for resources nobody here waits for are
     /// ignored.
     pub fn handle_hint(&mut self, hint: &Hint, now: LocalMs) {
+        self.last_now = self.last_now.max(now);
         if mutants::active(Mutant::LockerIgnoresHints) {
             return;
         }
@@ -46,12 +47,20 @@ impl<R: RngCore> LockerCore<R> {
             .copied()
             .collect();
         for key in keys {
-            if let Some(a) = self.acquires.get_mut(&key) {
-                a.heard = true;
-            }
-            if taken {
+            let Some(a) = self.acquires.get_mut(&key) else {
+                continue;
+            };
+            a.heard = true;
+            // A fair waiter with others ahead leaves a release to them, and moves forward
+            // when one of them is granted (see `super::fair`).
+            let behind = a.place.as_ref().is_some_and(super::fair::Place::behind);
+            if taken && behind {
+                if Self::moved_forward(a) {
+                    self.wake_one(key, now);
+                }
+            } else if taken {
                 self.back_to_backoff(key, now);
-            } else {
+            } else if !(behind && resource.is_some()) {
                 self.wake_one(key, now);
             }
         }

@@ -49,6 +49,14 @@ pub enum Request {
         /// Its lock id.
         lock_id: LockId,
     },
+    /// Give up the place `ticket` holds (or may hold) in `resource`'s queue: a fair
+    /// acquire stopped waiting. Best effort: the place lapses with its lease anyway.
+    LeaveQueue {
+        /// Where the place is.
+        resource: Resource,
+        /// The acquire's ticket.
+        ticket: LockId,
+    },
 }
 
 impl Request {
@@ -74,6 +82,9 @@ impl Request {
             Request::Unlock { .. } if mutants::active(Mutant::LockerReleaseNotSent) => Reply::Done,
             Request::Unlock { resource, lock_id } => {
                 Reply::from_done(store.unlock_one(resource, lock_id).await)
+            }
+            Request::LeaveQueue { resource, ticket } => {
+                Reply::from_done(store.leave_queue(resource, ticket).await)
             }
         }
     }

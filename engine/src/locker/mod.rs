@@ -31,6 +31,7 @@
 
 mod acquire;
 mod config;
+mod fair;
 mod hints;
 mod messages;
 mod release;
@@ -73,6 +74,10 @@ pub struct Ask {
     pub ttl: Ttl,
     /// Who is asking.
     pub who: Who,
+    /// Wait in the resource's queue ([`crate::queue`]): a refused attempt takes (or keeps)
+    /// a place, and the lock goes to the waiters in turn. Only for waiting acquires; a
+    /// one-shot acquire never takes a place.
+    pub fair: bool,
 }
 
 /// What to lock: one holder, or one of at most `limit` holders (`None`: no limit).
@@ -119,6 +124,8 @@ struct Acquire {
     /// When the last refusal said the locks in the way end (local), so that a retry
     /// rescheduled later (after a hint) still asks by then.
     free_at: Option<LocalMs>,
+    /// A fair acquire's place in the queue (see [`fair`]).
+    place: Option<fair::Place>,
 }
 
 /// One lock a lock request asked for (and perhaps got): what a release needs.
@@ -135,6 +142,7 @@ enum Purpose {
     Renew { key: LeaseKey },
     RenewMany { keys: Vec<LeaseKey> },
     Unlock { release: u64 },
+    LeaveQueue,
 }
 
 #[derive(Debug)]
@@ -189,6 +197,9 @@ pub struct LockerCore<R> {
     stats: LockerStats,
     next_id: u64,
     shut_down: bool,
+    /// The latest local time the driver passed in (for requests made where none is given:
+    /// a cancelled fair acquire's leaving the queue).
+    last_now: LocalMs,
 }
 
 impl<R: RngCore> LockerCore<R> {
@@ -218,6 +229,7 @@ impl<R: RngCore> LockerCore<R> {
             stats: LockerStats::default(),
             next_id: 1,
             shut_down: false,
+            last_now: LocalMs::ZERO,
         })
     }
 
@@ -248,6 +260,7 @@ impl<R: RngCore> LockerCore<R> {
     /// Starts acquiring `resource` under the caller's unique `key`; the first request is
     /// ready at once. Ends with [`Event::Acquired`] or [`Event::AcquireFailed`].
     pub fn acquire(&mut self, key: LeaseKey, ask: Ask, wait: Wait, now: LocalMs) {
+        self.last_now = self.last_now.max(now);
         let error = if self.shut_down {
             Some(Error::Shutdown)
         } else if trust_until(LocalMs::ZERO, ask.ttl, self.config.drift_margin).is_none() {
@@ -313,8 +326,16 @@ impl<R: RngCore> LockerCore<R> {
                 contention: 0,
                 heard: false,
                 free_at: None,
+                place: None,
             },
         );
+        if let Some(a) = self.acquires.get_mut(&key)
+            && a.ask.fair
+            && a.wait != Wait::No
+        {
+            let bits = (u128::from(self.rng.next_u64()) << 64) | u128::from(self.rng.next_u64());
+            a.place = Some(fair::Place::new(LockId::from_random(bits)));
+        }
         self.attempt(key, now);
     }
 
@@ -330,7 +351,9 @@ impl<R: RngCore> LockerCore<R> {
     pub fn cancel(&mut self, key: LeaseKey) {
         // The request stays in flight with its purpose; with the acquire gone, its reply
         // is an orphan's.
-        self.acquires.remove(&key);
+        if let Some(a) = self.acquires.remove(&key) {
+            self.leave_queue(a);
+        }
     }
 
     /// Releases the lease `key`: it stops being trusted and renewed at once
@@ -338,6 +361,7 @@ impl<R: RngCore> LockerCore<R> {
     /// unlocked, retried until `release_timeout` ([`Event::Released`]). A key the core
     /// does not hold is reported released at once.
     pub fn release(&mut self, key: LeaseKey, now: LocalMs) {
+        self.last_now = self.last_now.max(now);
         self.cancel(key);
         match self.held.remove(&key) {
             Some(held) => {
@@ -363,7 +387,8 @@ impl<R: RngCore> LockerCore<R> {
     /// Releases under way go on.
     pub fn shutdown(&mut self) {
         self.shut_down = true;
-        for key in std::mem::take(&mut self.acquires).into_keys() {
+        for (key, a) in std::mem::take(&mut self.acquires) {
+            self.leave_queue(a);
             self.events.push_back(Event::AcquireFailed {
                 key,
                 error: Error::Shutdown,
@@ -410,6 +435,7 @@ impl<R: RngCore> LockerCore<R> {
     /// The store answered request `id` at local time `now`. Replies to requests the core
     /// no longer waits for (past their deadline) are ignored.
     pub fn handle_reply(&mut self, id: RequestId, reply: Reply, now: LocalMs) {
+        self.last_now = self.last_now.max(now);
         let Some(request) = self.requests.remove(&id) else {
             return;
         };
@@ -420,6 +446,7 @@ impl<R: RngCore> LockerCore<R> {
     /// Time has reached `now`: requests past their deadline count as unanswered, waiting
     /// acquires ask again or give up, renewals are sent, leases whose trust ran out end.
     pub fn handle_timeout(&mut self, now: LocalMs) {
+        self.last_now = self.last_now.max(now);
         while let Some(&(at, timer)) = self.timers.first() {
             if at > now {
                 break;
@@ -442,11 +469,11 @@ impl<R: RngCore> LockerCore<R> {
                 }
                 Timer::GiveUp(key) => {
                     if let Some(a) = self.acquires.remove(&key) {
+                        let resource = a.ask.resource.clone();
+                        self.leave_queue(a);
                         self.events.push_back(Event::AcquireFailed {
                             key,
-                            error: Error::Timeout {
-                                resource: a.ask.resource,
-                            },
+                            error: Error::Timeout { resource },
                         });
                     }
                 }
@@ -518,6 +545,8 @@ impl<R: RngCore> LockerCore<R> {
             Purpose::Renew { key } => self.renew_settled(key, request.sent, reply, now),
             Purpose::RenewMany { keys } => self.batch_settled(keys, request.sent, reply, now),
             Purpose::Unlock { release } => self.unlock_settled(release, reply, now),
+            // Best effort: a place that stays lapses with its lease.
+            Purpose::LeaveQueue => {}
         }
     }
 }

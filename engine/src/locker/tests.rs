@@ -33,6 +33,7 @@ fn ask(resource: Resource) -> Ask {
         access: Access::Exclusive,
         ttl: ttl(),
         who: Who::default(),
+        fair: false,
     }
 }
 
@@ -635,5 +636,143 @@ fn hints_do_not_touch_one_shot_acquires_or_held_locks() {
     let due = c.poll_timeout();
     c.handle_hint(&Hint::Missed, ms(3));
     assert_eq!(c.poll_timeout(), due, "a held lock's schedule is unchanged");
+    assert!(c.poll_transmit().is_none());
+}
+
+/// A fair waiting acquire of `job` under `key` at `now`, and its first attempt.
+fn acquire_fair(c: &mut LockerCore<StdRng>, key: LeaseKey, wait: Wait, now: u64) -> Transmit {
+    let ask = Ask {
+        fair: true,
+        ..ask(job())
+    };
+    c.acquire(key, ask, wait, ms(now));
+    c.poll_transmit().expect("a lock request")
+}
+
+/// The ticket (secret) a lock request carries, if fair.
+fn ticket(t: &Transmit) -> Option<LockId> {
+    match &t.request {
+        Request::Lock { request, .. } => request.fair.as_ref().map(|f| f.id.clone()),
+        other => panic!("not a lock request: {other:?}"),
+    }
+}
+
+/// Refuses `t` at `now` with the waiter's place (`ahead` waiters before it).
+fn refuse_queued(c: &mut LockerCore<StdRng>, t: &Transmit, ahead: u32, now: u64) -> LocalMs {
+    let reply = Reply::Refused(Error::AlreadyLocked {
+        resource: job(),
+        retry_in: None,
+        queued: Some(ahead),
+    });
+    c.handle_reply(t.id, reply, ms(now));
+    assert!(c.poll_transmit().is_none(), "nothing sent at the refusal");
+    c.poll_timeout().expect("a waiting acquire asks again")
+}
+
+#[test]
+fn a_fair_acquire_keeps_one_ticket_and_asks_again_in_time_to_keep_its_place() {
+    let mut one_shot = core();
+    let ask = Ask {
+        fair: true,
+        ..ask(job())
+    };
+    one_shot.acquire(9, ask, Wait::No, ms(0));
+    assert_eq!(
+        ticket(&one_shot.poll_transmit().unwrap()),
+        None,
+        "one-shot: no place"
+    );
+    let mut c = core();
+    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
+    let first = ticket(&t).expect("fair");
+    let lease = c.config().queue_ttl;
+    // Heard no hints yet: it polls on its backoff, but never later than half the place's
+    // lease after the attempt that kept it was sent.
+    let mut sent = 0;
+    let mut t = t;
+    for _ in 0..12 {
+        let due = refuse_queued(&mut c, &t, 3, sent + 5);
+        assert!(
+            due <= ms(sent + duration_millis(lease) / 2),
+            "{due} after {sent}"
+        );
+        c.handle_timeout(due);
+        t = c.poll_transmit().expect("asked again");
+        assert_eq!(
+            ticket(&t).as_ref(),
+            Some(&first),
+            "the same ticket every attempt"
+        );
+        sent = due.as_millis();
+    }
+}
+
+#[test]
+fn a_fair_waiter_behind_others_leaves_releases_to_them_and_moves_up_on_grants() {
+    let mut c = core();
+    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
+    refuse_queued(&mut c, &t, 2, 5);
+    // It hears the store (any hint): from now on it does not poll while others are ahead.
+    c.handle_hint(&Hint::Freed(job()), ms(6));
+    assert!(
+        c.poll_transmit().is_none(),
+        "two waiters ahead: the release is theirs"
+    );
+    c.handle_timeout(c.poll_timeout().unwrap());
+    let t = c
+        .poll_transmit()
+        .expect("the backoff planned before it heard a hint");
+    let due = refuse_queued(&mut c, &t, 2, 60);
+    let lease = duration_millis(c.config().queue_ttl);
+    assert!(
+        due.as_millis() >= 50 + lease / 2 - 50,
+        "no poll, only keeping its place: {due}"
+    );
+    // Two grants to the waiters ahead: now it is first, and acts on the next release.
+    c.handle_hint(&Hint::Taken(job()), ms(70));
+    c.handle_hint(&Hint::Freed(job()), ms(71));
+    assert!(c.poll_transmit().is_none(), "one waiter still ahead");
+    c.handle_hint(&Hint::Taken(job()), ms(72));
+    assert!(
+        c.poll_transmit().is_none(),
+        "an exclusive waiter waits for the release"
+    );
+    c.handle_hint(&Hint::Freed(job()), ms(80));
+    assert!(
+        matches!(c.poll_transmit().unwrap().request, Request::Lock { .. }),
+        "first in line: asks at once"
+    );
+}
+
+#[test]
+fn a_fair_acquire_that_stops_waiting_gives_its_place_up() {
+    for stop in ["cancel", "timeout", "shutdown"] {
+        let mut c = core();
+        let t = acquire_fair(&mut c, 1, Wait::Until(ms(500)), 0);
+        let own = ticket(&t).unwrap();
+        refuse_queued(&mut c, &t, 1, 5);
+        match stop {
+            "cancel" => c.cancel(1),
+            "timeout" => c.handle_timeout(ms(500)),
+            _ => c.shutdown(),
+        }
+        // (An attempt may fall due at the same instant as the deadline: it goes out first.)
+        let leave = std::iter::from_fn(|| c.poll_transmit())
+            .find(|t| !matches!(t.request, Request::Lock { .. }))
+            .expect("a request to leave the queue");
+        match leave.request {
+            Request::LeaveQueue { resource, ticket } => {
+                assert_eq!(resource, job());
+                assert_eq!(ticket, own, "{stop}");
+            }
+            other => panic!("{stop}: {other:?}"),
+        }
+        c.handle_reply(leave.id, Reply::Done, ms(600));
+    }
+    // One that never was refused has no place to give up.
+    let mut c = core();
+    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
+    c.handle_reply(t.id, grant(&t), ms(1));
+    let _ = events(&mut c);
     assert!(c.poll_transmit().is_none());
 }

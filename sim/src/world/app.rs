@@ -162,6 +162,7 @@ impl World {
             access: Access::Exclusive,
             ttl: self.ttl,
             who: Who::new(LockDetails::new().owner(format!("client-{client}")).holder),
+            fair: false,
         };
         c.core.acquire(key, ask, Wait::Forever, LocalMs(local));
         c.app = App::Acquiring { key, resource };

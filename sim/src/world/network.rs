@@ -17,6 +17,7 @@ impl World {
             Request::Renew { .. } => "renew".into(),
             Request::RenewMany { locks, .. } => format!("renew of {} locks", locks.len()),
             Request::Unlock { .. } => "unlock".into(),
+            Request::LeaveQueue { resource, .. } => format!("leave the queue of {resource}"),
         }
     }
 
@@ -77,6 +78,7 @@ impl World {
             Request::Lock { .. } => "lock",
             Request::Renew { .. } | Request::RenewMany { .. } => "renew",
             Request::Unlock { .. } => "unlock",
+            Request::LeaveQueue { .. } => "leave_queue",
         };
         let reply = Reply::Failed(Error::backend(operation, "connection reset"));
         self.send_reply(route, reply, lock_deadline);

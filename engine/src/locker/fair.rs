@@ -1,0 +1,115 @@
+//! Fair acquires: waiting in the resource's queue ([`crate::queue`]).
+//!
+//! A fair acquire draws one ticket for all its attempts. Each refused attempt takes or
+//! keeps its place in the queue and says how many waiters it must let go first. From that
+//! the core decides when to ask again:
+//!
+//! - it asks again at `renew_fraction` of the place's lease after the attempt that kept
+//!   it was sent (that attempt is what keeps the place), and no later than when the store
+//!   said the locks and places in its way end;
+//! - a waiter with others ahead of it that hears the store's hints does not poll, and does
+//!   not act on a hint that the resource came free (the waiter ahead goes first); each hint
+//!   that somebody was granted moves it one place forward in its own count, so that the
+//!   new head acts on the next release at once. The count is only a guess between two
+//!   attempts (a grant to a request that is not fair moves nobody): each attempt replaces
+//!   it with the store's answer, and an attempt made too early is refused, never granted
+//!   out of turn;
+//! - an acquire that stops waiting (cancelled, timed out, shut down) gives its place up,
+//!   best effort: a place that stays lapses with its lease.
+
+use rand_core::RngCore;
+
+use super::{Acquire, LockerCore, Purpose, Request};
+use crate::locker::Access;
+use crate::names::LockId;
+use crate::queue::Ticket;
+use crate::time::{LocalMs, Ttl, duration_millis};
+
+/// A fair acquire's place: its ticket, and what the last refusal said.
+#[derive(Debug)]
+pub(super) struct Place {
+    ticket: LockId,
+    /// The waiters ahead that it must let go first, as the last refusal said and the hints
+    /// since then moved it; `None` before any refusal (no place yet).
+    ahead: Option<u32>,
+    /// When the attempt that took or last kept the place was sent (local).
+    kept_at: Option<LocalMs>,
+}
+
+impl Place {
+    pub(super) fn new(ticket: LockId) -> Self {
+        Place {
+            ticket,
+            ahead: None,
+            kept_at: None,
+        }
+    }
+
+    /// Others are ahead: the waiter leaves releases to them.
+    pub(super) fn behind(&self) -> bool {
+        self.ahead.is_some_and(|n| n > 0)
+    }
+}
+
+impl<R: RngCore> LockerCore<R> {
+    /// The ticket an attempt of `a` carries, if it is fair.
+    pub(super) fn ticket_of(&self, a: &Acquire) -> Option<Ticket> {
+        let place = a.place.as_ref()?;
+        Some(Ticket {
+            id: place.ticket.clone(),
+            ttl: Ttl::new(self.config.queue_ttl).ok()?,
+        })
+    }
+
+    /// A fair attempt sent at `sent` was refused with the waiter's place (`queued`).
+    pub(super) fn place_kept(a: &mut Acquire, queued: Option<u32>, sent: LocalMs) {
+        if let Some(place) = a.place.as_mut() {
+            place.ahead = queued;
+            place.kept_at = queued.map(|_| sent);
+        }
+    }
+
+    /// When `a` must ask again to keep its place, if it has one.
+    pub(super) fn keep_place_by(&self, a: &Acquire) -> Option<LocalMs> {
+        let kept_at = a.place.as_ref()?.kept_at?;
+        let every = self.config.queue_ttl.mul_f64(self.config.renew_fraction);
+        Some(kept_at.saturating_add_millis(duration_millis(every).max(1)))
+    }
+
+    /// A hint that somebody was granted the resource: a waiter with others ahead moves one
+    /// place forward. Returns whether a shared waiter has nobody ahead any more (it may
+    /// share the lock with the one granted, so it asks at once).
+    pub(super) fn moved_forward(a: &mut Acquire) -> bool {
+        let Some(place) = a.place.as_mut() else {
+            return false;
+        };
+        match place.ahead {
+            Some(n) if n > 0 => {
+                place.ahead = Some(n - 1);
+                n == 1 && matches!(a.ask.access, Access::Shared(_))
+            }
+            _ => false,
+        }
+    }
+
+    /// The acquire `a` stopped waiting: it gives its place up, if it may have one.
+    pub(super) fn leave_queue(&mut self, a: Acquire) {
+        let Some(place) = a.place else {
+            return;
+        };
+        if place.kept_at.is_none() && a.attempt.is_none() {
+            return; // no attempt ever took a place
+        }
+        let now = self.last_now;
+        let deadline = now.saturating_add(self.config.release_timeout);
+        self.send(
+            Request::LeaveQueue {
+                resource: a.ask.resource,
+                ticket: place.ticket,
+            },
+            Purpose::LeaveQueue,
+            deadline,
+            now,
+        );
+    }
+}
