@@ -101,6 +101,10 @@ struct RunArgs {
     /// Wait for the lock at most DURATION, then exit with 75.
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     wait_until: Option<Duration>,
+    /// While waiting, keep a place in the resource's queue: waiters are granted in the
+    /// order they came, and a writer is not overtaken by readers that came after it.
+    #[arg(long)]
+    fair: bool,
     /// Who holds the lock, as `status` shows it [default: $USER].
     #[arg(long, value_name = "NAME")]
     owner: Option<String>,

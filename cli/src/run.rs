@@ -78,6 +78,9 @@ fn lock_options(args: &RunArgs) -> LockOptions {
     if let Some(comment) = comment.filter(|c| !c.is_empty()) {
         options = options.comment(comment);
     }
+    if args.fair {
+        options = options.fair();
+    }
     options
 }
 

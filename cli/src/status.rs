@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use comfy_table::{ContentArrangement, Table, presets};
-use lockwright::{Client, Error, Filter, LockStatus, Mode, Timestamp};
+use lockwright::{Client, Error, Filter, LockStatus, Mode, Timestamp, Waiter};
 use lockwright_engine::error::Escaped;
 use serde::Serialize;
 
@@ -51,6 +51,9 @@ pub async fn status(conn: &ConnArgs, args: &StatusArgs) -> Result<u8, CliError> 
         }
     } else {
         print_table(&locks);
+        if let Some(r) = &args.resource {
+            print_waiters(r, &client.waiters(r).await?);
+        }
     }
     match problem {
         Some(p) => Err(p),
@@ -129,6 +132,22 @@ fn print_table(locks: &[LockStatus]) {
         }
     }
     println!("{}", counts(locks));
+}
+
+/// The fair waiters queued on `resource`, first come first, after its locks.
+fn print_waiters(resource: &str, waiters: &[Waiter]) {
+    if waiters.is_empty() {
+        return;
+    }
+    println!("{} waiting for {}:", waiters.len(), escaped(resource));
+    for (i, w) in waiters.iter().enumerate() {
+        println!(
+            "  {}. {} since {}",
+            i + 1,
+            w.mode,
+            humantime::format_rfc3339_seconds(w.queued_at.to_system_time())
+        );
+    }
 }
 
 /// A stored string as printed: control characters escaped, so it cannot forge a line.
