@@ -40,6 +40,8 @@ use lockwright_engine::{
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
+pub mod fair;
+
 /// The TTL of every Locker's grant: long enough that nothing is renewed or expires while
 /// it is measured.
 const TTL: Duration = Duration::from_secs(30);
@@ -304,6 +306,20 @@ pub struct Plan {
     pub crashed_waiters: &'static [usize],
     /// Crashed locks waited out per `crashed_holder/W`.
     pub crashed_rounds: usize,
+    /// Readers of `fair_writer/R`.
+    pub fair_readers: &'static [usize],
+    /// Rounds of `fair_writer/R`; its window's `measure` is how long the writer waits.
+    pub fair_writer_rounds: usize,
+    /// The window of `fair_writer/R`.
+    pub fair_writer: Window,
+    /// Lockers of `fair_contended/N`.
+    pub fair_lockers: &'static [usize],
+    /// The window of `fair_contended/N`.
+    pub fair_contended: Window,
+    /// Dead waiters of `fair_abandoned/W`.
+    pub fair_dead: &'static [usize],
+    /// Rounds of `fair_abandoned/W`.
+    pub fair_abandoned_rounds: usize,
 }
 
 impl Plan {
@@ -330,6 +346,13 @@ impl Plan {
                 contended: window(50, 300, None),
                 crashed_waiters: &[1],
                 crashed_rounds: 1,
+                fair_readers: &[2],
+                fair_writer_rounds: 1,
+                fair_writer: window(0, 1_000, None),
+                fair_lockers: &[2],
+                fair_contended: window(50, 300, None),
+                fair_dead: &[1],
+                fair_abandoned_rounds: 1,
             },
             Plan {
                 cycle_warm_up: 20,
@@ -340,6 +363,13 @@ impl Plan {
                 contended: window(500, 2_000, None),
                 crashed_waiters: &[8],
                 crashed_rounds: 2,
+                fair_readers: &[8],
+                fair_writer_rounds: 3,
+                fair_writer: window(300, 2_000, None),
+                fair_lockers: &[64],
+                fair_contended: window(500, 3_000, None),
+                fair_dead: &[8],
+                fair_abandoned_rounds: 1,
             },
             Plan {
                 cycle_warm_up: 50,
@@ -350,6 +380,13 @@ impl Plan {
                 contended: window(1_000, 10_000, None),
                 crashed_waiters: &[8, 64],
                 crashed_rounds: 5,
+                fair_readers: &[8],
+                fair_writer_rounds: 10,
+                fair_writer: window(500, 5_000, None),
+                fair_lockers: &[8, 64],
+                fair_contended: window(1_000, 10_000, None),
+                fair_dead: &[8],
+                fair_abandoned_rounds: 3,
             },
         )
     }
@@ -652,10 +689,10 @@ async fn work<S: LockStore>(
     locker: Locker<S>,
     resource: String,
     hold: Duration,
+    options: LockOptions,
     mut stop: watch::Receiver<bool>,
     queue: Arc<Mutex<Queue>>,
 ) {
-    let options = LockOptions::exclusive(TTL);
     loop {
         let asked = Instant::now();
         queue.lock().unwrap().waiting[i] = Some(asked);
@@ -702,6 +739,7 @@ pub async fn contended<F: Fleet>(
             l.clone(),
             resource.clone(),
             CONTENDED_HOLD,
+            LockOptions::exclusive(TTL),
             stop.clone(),
             Arc::clone(&queue),
         ));
@@ -863,6 +901,9 @@ pub async fn crashed<F: Fleet>(
 
 /// One line about `record` for the bench's output.
 fn summary(record: &Record) -> String {
+    if let Some(line) = fair::summary(record) {
+        return line;
+    }
     let x = |k: &str| record.extra.get(k).copied().unwrap_or(f64::NAN);
     let counts = format!(
         "lock commands {:.2}, stream {:.2}, attempts {:.2} per {}; {} subscription(s)",
@@ -988,4 +1029,5 @@ pub async fn run_all<F: Fleet>(
         }
         order.reverse();
     }
+    fair::run_all(group, mode, plan, &selects, &fleet).await;
 }

@@ -136,7 +136,9 @@ impl<R: RngCore> LockerCore<R> {
                 };
                 if let Some(a) = self.acquires.get_mut(&key) {
                     a.free_at = free_at;
-                    if by_hint {
+                    // A waiter in a queue is not racing a herd: only the head acts on a
+                    // release, so a refusal (the lock is still held) spreads nothing.
+                    if by_hint && queued.is_none() {
                         a.contention = a.contention.saturating_add(1);
                     }
                     Self::place_kept(a, queued, sent);
