@@ -44,7 +44,9 @@ async fn writer_wait(fair: bool, patience: Duration) -> Option<Duration> {
         options = options.fair();
     }
     let asked = Instant::now();
-    let guard = timeout(patience, writer.acquire("doc", &options)).await.ok()?;
+    let guard = timeout(patience, writer.acquire("doc", &options))
+        .await
+        .ok()?;
     let waited = asked.elapsed();
     guard.unwrap().release().await.unwrap();
     Some(waited)
