@@ -170,9 +170,12 @@ impl ResourceState {
                         Mode::Shared => shared_ahead += 1,
                     }
                 }
-                limit.is_none_or(|m: SharedLimit| {
-                    self.held_shared(now, grace) + shared_ahead < m.get() as usize
-                })
+                // With nobody ahead this is the limit rule itself, which `can_slock` applies:
+                // only the slots the readers ahead hold first are the queue's to count.
+                shared_ahead == 0
+                    || limit.is_none_or(|m: SharedLimit| {
+                        self.held_shared(now, grace) + shared_ahead < m.get() as usize
+                    })
             }
         }
     }

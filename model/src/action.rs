@@ -25,6 +25,33 @@ pub enum Action {
         /// The resource (index).
         resource: usize,
     },
+    /// The client makes a fair exclusive request for the resource: with the ticket of the
+    /// wait it is in (it waits for nothing else), or with a new one.
+    FairXLock {
+        /// The client (index).
+        client: usize,
+        /// The resource (index).
+        resource: usize,
+    },
+    /// The client makes a fair shared request for the resource, with the configured limit:
+    /// with the ticket of the wait it is in, or with a new one.
+    FairSLock {
+        /// The client (index).
+        client: usize,
+        /// The resource (index).
+        resource: usize,
+    },
+    /// The waiting client stops waiting and removes its place (`LockTable::leave_queue`).
+    Leave {
+        /// The client (index).
+        client: usize,
+    },
+    /// The waiting client dies while waiting: it stops asking and never removes its place,
+    /// which lapses when its lease runs out.
+    StopWaiting {
+        /// The client (index).
+        client: usize,
+    },
     /// The client releases its whole group.
     Unlock {
         /// The client (index).
@@ -82,6 +109,10 @@ impl Action {
         match self {
             Action::XLock { client, .. }
             | Action::SLock { client, .. }
+            | Action::FairXLock { client, .. }
+            | Action::FairSLock { client, .. }
+            | Action::Leave { client }
+            | Action::StopWaiting { client }
             | Action::Unlock { client }
             | Action::Renew { client }
             | Action::Write { client, .. }
@@ -105,6 +136,16 @@ impl Action {
                 client: f(client),
                 resource,
             },
+            Action::FairXLock { client, resource } => Action::FairXLock {
+                client: f(client),
+                resource,
+            },
+            Action::FairSLock { client, resource } => Action::FairSLock {
+                client: f(client),
+                resource,
+            },
+            Action::Leave { client } => Action::Leave { client: f(client) },
+            Action::StopWaiting { client } => Action::StopWaiting { client: f(client) },
             Action::Unlock { client } => Action::Unlock { client: f(client) },
             Action::Renew { client } => Action::Renew { client: f(client) },
             Action::Write { client, resource } => Action::Write {
@@ -125,6 +166,19 @@ impl fmt::Display for Action {
         match *self {
             Action::XLock { client, resource } => write!(f, "c{client} xlock r{resource}"),
             Action::SLock { client, resource } => write!(f, "c{client} slock r{resource}"),
+            Action::FairXLock { client, resource } => {
+                write!(f, "c{client} fair xlock r{resource}")
+            }
+            Action::FairSLock { client, resource } => {
+                write!(f, "c{client} fair slock r{resource}")
+            }
+            Action::Leave { client } => write!(f, "c{client} leaves the queue"),
+            Action::StopWaiting { client } => {
+                write!(
+                    f,
+                    "c{client} dies while waiting (its place is left to lapse)"
+                )
+            }
             Action::Unlock { client } => write!(f, "c{client} unlock"),
             Action::Renew { client } => write!(f, "c{client} renew"),
             Action::Write { client, resource } => {
@@ -143,6 +197,9 @@ impl fmt::Display for Action {
 }
 
 /// What a step did, as the engine (or the downstream store) reported it.
+// One effect per step, built, judged and dropped: never stored, so the size of its largest
+// variant costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect {
     /// A lock was granted.
@@ -155,6 +212,8 @@ pub enum Effect {
         took_over: Vec<LockKey>,
         /// The client's new belief (`None`: the margin leaves nothing to trust).
         trust_until: Option<u64>,
+        /// The ticket of a fair request (never printed).
+        ticket: Option<LockId>,
     },
     /// The grant was refused (`AlreadyLocked`).
     Refused {
@@ -162,6 +221,25 @@ pub enum Effect {
         resource: usize,
         /// The mode asked for.
         mode: Mode,
+        /// The ticket of a fair request (never printed).
+        ticket: Option<LockId>,
+        /// What the refusal reported as the fair request's place: the live waiters ahead
+        /// it must let go first.
+        queued: Option<u32>,
+    },
+    /// A waiter left the queue.
+    Left {
+        /// The resource (index).
+        resource: usize,
+        /// Its ticket (never printed).
+        ticket: LockId,
+        /// Whether it still had a place.
+        had: bool,
+    },
+    /// A waiter died: it will not ask again.
+    StoppedWaiting {
+        /// The resource (index).
+        resource: usize,
     },
     /// A group was unlocked.
     Unlocked {
@@ -298,12 +376,31 @@ impl fmt::Display for Effect {
                     None => write!(f, "; the drift margin leaves the client nothing to trust"),
                 }
             }
-            Effect::Refused { resource, mode } => {
+            Effect::Refused {
+                resource,
+                mode,
+                queued,
+                ..
+            } => {
                 write!(
                     f,
                     "refused: r{resource} is already locked ({})",
                     mode_word(*mode)
-                )
+                )?;
+                match queued {
+                    Some(n) => write!(f, "; queued with {n} waiter(s) ahead"),
+                    None => Ok(()),
+                }
+            }
+            Effect::Left { resource, had, .. } => {
+                if *had {
+                    write!(f, "its place in r{resource}'s queue removed")
+                } else {
+                    write!(f, "it had no place left in r{resource}'s queue")
+                }
+            }
+            Effect::StoppedWaiting { resource } => {
+                write!(f, "it stops asking for r{resource}")
             }
             Effect::Unlocked { lock_id, removed } => {
                 write!(

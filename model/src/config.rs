@@ -163,6 +163,16 @@ pub struct Config {
     /// the clock back breaks that: a group that lost its abandoned lock and took a new one
     /// on the new primary's earlier clock would lose the new one too.
     pub purge_rechecks: bool,
+    /// Whether clients make fair requests ([`Action::FairXLock`](crate::Action::FairXLock),
+    /// [`Action::FairSLock`](crate::Action::FairSLock)): a refused one takes (or refreshes)
+    /// a place in the resource's queue, named by a ticket the client keeps across attempts
+    /// until it is granted, leaves the queue ([`Action::Leave`](crate::Action::Leave)) or
+    /// dies while waiting ([`Action::StopWaiting`](crate::Action::StopWaiting)).
+    pub fair: bool,
+    /// The lease of a place in a queue, in model time (the engine's own floor, 100 ms, is
+    /// for real networks; the model's clock runs in TTL-sized steps of 1 ms): a place taken
+    /// or refreshed at `t` lives while the store's clock is below `t + queue_ttl`.
+    pub queue_ttl: Ttl,
 }
 
 impl Config {
@@ -192,6 +202,9 @@ impl Config {
             skew: 0,
             failovers: 2,
             purge_rechecks: false,
+            fair: false,
+            queue_ttl: Ttl::new(Duration::from_millis(2))
+                .map_err(|e| ConfigError(e.to_string()))?,
         };
         config.drift_margin = Duration::from_millis(config.required_drift_margin());
         config.validate()?;
@@ -239,6 +252,21 @@ impl Config {
         config
     }
 
+    /// The configuration CI checks exhaustively for the queue of fair requests: two slow
+    /// clients that make plain and fair requests (exclusive and shared, limit 1), keep their
+    /// ticket across attempts, leave the queue or die while waiting; one resource, time up
+    /// to 5 ms (a lock granted at 0 expires at 3; a place taken at 1 and not refreshed lapses
+    /// at 3), places that live 2 ms, no client faults and no downstream writes.
+    #[must_use]
+    pub fn ci_fair() -> Self {
+        let mut config = Config::new(2, 1, 5).expect("the CI fair configuration is valid");
+        config.pauses = false;
+        config.crashes = false;
+        config.writes = false;
+        config.fair = true;
+        config
+    }
+
     /// The larger configuration, checked by command rather than in CI: three slow clients
     /// that pause, crash and write to the fenced downstream store, one resource, time up to
     /// 4 ms (about 0.6 M unique states with symmetry reduction).
@@ -257,6 +285,12 @@ impl Config {
     #[must_use]
     pub fn ttl_ms(&self) -> u64 {
         self.ttl.as_millis()
+    }
+
+    /// The lease of a place in a queue, in ms.
+    #[must_use]
+    pub fn queue_ttl_ms(&self) -> u64 {
+        self.queue_ttl.as_millis()
     }
 
     /// The takeover grace in ms.

@@ -2,8 +2,8 @@
 //! crashes, a purger whose phases interleave with everything else, and a fenced downstream
 //! store, all acting on the engine's own [`LockTable`](lockwright_engine::LockTable).
 //!
-//! The transitions ([`model`]) call the engine for every lock rule: grants, unlock, renew,
-//! the three phases of purge and the holding rule. The model itself only keeps real time
+//! The transitions ([`model`]) call the engine for every lock rule: grants (plain and
+//! fair), leaving a queue, unlock, renew, the three phases of purge and the holding rule. The model itself only keeps real time
 //! (one tick per millisecond), the store's clock (real time plus the offset of the member
 //! that is primary), each client's clock (`floor(real * rate)`), what each client believes
 //! it holds and until when, and what the downstream store accepted. The properties ([`props`]) are written from the rules' definitions, not from the
@@ -11,12 +11,14 @@
 //!
 //! - [`Config`]: clients and their clock rates, resources, the time bound, TTL, shared limit,
 //!   renew margin, drift margin, takeover grace, the skew between the store members' clocks
-//!   and the number of failovers, faults, symmetry reduction; [`Config::ci`],
-//!   [`Config::ci_faults`] and [`Config::ci_skew`] are what CI checks exhaustively.
+//!   and the number of failovers, faults, fair requests and their places' lease, symmetry
+//!   reduction; [`Config::ci`], [`Config::ci_faults`], [`Config::ci_skew`] and
+//!   [`Config::ci_fair`] are what CI checks exhaustively.
 //! - [`LockState`], [`Action`]: what the checker explores.
 //! - [`props`]: `mutual_exclusion`, `shared_limit`, `purge_safety`, `renew_after_purge`,
-//!   `holder_safety`, `fence_monotonic`, `idempotence`, `no_lost_grant`, and the `sometimes_*`
-//!   properties showing that each is not vacuous.
+//!   `holder_safety`, `fence_monotonic`, `idempotence`, `no_lost_grant`, the queue's `fifo`,
+//!   `no_starvation` (bounded: see [`props::no_starvation`]) and `queue_places`, and the
+//!   `sometimes_*` properties showing that each is not vacuous.
 //! - [`symmetry`]: reduction over clients with equal clock rates.
 //! - [`trace`]: counterexamples as numbered, readable traces.
 //!
@@ -67,6 +69,20 @@
 //!   remove may take a new lock in the purge's own millisecond, so that lock has
 //!   `created_at == t` although it was granted after the purge began. The engine spares it
 //!   (purge removes locks created before `t`); with `<=` instead, `holder_safety` fails.
+//! - **Fair requests** ([`Config::fair`], on in [`Config::ci_fair`]): a client may ask
+//!   fairly ([`Action::FairXLock`], [`Action::FairSLock`]) with a ticket `q<client>.<n>`;
+//!   refused, it waits ([`state::Wait`]): it asks only for that again, with the same ticket,
+//!   and its refusals take or refresh its place (lease [`Config::queue_ttl`], 2 ms: the
+//!   model's time steps are TTL-sized, not the engine's 100 ms floor). It may leave the
+//!   queue ([`Action::Leave`], `LockTable::leave_queue`) or die while waiting
+//!   ([`Action::StopWaiting`]: it stops asking, and its place lapses as time runs); a client
+//!   starts a new wait only once it has no live place (so dead places of one client do not
+//!   pile up within a lease), with the smallest ticket number that names no live place,
+//!   which is as good as a fresh ticket. Places are judged at the store's clock, like locks.
+//!   A waiting client asks again only where [`Config::grants_per_ms`] lets the resource
+//!   grant, like any request. The queue is in [`Config::ci_fair`] only: two clients, one
+//!   resource, 0..=5 ms, 159,099 unique states (with queues, `skew` has 1,596,597 and `ci`
+//!   more than 4.2 M: by command, `--fair`).
 //!
 //! ```
 //! use lockwright_model::{Config, LockModel};
@@ -92,4 +108,4 @@ pub mod trace;
 pub use action::{Action, Effect};
 pub use config::{Config, ConfigError, Rate};
 pub use model::LockModel;
-pub use state::{Belief, ClientState, FenceClockKey, LockState};
+pub use state::{Belief, ClientState, FenceClockKey, LockState, Wait};

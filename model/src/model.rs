@@ -1,17 +1,22 @@
-//! The transitions: each one calls the engine (`LockTable::xlock`, `slock`, `unlock`,
-//! `renew`, `table::expired_groups`, `purge_groups`, `delete_empty`, `holder::trust_until`)
-//! on the model's copy of the store, at the store's clock (real time plus the current
-//! primary's offset). The model adds only what is outside the engine: real time, the store
-//! clock's offset, client clocks and beliefs, faults, and the fenced downstream store.
+//! The transitions: each one calls the engine (`LockTable::xlock` and `slock`, plain or
+//! fair, `leave_queue`, `unlock`, `renew`, `table::expired_groups`, `purge_groups`,
+//! `delete_empty`, `holder::trust_until`) on the model's copy of the store, at the store's
+//! clock (real time plus the current primary's offset). The model adds only what is outside
+//! the engine: real time, the store clock's offset, client clocks, beliefs and waits
+//! (tickets), faults, and the fenced downstream store.
 
 use lockwright_engine::table::{delete_empty, expired_groups, fence_floor, purge_groups};
-use lockwright_engine::{Error, LocalMs, LockDetails, LockRequest, Mode, Timestamp, holder};
+use lockwright_engine::{
+    Error, LocalMs, LockDetails, LockRequest, Mode, Ticket, Timestamp, holder,
+};
 use stateright::{Model, Property};
 
 use crate::action::{Action, Effect};
 use crate::config::Config;
 use crate::props::{self, Transition};
-use crate::state::{Belief, FenceClockKey, LockKey, LockState, Verdict, Write, lock_id, resource};
+use crate::state::{
+    Belief, FenceClockKey, LockKey, LockState, Verdict, Wait, Write, lock_id, resource, ticket,
+};
 
 /// The Lockwright model: a [`stateright::Model`] over [`LockState`] and [`Action`].
 #[derive(Clone, Debug)]
@@ -145,9 +150,39 @@ impl LockModel {
         let now = Timestamp::from_millis(next.store_now());
         match action {
             Action::XLock { client, resource } => {
-                self.lock(next, client, resource, Mode::Exclusive)
+                self.lock(next, client, resource, Mode::Exclusive, false)
             }
-            Action::SLock { client, resource } => self.lock(next, client, resource, Mode::Shared),
+            Action::SLock { client, resource } => {
+                self.lock(next, client, resource, Mode::Shared, false)
+            }
+            Action::FairXLock { client, resource } => {
+                self.lock(next, client, resource, Mode::Exclusive, true)
+            }
+            Action::FairSLock { client, resource } => {
+                self.lock(next, client, resource, Mode::Shared, true)
+            }
+            Action::Leave { client } => {
+                let wait = next.clients[client]
+                    .wait
+                    .take()
+                    .expect("only a waiting client leaves the queue");
+                let ticket = ticket(client, wait.ticket);
+                let had = next.table.leave_queue(resource(wait.resource), ticket, now);
+                Effect::Left {
+                    resource: wait.resource,
+                    ticket: ticket.clone(),
+                    had,
+                }
+            }
+            Action::StopWaiting { client } => {
+                let wait = next.clients[client]
+                    .wait
+                    .take()
+                    .expect("only a waiting client stops waiting");
+                Effect::StoppedWaiting {
+                    resource: wait.resource,
+                }
+            }
             Action::Unlock { client } => {
                 let id = next.lock_id_of(client);
                 let removed = next.table.unlock(id, now);
@@ -256,6 +291,7 @@ impl LockModel {
                 c.incarnation = incarnation;
                 c.forget();
                 c.paused = false;
+                c.wait = None;
                 Effect::Crashed {
                     old: old.clone(),
                     new: next.lock_id_of(client).clone(),
@@ -319,8 +355,28 @@ impl LockModel {
         }
     }
 
-    fn lock(&self, next: &mut LockState, client: usize, r: usize, mode: Mode) -> Effect {
+    fn lock(
+        &self,
+        next: &mut LockState,
+        client: usize,
+        r: usize,
+        mode: Mode,
+        fair: bool,
+    ) -> Effect {
         let now = Timestamp::from_millis(next.store_now());
+        // A fair request asks with the ticket of the client's wait, or a new one: the
+        // smallest number that names no live place in any queue (a lapsed place counts
+        // for nothing, and the engine drops it before it queues anyone).
+        let wait = fair.then(|| {
+            next.clients[client].wait.unwrap_or_else(|| Wait {
+                resource: r,
+                mode,
+                ticket: (0..=u8::MAX)
+                    .find(|&n| !next.has_live_place_of(ticket(client, n)))
+                    .expect("fewer than 256 tickets of one client are ever in a queue"),
+            })
+        });
+        debug_assert!(wait.is_none_or(|w| w.resource == r && w.mode == mode));
         let incarnation = next.clients[client].incarnation;
         let built;
         let request = if usize::from(incarnation) < self.incarnations {
@@ -339,10 +395,23 @@ impl LockModel {
             .into_iter()
             .flat_map(|st| st.locks().map(|(m, l)| LockKey::of(r, m, l)))
             .collect();
+        let fair_request;
+        let request = match wait {
+            Some(w) => {
+                fair_request = request.clone().fair(Ticket {
+                    id: ticket(client, w.ticket).clone(),
+                    ttl: self.config.queue_ttl,
+                });
+                &fair_request
+            }
+            None => request,
+        };
         let granted = match mode {
             Mode::Exclusive => next.table.xlock(request, now),
             Mode::Shared => next.table.slock(request, self.config.shared_limit, now),
         };
+        let ticket_id = wait.map(|w| ticket(client, w.ticket).clone());
+        next.clients[client].wait = if granted.is_ok() { None } else { wait };
         match granted {
             Ok(status) => {
                 let after = next.table.resource(name);
@@ -372,9 +441,15 @@ impl LockModel {
                     status,
                     took_over,
                     trust_until,
+                    ticket: ticket_id,
                 }
             }
-            Err(Error::AlreadyLocked { .. }) => Effect::Refused { resource: r, mode },
+            Err(Error::AlreadyLocked { queued, .. }) => Effect::Refused {
+                resource: r,
+                mode,
+                ticket: ticket_id,
+                queued,
+            },
             Err(other) => panic!("lock failed unexpectedly: {other}"),
         }
     }
@@ -386,7 +461,9 @@ impl LockModel {
     /// to their group only while they trust it, or once it holds nothing in the store (after
     /// losing trust they unlock first, or crash and restart with a new lock id); they renew
     /// only while they trust their group; they write downstream only for an exclusive lock
-    /// they trust.
+    /// they trust. A waiting client (refused a fair request) asks for nothing else: it asks
+    /// again with its ticket, leaves the queue or dies while waiting (it may still unlock
+    /// and renew its group); a client starts a fair wait only while it has no live place.
     pub fn possible_actions(&self, state: &LockState, actions: &mut Vec<Action>) {
         let config = &self.config;
         // The floor the next grant's fence starts from: the fence clock, which the grant
@@ -409,11 +486,35 @@ impl LockModel {
                 actions.push(Action::Resume { client });
             } else {
                 let trusts = c.believes_anything();
-                if trusts || !has_locks {
+                if let Some(w) = c.wait {
+                    // A waiting client asks again for what it waits for, with its ticket,
+                    // or stops waiting.
+                    if (trusts || !has_locks) && may_grant[w.resource] {
+                        actions.push(match w.mode {
+                            Mode::Exclusive => Action::FairXLock {
+                                client,
+                                resource: w.resource,
+                            },
+                            Mode::Shared => Action::FairSLock {
+                                client,
+                                resource: w.resource,
+                            },
+                        });
+                    }
+                    actions.push(Action::Leave { client });
+                    actions.push(Action::StopWaiting { client });
+                } else if trusts || !has_locks {
+                    // A client that died while waiting starts a new wait only once its old
+                    // place has lapsed (else dead places of one client would pile up).
+                    let fair = config.fair && !state.has_live_place_of_client(client);
                     for (resource, &may) in may_grant.iter().enumerate() {
                         if may && c.beliefs[resource].is_none() {
                             actions.push(Action::XLock { client, resource });
                             actions.push(Action::SLock { client, resource });
+                            if fair {
+                                actions.push(Action::FairXLock { client, resource });
+                                actions.push(Action::FairSLock { client, resource });
+                            }
                         }
                     }
                 }

@@ -2,7 +2,8 @@
 //!
 //! Some are about a state (`mutual_exclusion`, `holder_safety`): the function takes the
 //! state. The others are about a step (`shared_limit`, `purge_safety`, `renew_after_purge`,
-//! `fence_monotonic`, `idempotence`, `no_lost_grant`): the function takes the
+//! `fence_monotonic`, `idempotence`, `no_lost_grant`, and the queue's `fifo`,
+//! `no_starvation` and `queue_places`): the function takes the
 //! [`Transition`] (state before, action, state after, what the engine answered). Every
 //! transition is judged when it is taken, and the names of the step properties it broke are
 //! kept in the next state ([`crate::state::Verdict`]), where stateright's `always` sees them.
@@ -12,7 +13,18 @@
 //! The properties restate the rules from their definitions and read the store's fields
 //! directly (expired at `t` means `expires_at <= t`, see [`expired_at`]; abandoned, past the
 //! takeover grace, `expires_at + grace <= t`, see [`abandoned_at`]); they never call the
-//! engine's predicates, which a mutant may break. The store's rules are judged at the
+//! engine's predicates, which a mutant may break (a place in a queue is live at `t` iff
+//! `t < expires_at`, see [`place_live`]; the places ahead of a request are
+//! [`places_ahead`]; the queue's part of the grant rule is restated, not taken from
+//! `ResourceState::queue_allows`).
+//!
+//! **Liveness.** stateright's `Property::eventually` is checked only on paths that end (in
+//! a state with no successor or at a boundary): a path that closes a cycle, or joins a path
+//! already seen, is taken for one that goes on, so an `eventually` that fails on it is
+//! missed (stateright 0.31's own documentation says so). This model's paths never end
+//! (after the last tick, lock-unlock cycles remain), so "every waiter that keeps asking is
+//! eventually granted" is checked in a bounded form, at every step: [`no_starvation`], with
+//! [`fifo`] and [`queue_places`] (see [`no_starvation`] for the argument). The store's rules are judged at the
 //! store's clock ([`LockState::store_now`]), which a failover may move; `holder_safety` at
 //! real time, on the clients' own clocks.
 
@@ -20,7 +32,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use lockwright_engine::table::{fence_floor, purge};
-use lockwright_engine::{LockId, Mode, StoredLock, Timestamp};
+use lockwright_engine::{LockId, Mode, QueueEntry, SharedLimit, StoredLock, Timestamp};
 use stateright::Property;
 
 use crate::action::{Action, Effect, status_key};
@@ -62,11 +74,28 @@ pub enum Check {
     /// A grant took its fence from the fence clock while the store's clock read below it
     /// (after a failover took the store's clock back).
     GrantAfterClockBack,
+    /// [`fifo`] was broken.
+    Fifo,
+    /// [`no_starvation`] was broken.
+    NoStarvation,
+    /// [`queue_places`] was broken.
+    QueuePlaces,
+    /// A request the locks alone would let through was refused for a live place ahead.
+    QueueHeldBack,
+    /// A shared request the locks and the shared places alone would let through was
+    /// refused for a live exclusive place ahead (writer preference).
+    ReaderWaitsForWriter,
+    /// A grant went past a lapsed place of another waiter, which would have been in its way.
+    GrantPastLapsedPlace,
+    /// A fair request was granted from a live place of its own.
+    WaiterGranted,
+    /// A waiter left the queue, removing its place.
+    LeftQueue,
 }
 
 impl Check {
     /// Every check, in bit order.
-    pub const ALL: [Check; 14] = [
+    pub const ALL: [Check; 22] = [
         Check::SharedLimit,
         Check::PurgeSafety,
         Check::RenewAfterPurge,
@@ -81,6 +110,14 @@ impl Check {
         Check::StaleWriteRejected,
         Check::UnlockRemovedLocks,
         Check::GrantAfterClockBack,
+        Check::Fifo,
+        Check::NoStarvation,
+        Check::QueuePlaces,
+        Check::QueueHeldBack,
+        Check::ReaderWaitsForWriter,
+        Check::GrantPastLapsedPlace,
+        Check::WaiterGranted,
+        Check::LeftQueue,
     ];
 
     /// The property name this check stands for.
@@ -101,6 +138,14 @@ impl Check {
             Check::StaleWriteRejected => "sometimes_stale_write_rejected",
             Check::UnlockRemovedLocks => "sometimes_unlock_removed_locks",
             Check::GrantAfterClockBack => "sometimes_grant_after_clock_back",
+            Check::Fifo => "fifo",
+            Check::NoStarvation => "no_starvation",
+            Check::QueuePlaces => "queue_places",
+            Check::QueueHeldBack => "sometimes_queue_held_back",
+            Check::ReaderWaitsForWriter => "sometimes_reader_waits_for_writer",
+            Check::GrantPastLapsedPlace => "sometimes_grant_past_lapsed_place",
+            Check::WaiterGranted => "sometimes_waiter_granted",
+            Check::LeftQueue => "sometimes_left_queue",
         }
     }
 }
@@ -395,6 +440,271 @@ pub fn no_lost_grant(tr: &Transition<'_>) -> bool {
         })
 }
 
+/// A place in a queue is live at `t` iff its lease has not run out: `t < expires_at`. A
+/// place that is not live blocks nobody.
+#[must_use]
+pub fn place_live(place: &QueueEntry, t: u64) -> bool {
+    t < place.expires_at.as_millis()
+}
+
+/// The live places ahead of a request in `queue` at `t`: walking the queue from its
+/// front, the live places met before the request's own live place (named by `ticket`);
+/// every live place when it has none (a request that is not fair, or a fair one before
+/// its first refusal, or whose place lapsed).
+#[must_use]
+pub fn places_ahead<'a>(
+    queue: &'a [QueueEntry],
+    ticket: Option<&LockId>,
+    t: u64,
+) -> Vec<&'a QueueEntry> {
+    let mut ahead = Vec::new();
+    for place in queue.iter().filter(|p| place_live(p, t)) {
+        if ticket == Some(&place.ticket) {
+            break;
+        }
+        ahead.push(place);
+    }
+    ahead
+}
+
+/// The held locks (not abandoned at `t`) of resource `r`, with their modes.
+fn held_on(state: &LockState, r: usize, t: u64, grace: u64) -> Vec<(Mode, &StoredLock)> {
+    state
+        .locks()
+        .filter(|(lr, _, l)| *lr == r && !abandoned_at(l, t, grace))
+        .map(|(_, m, l)| (m, l))
+        .collect()
+}
+
+/// The lock rule without the queue, from its definition: an exclusive request needs no
+/// held lock on the resource; a shared one needs no held exclusive lock, no held lock of
+/// its own lock id, and fewer held shared locks than its limit.
+fn locks_let_through(
+    state: &LockState,
+    r: usize,
+    mode: Mode,
+    lock_id: &LockId,
+    limit: Option<SharedLimit>,
+    t: u64,
+    grace: u64,
+) -> bool {
+    let held = held_on(state, r, t, grace);
+    match mode {
+        Mode::Exclusive => held.is_empty(),
+        Mode::Shared => {
+            held.iter()
+                .all(|(m, l)| *m == Mode::Shared && &l.lock_id != lock_id)
+                && limit.is_none_or(|m| held.len() < m.get() as usize)
+        }
+    }
+}
+
+/// The queue's part of the grant rule, from its definition: with "ahead" the live places
+/// before the request's own ([`places_ahead`]), an exclusive request needs none ahead; a
+/// shared one needs no exclusive place ahead (writer preference) and, with a limit `m`,
+/// fewer than `m` held shared locks and shared places ahead together (readers ahead keep
+/// their slots).
+fn queue_lets_through(
+    state: &LockState,
+    r: usize,
+    mode: Mode,
+    ticket: Option<&LockId>,
+    limit: Option<SharedLimit>,
+    t: u64,
+    grace: u64,
+) -> bool {
+    let ahead = places_ahead(state.queue(r), ticket, t);
+    match mode {
+        Mode::Exclusive => ahead.is_empty(),
+        Mode::Shared => {
+            let held_shared = held_on(state, r, t, grace)
+                .iter()
+                .filter(|(m, _)| *m == Mode::Shared)
+                .count();
+            ahead.iter().all(|p| p.mode == Mode::Shared)
+                && limit.is_none_or(|m| held_shared + ahead.len() < m.get() as usize)
+        }
+    }
+}
+
+/// The limit a request in `mode` asks with.
+fn limit_of(model: &LockModel, mode: Mode) -> Option<SharedLimit> {
+    match mode {
+        Mode::Exclusive => None,
+        Mode::Shared => model.config().shared_limit,
+    }
+}
+
+/// **fifo**: no grant while a live place that conflicts with the request is ahead of the
+/// request's own place in the resource's queue (ahead of every live place, for a request
+/// that has none): an exclusive grant has no live place ahead; a shared grant has no live
+/// exclusive place ahead (writer preference) and, under a limit `m`, the held shared locks
+/// and the live shared places ahead of it number fewer than `m` (readers ahead keep their
+/// slots). Judged at the grant, on the queue as it was, at the store's clock.
+#[must_use]
+pub fn fifo(tr: &Transition<'_>) -> bool {
+    let Effect::Granted {
+        resource,
+        status,
+        ticket,
+        ..
+    } = tr.effect
+    else {
+        return true;
+    };
+    queue_lets_through(
+        tr.before,
+        *resource,
+        status.mode,
+        ticket.as_ref(),
+        limit_of(tr.model, status.mode),
+        tr.before.store_now(),
+        grace(tr.model),
+    )
+}
+
+/// **no_starvation**, a bounded liveness property (k = 0): a request with nothing in its
+/// way is granted at once. Whenever a lock request (fair or not) is refused, either a
+/// held lock refuses it (by the lock rule alone) or a live place that conflicts with it
+/// is ahead of its own place ([`fifo`]'s predicate). So a waiter at the head of the queue
+/// (no live conflicting place ahead) whose resource is free is granted at its next
+/// attempt.
+///
+/// Why this is the step of "every live waiter that keeps asking is eventually granted,
+/// while holders keep releasing": by [`queue_places`], new places join at the back, a
+/// refresh keeps its place, and places leave only by their own grant, their own leave or
+/// by lapsing; so the places ahead of a waiter that asks again within its lease only ever
+/// go, each within its lease once its waiter stops asking. By [`fifo`], nobody behind it
+/// that conflicts with it is granted first. Once none is left ahead and the holders have
+/// released, its next attempt is granted by this property. The model's time is bounded
+/// ([`Config::ticks`]) and stateright's `eventually` sees only paths that end (it takes a
+/// cycle or a join of paths for a continuation), so the unbounded statement is not
+/// checked as such: this property and the two others are, at every step.
+#[must_use]
+pub fn no_starvation(tr: &Transition<'_>) -> bool {
+    let Effect::Refused {
+        resource,
+        mode,
+        ticket,
+        ..
+    } = tr.effect
+    else {
+        return true;
+    };
+    let Some(client) = tr.action.client() else {
+        return true;
+    };
+    let (t, grace) = (tr.before.store_now(), grace(tr.model));
+    let limit = limit_of(tr.model, *mode);
+    let lock_id = tr.before.lock_id_of(client);
+    !(locks_let_through(tr.before, *resource, *mode, lock_id, limit, t, grace)
+        && queue_lets_through(
+            tr.before,
+            *resource,
+            *mode,
+            ticket.as_ref(),
+            limit,
+            t,
+            grace,
+        ))
+}
+
+/// The queue of resource `r` the rules leave after the step `tr`: a refused fair request
+/// drops the lapsed places and then refreshes its own (same position, new lease and mode)
+/// or joins at the back; a grant drops the lapsed places and the winner's; a leave drops
+/// the lapsed places and the leaver's; a purge drops the places lapsed at its instant;
+/// nothing else touches a queue.
+fn expected_queue(tr: &Transition<'_>, r: usize) -> Vec<QueueEntry> {
+    let now = tr.before.store_now();
+    let before = tr.before.queue(r);
+    let live_at = |t: u64| -> Vec<QueueEntry> {
+        before
+            .iter()
+            .filter(|p| place_live(p, t))
+            .cloned()
+            .collect()
+    };
+    match tr.effect {
+        Effect::Granted {
+            resource, ticket, ..
+        } if *resource == r => {
+            let mut q = live_at(now);
+            q.retain(|p| Some(&p.ticket) != ticket.as_ref());
+            q
+        }
+        Effect::Refused {
+            resource,
+            mode,
+            ticket: Some(ticket),
+            ..
+        } if *resource == r => {
+            let mut q = live_at(now);
+            let lapses = Timestamp::from_millis(now + tr.model.config().queue_ttl_ms());
+            match q.iter_mut().find(|p| &p.ticket == ticket) {
+                Some(p) => *p = QueueEntry::new(ticket.clone(), *mode, p.queued_at, lapses),
+                None => q.push(QueueEntry::new(
+                    ticket.clone(),
+                    *mode,
+                    Timestamp::from_millis(now),
+                    lapses,
+                )),
+            }
+            q
+        }
+        Effect::Left {
+            resource, ticket, ..
+        } if *resource == r => {
+            let mut q = live_at(now);
+            q.retain(|p| &p.ticket != ticket);
+            q
+        }
+        Effect::Purged { at, .. } => live_at(*at),
+        _ => before.to_vec(),
+    }
+}
+
+/// **queue_places**: every queue is what the rules make of it: a refused fair request takes
+/// its place at the back or refreshes the one it has in place, a grant removes the winner's
+/// place, a leave the leaver's, every one of these writes and a purge drop the lapsed places
+/// (so a resource with a live place is never deleted), and nothing else changes a queue. A fair refusal reports as its place the number of live
+/// conflicting places ahead of its own (all of them for an exclusive or limited shared
+/// request, the exclusive ones for an unlimited shared one), and a leave whether it had a
+/// place.
+#[must_use]
+pub fn queue_places(tr: &Transition<'_>) -> bool {
+    let now = tr.before.store_now();
+    let reported = match tr.effect {
+        Effect::Refused {
+            resource,
+            mode,
+            ticket: Some(ticket),
+            queued,
+        } => {
+            let ahead = places_ahead(tr.after.queue(*resource), Some(ticket), now);
+            let unlimited_shared = *mode == Mode::Shared && limit_of(tr.model, *mode).is_none();
+            let n = ahead
+                .iter()
+                .filter(|p| !unlimited_shared || p.mode == Mode::Exclusive)
+                .count();
+            *queued == Some(u32::try_from(n).unwrap_or(u32::MAX))
+        }
+        Effect::Refused { queued, .. } => queued.is_none(),
+        Effect::Left {
+            resource,
+            ticket,
+            had,
+        } => {
+            *had == tr
+                .before
+                .queue(*resource)
+                .iter()
+                .any(|p| &p.ticket == ticket)
+        }
+        _ => true,
+    };
+    reported && (0..tr.model.config().resources).all(|r| tr.after.queue(r) == expected_queue(tr, r))
+}
+
 /// The witnesses a step produces (see [`Check`]).
 fn witnesses(tr: &Transition<'_>, out: &mut PropSet) {
     match tr.effect {
@@ -402,6 +712,7 @@ fn witnesses(tr: &Transition<'_>, out: &mut PropSet) {
             resource,
             status,
             took_over,
+            ticket,
             ..
         } => {
             if took_over.iter().any(|k| k.lock_id != status.lock_id) {
@@ -418,7 +729,54 @@ fn witnesses(tr: &Transition<'_>, out: &mut PropSet) {
             {
                 out.insert(Check::GrantAfterClockBack);
             }
+            let now = tr.before.store_now();
+            let queue = tr.before.queue(*resource);
+            if let Some(t) = ticket
+                && queue.iter().any(|p| &p.ticket == t && place_live(p, now))
+            {
+                out.insert(Check::WaiterGranted);
+            }
+            let conflicts = |p: &QueueEntry| {
+                status.mode == Mode::Exclusive
+                    || p.mode == Mode::Exclusive
+                    || tr.model.config().shared_limit.is_some()
+            };
+            let own = queue
+                .iter()
+                .position(|p| Some(&p.ticket) == ticket.as_ref() && place_live(p, now))
+                .unwrap_or(queue.len());
+            if queue[..own]
+                .iter()
+                .any(|p| !place_live(p, now) && conflicts(p))
+            {
+                out.insert(Check::GrantPastLapsedPlace);
+            }
         }
+        Effect::Refused {
+            resource,
+            mode,
+            ticket,
+            ..
+        } => {
+            if let Some(client) = tr.action.client() {
+                let (t, grace) = (tr.before.store_now(), grace(tr.model));
+                let limit = limit_of(tr.model, *mode);
+                let lock_id = tr.before.lock_id_of(client);
+                if locks_let_through(tr.before, *resource, *mode, lock_id, limit, t, grace) {
+                    out.insert(Check::QueueHeldBack);
+                    let ahead = places_ahead(tr.before.queue(*resource), ticket.as_ref(), t);
+                    let shared_ahead = ahead.iter().filter(|p| p.mode == Mode::Shared).count();
+                    let held_shared = held_on(tr.before, *resource, t, grace).len();
+                    if *mode == Mode::Shared
+                        && ahead.iter().any(|p| p.mode == Mode::Exclusive)
+                        && limit.is_none_or(|m| held_shared + shared_ahead < m.get() as usize)
+                    {
+                        out.insert(Check::ReaderWaitsForWriter);
+                    }
+                }
+            }
+        }
+        Effect::Left { had: true, .. } => out.insert(Check::LeftQueue),
         Effect::Purged {
             at,
             groups,
@@ -458,13 +816,16 @@ type StepProperty = fn(&Transition<'_>) -> bool;
 #[must_use]
 pub fn judge(tr: &Transition<'_>) -> Verdict {
     let mut verdict = Verdict::default();
-    let checks: [(Check, StepProperty); 6] = [
+    let checks: [(Check, StepProperty); 9] = [
         (Check::SharedLimit, shared_limit),
         (Check::PurgeSafety, purge_safety),
         (Check::RenewAfterPurge, renew_after_purge),
         (Check::FenceMonotonic, fence_monotonic),
         (Check::Idempotence, idempotence),
         (Check::NoLostGrant, no_lost_grant),
+        (Check::Fifo, fifo),
+        (Check::NoStarvation, no_starvation),
+        (Check::QueuePlaces, queue_places),
     ];
     for (check, holds) in checks {
         if !holds(tr) {
@@ -573,6 +934,17 @@ pub fn lock_outlived_belief(_: &LockModel, state: &LockState) -> bool {
     })
 }
 
+/// **sometimes_two_waiters**: a queue holds two live places.
+#[must_use]
+pub fn two_waiters(_: &LockModel, state: &LockState) -> bool {
+    let now = state.store_now();
+    state
+        .table
+        .resources()
+        .values()
+        .any(|r| r.queue.iter().filter(|p| place_live(p, now)).count() >= 2)
+}
+
 /// Whether the last step kept the step property `check`.
 fn kept(state: &LockState, check: Check) -> bool {
     !state.last.broken.contains(check)
@@ -616,6 +988,9 @@ pub fn properties(config: &Config) -> Vec<Property<LockModel>> {
         always_kept!("fence_monotonic", FenceMonotonic),
         always_kept!("idempotence", Idempotence),
         always_kept!("no_lost_grant", NoLostGrant),
+        always_kept!("fifo", Fifo),
+        always_kept!("no_starvation", NoStarvation),
+        always_kept!("queue_places", QueuePlaces),
         Property::sometimes("sometimes_at_shared_limit", at_shared_limit),
         Property::sometimes("sometimes_exclusive_contended", exclusive_contended),
         sometimes_saw!("sometimes_takeover_after_expiry", TakeoverAfterExpiry),
@@ -661,11 +1036,21 @@ pub fn properties(config: &Config) -> Vec<Property<LockModel>> {
             GrantAfterClockBack
         ));
     }
+    if config.fair {
+        props.extend([
+            sometimes_saw!("sometimes_queue_held_back", QueueHeldBack),
+            sometimes_saw!("sometimes_reader_waits_for_writer", ReaderWaitsForWriter),
+            sometimes_saw!("sometimes_grant_past_lapsed_place", GrantPastLapsedPlace),
+            sometimes_saw!("sometimes_waiter_granted", WaiterGranted),
+            sometimes_saw!("sometimes_left_queue", LeftQueue),
+            Property::sometimes("sometimes_two_waiters", two_waiters),
+        ]);
+    }
     props
 }
 
 /// The names of the `always` properties.
-pub const ALWAYS: [&str; 8] = [
+pub const ALWAYS: [&str; 11] = [
     "mutual_exclusion",
     "shared_limit",
     "purge_safety",
@@ -674,4 +1059,7 @@ pub const ALWAYS: [&str; 8] = [
     "fence_monotonic",
     "idempotence",
     "no_lost_grant",
+    "fifo",
+    "no_starvation",
+    "queue_places",
 ];

@@ -1,12 +1,13 @@
 //! The model's state: the store (the engine's own [`LockTable`]), real time and the store
-//! clock's offset from it, every client's clock, lock id and beliefs, the fenced downstream
-//! store, an in-flight purge, and the verdict on the last transition.
+//! clock's offset from it, every client's clock, lock id, beliefs and the fair request it
+//! waits on (the queues' places are in the table), the fenced downstream store, an
+//! in-flight purge, and the verdict on the last transition.
 
 use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::OnceLock;
 
-use lockwright_engine::{LockId, LockTable, Mode, Resource, StoredLock};
+use lockwright_engine::{LockId, LockTable, Mode, QueueEntry, Resource, StoredLock};
 
 use crate::config::{MAX_CLIENTS, MAX_RESOURCES, Rate};
 use crate::props::PropSet;
@@ -30,6 +31,18 @@ pub struct Write {
     pub fence: u64,
 }
 
+/// A fair request a client keeps making: the resource and mode it waits for and the
+/// ticket that names its place across attempts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Wait {
+    /// The resource (index).
+    pub resource: usize,
+    /// Exclusive or shared.
+    pub mode: Mode,
+    /// Which ticket: `q<client>.<ticket>` ([`ticket`]).
+    pub ticket: u8,
+}
+
 /// One client.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ClientState {
@@ -51,6 +64,9 @@ pub struct ClientState {
     pub paused: bool,
     /// A downstream write it sent that has not arrived yet.
     pub write: Option<Write>,
+    /// The fair request it is waiting on (refused at least once, not yet granted, left or
+    /// given up): it asks again with the same ticket.
+    pub wait: Option<Wait>,
 }
 
 impl ClientState {
@@ -156,6 +172,35 @@ pub fn lock_id(client: usize, incarnation: u8) -> &'static LockId {
     &ids[client][usize::from(incarnation)]
 }
 
+/// The ticket of `client`'s wait number `n`: `q<client>.<n>`. A new wait takes the
+/// smallest number with no place in any queue, which is as good as a fresh random ticket
+/// and keeps equal situations equal states.
+///
+/// # Panics
+/// Beyond [`MAX_CLIENTS`] clients or [`MAX_INCARNATIONS`] tickets.
+#[must_use]
+pub fn ticket(client: usize, n: u8) -> &'static LockId {
+    static IDS: OnceLock<Vec<Vec<LockId>>> = OnceLock::new();
+    let ids = IDS.get_or_init(|| {
+        (0..MAX_CLIENTS)
+            .map(|c| {
+                (0..MAX_INCARNATIONS)
+                    .map(|g| LockId::new(format!("q{c}.{g}")).expect("model tickets are valid"))
+                    .collect()
+            })
+            .collect()
+    });
+    &ids[client][usize::from(n)]
+}
+
+/// The client and number a model ticket names.
+#[must_use]
+pub fn parse_ticket(id: &LockId) -> Option<(usize, u8)> {
+    let rest = id.as_str().strip_prefix('q')?;
+    let (client, n) = rest.split_once('.')?;
+    Some((client.parse().ok()?, n.parse().ok()?))
+}
+
 /// The client and incarnation a model lock id names.
 #[must_use]
 pub fn parse_lock_id(id: &LockId) -> Option<(usize, u8)> {
@@ -237,6 +282,7 @@ impl LockState {
                     trust_until: None,
                     paused: false,
                     write: None,
+                    wait: None,
                 })
                 .collect(),
             purge: None,
@@ -290,6 +336,37 @@ impl LockState {
             .collect()
     }
 
+    /// The queue of resource `r` (empty for a resource the store does not know).
+    #[must_use]
+    pub fn queue(&self, r: usize) -> &[QueueEntry] {
+        self.table
+            .resource(resource(r))
+            .map_or(&[], |st| st.queue.as_slice())
+    }
+
+    /// Whether some queue holds a live place (`store_now < expires_at`) named by `ticket`.
+    #[must_use]
+    pub fn has_live_place_of(&self, ticket: &LockId) -> bool {
+        self.live_places().any(|e| &e.ticket == ticket)
+    }
+
+    /// Whether some queue holds a live place of one of `client`'s tickets.
+    #[must_use]
+    pub fn has_live_place_of_client(&self, client: usize) -> bool {
+        self.live_places()
+            .any(|e| parse_ticket(&e.ticket).is_some_and(|(c, _)| c == client))
+    }
+
+    /// The live places of every queue.
+    fn live_places(&self) -> impl Iterator<Item = &QueueEntry> {
+        let now = self.store_now();
+        self.table
+            .resources()
+            .values()
+            .flat_map(|st| st.queue.iter())
+            .filter(move |e| now < e.expires_at.as_millis())
+    }
+
     /// Whether the store holds a lock of `id`.
     #[must_use]
     pub fn has_locks_of(&self, id: &LockId) -> bool {
@@ -339,6 +416,15 @@ impl fmt::Display for LockState {
                 )?,
                 _ => write!(f, " believes it holds nothing")?,
             }
+            if let Some(w) = c.wait {
+                write!(
+                    f,
+                    "; waits for r{} {} (wait #{})",
+                    w.resource,
+                    mode_word(w.mode),
+                    w.ticket
+                )?;
+            }
             if let Some(w) = c.write {
                 write!(
                     f,
@@ -372,6 +458,22 @@ impl fmt::Display for LockState {
                         Some(e) if e + grace <= self.store_now() => " (expired)",
                         Some(e) if e <= self.store_now() => " (expired, held for the grace)",
                         _ => "",
+                    }
+                )?;
+            }
+            for e in &state.queue {
+                let owner = parse_ticket(&e.ticket)
+                    .map_or_else(|| "?".to_string(), |(c, n)| format!("c{c} wait #{n}"));
+                write!(
+                    f,
+                    "; queued: {owner} {} since {} lapses {}{}",
+                    mode_word(e.mode),
+                    e.queued_at.as_millis(),
+                    e.expires_at.as_millis(),
+                    if e.expires_at.as_millis() <= self.store_now() {
+                        " (lapsed)"
+                    } else {
+                        ""
                     }
                 )?;
             }
@@ -417,5 +519,7 @@ mod tests {
     fn names_round_trip() {
         assert_eq!(parse_lock_id(lock_id(3, 2)), Some((3, 2)));
         assert_eq!(resource_index(resource(5)), Some(5));
+        assert_eq!(parse_ticket(ticket(2, 3)), Some((2, 3)));
+        assert_eq!(parse_lock_id(ticket(2, 3)), None);
     }
 }

@@ -1,7 +1,7 @@
 //! Symmetry reduction over clients.
 //!
-//! Clients with the same clock rate are interchangeable: renaming them (and their lock ids,
-//! everywhere they occur: the store, an in-flight purge) maps behaviours to behaviours and
+//! Clients with the same clock rate are interchangeable: renaming them (and their lock ids
+//! and tickets, everywhere they occur: the store's locks and queues, an in-flight purge) maps behaviours to behaviours and
 //! keeps every property's verdict. A state is reduced to a representative by sorting the
 //! clients on what distinguishes them, rate first; the rate travels with the client, so
 //! clients with different rates are never confused, only put in a fixed order.
@@ -10,11 +10,14 @@
 //! the sort key may still differ in the order of shared locks in the store); that only costs
 //! some reduction, never soundness, because every representative is a renaming of its state.
 
-use lockwright_engine::{LockId, LockTable, Mode, ResourceState, StoredLock};
+use lockwright_engine::{LockId, LockTable, Mode, QueueEntry, ResourceState, StoredLock};
 use stateright::util::DenseNatMap;
 use stateright::{Representative, Rewrite, RewritePlan};
 
-use crate::state::{ClientState, LockState, PendingPurge, lock_id, parse_lock_id};
+use crate::state::{
+    ClientState, LockState, PendingPurge, lock_id, parse_lock_id, parse_ticket, resource_index,
+    ticket,
+};
 
 /// A client's index, as stateright's rewrite plans name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -40,11 +43,13 @@ impl Rewrite<ClientId> for ClientState {
 }
 
 /// What tells a client apart, for sorting: its own state (rate first), then its locks in
-/// the store and its part in an in-flight purge, by incarnation.
+/// the store and its part in an in-flight purge, by incarnation, then its places in the
+/// queues (ticket number, resource, position, mode, queued at, lapses at).
 type ClientKey<'a> = (
     &'a ClientState,
     Vec<(u8, usize, Mode, u64, Option<u64>, u64)>,
     Vec<u8>,
+    Vec<(u8, usize, usize, Mode, u64, u64)>,
 );
 
 /// A plan that renames clients by sorting them.
@@ -57,6 +62,22 @@ fn rename_id<S>(id: &LockId, plan: &RewritePlan<ClientId, S>) -> LockId {
         }
         None => id.clone(),
     }
+}
+
+fn rename_ticket<S>(id: &LockId, plan: &RewritePlan<ClientId, S>) -> LockId {
+    match parse_ticket(id) {
+        Some((client, n)) => ticket(plan.rewrite(&ClientId(client)).0, n).clone(),
+        None => id.clone(),
+    }
+}
+
+fn rename_place<S>(e: &QueueEntry, plan: &RewritePlan<ClientId, S>) -> QueueEntry {
+    QueueEntry::new(
+        rename_ticket(&e.ticket, plan),
+        e.mode,
+        e.queued_at,
+        e.expires_at,
+    )
 }
 
 fn rename_lock<S>(lock: &StoredLock, plan: &RewritePlan<ClientId, S>) -> StoredLock {
@@ -82,7 +103,8 @@ impl Rewrite<ClientId> for LockState {
                         st.last_fence,
                         st.exclusive.as_ref().map(|l| rename_lock(l, plan)),
                         st.shared.iter().map(|l| rename_lock(l, plan)).collect(),
-                    ),
+                    )
+                    .with_queue(st.queue.iter().map(|e| rename_place(e, plan)).collect()),
                 )
             }))
             .with_takeover_grace(self.table.takeover_grace());
@@ -134,7 +156,28 @@ impl LockState {
             .filter(|(c, _)| *c == client)
             .map(|(_, g)| g)
             .collect();
-        (&self.clients[client], locks, purging)
+        let places: Vec<_> = self
+            .table
+            .resources()
+            .iter()
+            .flat_map(|(name, st)| {
+                let r = resource_index(name).expect("model resources are named r<index>");
+                st.queue.iter().enumerate().filter_map(move |(i, e)| {
+                    let (c, n) = parse_ticket(&e.ticket)?;
+                    (c == client).then(|| {
+                        (
+                            n,
+                            r,
+                            i,
+                            e.mode,
+                            e.queued_at.as_millis(),
+                            e.expires_at.as_millis(),
+                        )
+                    })
+                })
+            })
+            .collect();
+        (&self.clients[client], locks, purging, places)
     }
 
     /// The permutation to this state's representative: `perm[i]` is the index in `self` of

@@ -2,10 +2,13 @@
 //! holds and every non-vacuity witness is reached, the state counts are pinned, symmetry
 //! reduction is sound where it applies and neutral where it does not, the holding rule
 //! fails without its drift margin, and, across failovers whose store clocks disagree, holds
-//! with a takeover grace at least the skew and fails with less.
+//! with a takeover grace at least the skew and fails with less; and the queue of fair
+//! requests keeps its order (`fifo`), lets the waiter at its head in (`no_starvation`) and
+//! holds the places the rules give (`queue_places`).
 //!
 //! The kill-matrix script runs the tests whose names contain `properties_hold_ci`
-//! (`properties_hold_ci` and `properties_hold_ci_skew`: cargo's filter is a substring) with
+//! (`properties_hold_ci`, `properties_hold_ci_skew` and `properties_hold_ci_fair`: cargo's
+//! filter is a substring) with
 //! `LOCKWRIGHT_MUTANT=<name>` and the `mutants` feature: every mutant the model covers must
 //! make one of them fail.
 // A test fails by panicking; unwrapping the checker's own results is the plain way to say so.
@@ -28,6 +31,9 @@ const CI_UNIQUE_STATES: usize = 151_195;
 
 /// The unique states of an exhaustive search of [`Config::ci_skew`].
 const CI_SKEW_UNIQUE_STATES: usize = 23_805;
+
+/// The unique states of an exhaustive search of [`Config::ci_fair`].
+const CI_FAIR_UNIQUE_STATES: usize = 159_099;
 
 /// Switches on the engine mutant named by `LOCKWRIGHT_MUTANT`, if any (kill-matrix runs).
 fn setup() {
@@ -152,6 +158,20 @@ fn properties_hold_ci_skew() {
     let outcome = bfs(&config);
     assert_all_hold(&config, &outcome);
     assert_eq!(outcome.unique, CI_SKEW_UNIQUE_STATES);
+}
+
+/// The queue of fair requests: plain and fair requests, tickets kept across attempts,
+/// leaving the queue and dying while waiting; `fifo`, `no_starvation` and `queue_places`
+/// hold with every other property, and every queue witness is reached. Run by the kill
+/// matrix too (its name contains `properties_hold_ci`): the only configuration with fair
+/// requests, so the one to kill the queue mutants.
+#[test]
+fn properties_hold_ci_fair() {
+    setup();
+    let config = Config::ci_fair();
+    let outcome = bfs(&config);
+    assert_all_hold(&config, &outcome);
+    assert_eq!(outcome.unique, CI_FAIR_UNIQUE_STATES);
 }
 
 /// The holder's counterexample for `property` in `config`, rendered; fails when there is none.
@@ -291,6 +311,34 @@ fn symmetry_reduces_clients_with_equal_rates() {
     let reduced = bfs(&reduced_config);
     // stateright's own symmetry reduction (DFS, `Representative`) over the unreduced model
     // keeps the same classes as the model's reduction inside its transitions.
+    let builtin = search(&plain, HasDiscoveries::AnyFailures, true, true);
+    assert!(full.done && reduced.done && builtin.done);
+    assert!(
+        reduced.unique < full.unique,
+        "{} reduced vs {} unreduced",
+        reduced.unique,
+        full.unique
+    );
+    assert_eq!(builtin.unique, reduced.unique);
+    assert_all_hold(&plain, &full);
+    assert_all_hold(&reduced_config, &reduced);
+}
+
+/// The reduction renames tickets with their clients (in the queues and the clients'
+/// waits): over the fair configuration (to 4 ms), stateright's own reduction over the
+/// unreduced model keeps the same classes, and every property holds either way.
+#[test]
+fn symmetry_renames_tickets() {
+    setup();
+    let mut plain = Config::ci_fair();
+    plain.ticks = 4;
+    plain.symmetry = false;
+    let full = bfs(&plain);
+    let reduced_config = Config {
+        symmetry: true,
+        ..plain.clone()
+    };
+    let reduced = bfs(&reduced_config);
     let builtin = search(&plain, HasDiscoveries::AnyFailures, true, true);
     assert!(full.done && reduced.done && builtin.done);
     assert!(

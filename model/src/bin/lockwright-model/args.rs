@@ -79,6 +79,10 @@ pub(crate) enum Preset {
     /// store members' clocks 1 ms apart, up to 2 failovers, a purge that checks its groups
     /// again (checked in CI).
     Skew,
+    /// 2 clients, 1 resource, 5 ticks, no pauses, crashes or writes, plain and fair
+    /// requests (places in the queue live 2 ms), leaving the queue, dying while waiting
+    /// (checked in CI).
+    Fair,
 }
 
 /// A shared limit, or none.
@@ -135,6 +139,16 @@ pub(crate) struct ModelArgs {
     /// slow); one rate is used for every client.
     #[arg(long, value_name = "R,R,..", value_delimiter = ',', value_parser = parse_rate)]
     rates: Option<Vec<Rate>>,
+    /// Clients make fair requests too (queue places, tickets, leaving, dying while
+    /// waiting; default: off; on with --preset fair).
+    #[arg(long, overrides_with = "no_fair")]
+    fair: bool,
+    /// Clients make no fair requests.
+    #[arg(long)]
+    no_fair: bool,
+    /// The lease of a place in a queue, in ms (default 2).
+    #[arg(long, value_name = "MS")]
+    queue_ttl: Option<u64>,
     /// At most N grants per resource per ms (default 2).
     #[arg(long, value_name = "N")]
     grants_per_ms: Option<u64>,
@@ -201,6 +215,7 @@ impl ModelArgs {
             Preset::Ci => Config::ci(),
             Preset::Three => Config::three_clients(),
             Preset::Skew => Config::ci_skew(),
+            Preset::Fair => Config::ci_fair(),
         };
         if let Some(n) = self.clients {
             config.rates = vec![Rate::SLOW; n];
@@ -255,6 +270,11 @@ impl ModelArgs {
         }
         config.purge_rechecks =
             toggle(self.purge_rechecks, self.no_purge_rechecks).unwrap_or(config.purge_rechecks);
+        config.fair = toggle(self.fair, self.no_fair).unwrap_or(config.fair);
+        if let Some(q) = self.queue_ttl {
+            config.queue_ttl = lockwright_engine::Ttl::new(Duration::from_millis(q))
+                .map_err(|e| format!("--queue-ttl: {e}"))?;
+        }
         config.pauses = toggle(self.pauses, self.no_pauses).unwrap_or(config.pauses);
         config.crashes = toggle(self.crashes, self.no_crashes).unwrap_or(config.crashes);
         config.writes = toggle(self.writes, self.no_writes).unwrap_or(config.writes);

@@ -35,7 +35,7 @@ pub(crate) fn describe(config: &Config) -> String {
         "{} client(s) ({}), {} resource(s), real time 0..={} ms, TTL {} ms, shared limit {}, \
          renew margin {} ms, drift margin {} ms (these clocks need {} ms), pauses {}, \
          crashes {}, downstream writes {}, symmetry reduction {}, takeover grace {} ms, \
-         {}, purge {}",
+         {}, purge {}, {}",
         config.clients(),
         rates.join(", "),
         config.resources,
@@ -64,6 +64,14 @@ pub(crate) fn describe(config: &Config) -> String {
             "checks its groups again as it finishes"
         } else {
             "removes the groups it found"
+        },
+        if config.fair {
+            format!(
+                "fair requests too (queue places live {} ms)",
+                config.queue_ttl_ms()
+            )
+        } else {
+            "no fair requests".to_string()
         },
     )
 }

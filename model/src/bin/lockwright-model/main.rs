@@ -127,7 +127,9 @@ fn list_mutants() -> ExitCode {
     // The kill-matrix script requires the model checker to kill the modelled ones, two
     // MongoDB harnesses each pipeline one, and the simulator each Locker one.
     for m in lockwright_engine::mutants::Mutant::ALL {
-        let kind = if m.is_pipeline() {
+        let kind = if m.is_pipeline() && m.is_queue() {
+            "pipeline_queue"
+        } else if m.is_pipeline() {
             "pipeline"
         } else if m.is_locker() {
             "locker"
