@@ -63,6 +63,13 @@
 //!   network latencies (plus the delay the Locker's rule gives a waiter that lost races to
 //!   other waiters), and so is the end of the takeover grace of a lock whose holder
 //!   crashed (plus the drift of the waiter's clock). See `world/liveness.rs`.
+//! - `fifo` (every seed): with fair clients (half of the seeds, `Options::fair_seeds_pct`),
+//!   the store never grants a resource while a live place of its queue is ahead of the
+//!   grantee's own, judged on the world's own copy of the queues (places taken, refreshed,
+//!   granted, left and lapsed by the store's clock as SEMANTICS.md says);
+//! - `bounded_waiting` (seeds checked for handovers): a fair waiter that keeps its place
+//!   waits, while its resource is free at the store, no longer than the handovers and the
+//!   crashed waiters' places ahead of it when it came allow. See `world/queue.rs`.
 //!
 //! Checked at the end, after the faults stop: the world heals (no more faults, clients stop
 //! acquiring, cancel acquires under way and release what they hold) and runs until nothing
@@ -118,6 +125,15 @@ pub struct Options {
     /// draws but gets a fast network that loses nothing, no pauses, no failovers and no
     /// dropped hint streams, so that every seed is checked for `handover_liveness`.
     pub calm: bool,
+    /// The share of seeds, in percent, whose clients acquire fairly (waiting in the
+    /// resource's queue); drawn per seed from a stream of its own, so that the other seeds
+    /// run as they would without fair clients.
+    pub fair_seeds_pct: u32,
+    /// In a seed with fair clients, the share of its clients, in percent, that acquire
+    /// fairly (at least one does; the others' acquires are not fair, and obey the queue).
+    pub fair_clients_pct: u32,
+    /// The lease of a fair waiter's place in a queue (`LockerConfig::queue_ttl`), in ms.
+    pub queue_ttl_ms: u64,
 }
 
 impl Default for Options {
@@ -125,8 +141,11 @@ impl Default for Options {
     /// TTL, 5% drift at most and a 100 ms drift margin (more than the `ttl * drift / (1 -
     /// drift)` = 53 ms the holding rule needs), a 100 ms renew margin (a tenth of the TTL, as
     /// the shipped 1 s default is of a 10 s lease), fencing on, 30 s of faults, a takeover
-    /// grace of 200 ms (a fifth of the TTL, as the shipped 2 s default is of a 10 s lease)
-    /// and store members' clocks up to 200 ms apart (as far as the grace covers).
+    /// grace of 200 ms (a fifth of the TTL, as the shipped 2 s default is of a 10 s lease),
+    /// store members' clocks up to 200 ms apart (as far as the grace covers), fair clients
+    /// in half of the seeds (three in four of their clients, at least one), and places in a
+    /// queue leased for one TTL (1 s; the shipped 3 s default is less than a 10 s lease's
+    /// third, but a place of 300 ms would be kept by an attempt every 150 ms).
     fn default() -> Self {
         Options {
             clients: 3,
@@ -140,6 +159,9 @@ impl Default for Options {
             grace_ms: 200,
             clock_jump_ms: 200,
             calm: false,
+            fair_seeds_pct: 50,
+            fair_clients_pct: 75,
+            queue_ttl_ms: 1_000,
         }
     }
 }
@@ -192,6 +214,21 @@ impl Options {
             self.clock_jump_ms.to_string(),
             d.clock_jump_ms.to_string(),
         );
+        add(
+            "fair-seeds",
+            self.fair_seeds_pct.to_string(),
+            d.fair_seeds_pct.to_string(),
+        );
+        add(
+            "fair-clients",
+            self.fair_clients_pct.to_string(),
+            d.fair_clients_pct.to_string(),
+        );
+        add(
+            "queue-ttl",
+            self.queue_ttl_ms.to_string(),
+            d.queue_ttl_ms.to_string(),
+        );
         if !self.fencing {
             out.push_str(" --no-fencing");
         }
@@ -228,6 +265,9 @@ pub struct FaultMix {
     /// Chance per hint the store sends, in 1/1000, that the subscription's stream ends
     /// instead (the hint is lost with it; the client hears the end, then subscribes again).
     pub stream_drop_permille: u16,
+    /// The clients that acquire fairly, one bit each (not a fault: drawn with the mix, from
+    /// a stream of its own).
+    pub fair_clients: u32,
 }
 
 /// The stream the failovers are drawn from: apart from the world's, so that a seed
@@ -235,6 +275,13 @@ pub struct FaultMix {
 fn failover_rng(seed: u64) -> SimRng {
     use rand::SeedableRng;
     SimRng::seed_from_u64(seed ^ 0x6661_696c_6f76_6572)
+}
+
+/// The stream the fair clients are drawn from: apart from the world's, so that a seed
+/// without fair clients runs exactly as it would with none configured.
+fn fair_rng(seed: u64) -> SimRng {
+    use rand::SeedableRng;
+    SimRng::seed_from_u64(seed ^ 0x6661_6972_5f71_7565)
 }
 
 /// The stream the hint faults are drawn from: apart from the world's, so that each seed
@@ -276,6 +323,7 @@ impl FaultMix {
             } else {
                 0
             },
+            fair_clients: 0,
         };
         if opts.calm {
             // Drawn first and overridden, so the rest of the seed's stream is unchanged.
@@ -287,6 +335,31 @@ impl FaultMix {
             mix.stream_drop_permille = 0;
         }
         mix.with_grace(opts.grace_ms)
+    }
+
+    /// Draws which clients of the seed acquire fairly: in `fair_seeds_pct` of the seeds,
+    /// each client with `fair_clients_pct` chance, at least one.
+    fn with_fair_clients(mut self, fair: &mut SimRng, opts: &Options) -> Self {
+        let pct = |p: u32| f64::from(p.min(100)) / 100.0;
+        if !fair.random_bool(pct(opts.fair_seeds_pct)) {
+            return self;
+        }
+        let n = opts.clients.min(32);
+        for c in 0..n {
+            if fair.random_bool(pct(opts.fair_clients_pct)) {
+                self.fair_clients |= 1 << c;
+            }
+        }
+        if self.fair_clients == 0 && n > 0 {
+            self.fair_clients = 1 << fair.random_range(0..n);
+        }
+        self
+    }
+
+    /// Whether client `c` acquires fairly.
+    #[must_use]
+    pub fn is_fair(&self, c: usize) -> bool {
+        c < 32 && self.fair_clients & (1 << c) != 0
     }
 
     fn with_grace(mut self, grace_ms: u64) -> Self {
@@ -351,6 +424,10 @@ impl fmt::Display for FaultMix {
             ", hints duplicated {}%, hint streams dropped {}‰",
             self.hint_dup_pct, self.stream_drop_permille
         )?;
+        if self.fair_clients != 0 {
+            let fair: Vec<usize> = (0..32).filter(|&c| self.is_fair(c)).collect();
+            write!(f, "; fair clients {fair:?}")?;
+        }
         if self.checks_handovers() {
             write!(f, " (handovers checked)")?;
         }
@@ -402,6 +479,14 @@ pub enum ViolationKind {
     /// longer than the bound: released at the store (or its crashed holder's lock
     /// abandoned) and no grant followed in time.
     HandoverLiveness,
+    /// The store granted a resource while a live place of a fair waiter was in its queue
+    /// ahead of the grantee's own place (or at all, for a request without a place): a
+    /// waiter that took its place earlier was overtaken (`fifo`, in every seed).
+    QueueOrder,
+    /// In a seed checked for handovers, a fair waiter that kept its place waited, while
+    /// its resource was free at the store, longer than what was ahead of it when it took
+    /// its place allows (`bounded_waiting`).
+    BoundedWaiting,
     /// After healing, a lock id the store granted to a client that did not crash was never
     /// unlocked at the store (or the world did not settle).
     Leaked,
@@ -498,11 +583,29 @@ pub struct Tally {
     pub slowest_handover_ms: u64,
     /// The longest time from a checked abandonment to the grant that took the lock over.
     pub slowest_takeover_ms: u64,
+    /// Grants to fair requests.
+    pub fair_grants: u64,
+    /// Grants made while the resource's queue had a live place (each checked for `fifo`).
+    pub grants_past_queue: u64,
+    /// Places taken in a queue (refused fair requests without a live place).
+    pub places_taken: u64,
+    /// Places that lapsed (their waiter crashed, paused or stopped asking).
+    pub places_lapsed: u64,
+    /// Places given up by `LeaveQueue` requests that reached the store.
+    pub places_left: u64,
+    /// Fair waits checked for `bounded_waiting`: from the place taken to the grant.
+    pub fair_waits_checked: u64,
+    /// Of those, the ones with waiters ahead when the place was taken.
+    pub fair_waits_behind: u64,
+    /// The longest of those waits, in ms (held time included).
+    pub longest_fair_wait_ms: u64,
+    /// The most time a checked fair waiter waited while its resource was free, in ms.
+    pub most_free_wait_ms: u64,
 }
 
 impl Tally {
-    /// Adds `other` (the largest batch and the slowest handover and takeover are the larger
-    /// of the two).
+    /// Adds `other` (the largest batch, the slowest handover and takeover and the longest
+    /// fair waits are the larger of the two).
     pub fn add(&mut self, other: &Tally) {
         self.losses += other.losses;
         self.writes_accepted += other.writes_accepted;
@@ -522,6 +625,15 @@ impl Tally {
         self.takeovers_checked += other.takeovers_checked;
         self.slowest_handover_ms = self.slowest_handover_ms.max(other.slowest_handover_ms);
         self.slowest_takeover_ms = self.slowest_takeover_ms.max(other.slowest_takeover_ms);
+        self.fair_grants += other.fair_grants;
+        self.grants_past_queue += other.grants_past_queue;
+        self.places_taken += other.places_taken;
+        self.places_lapsed += other.places_lapsed;
+        self.places_left += other.places_left;
+        self.fair_waits_checked += other.fair_waits_checked;
+        self.fair_waits_behind += other.fair_waits_behind;
+        self.longest_fair_wait_ms = self.longest_fair_wait_ms.max(other.longest_fair_wait_ms);
+        self.most_free_wait_ms = self.most_free_wait_ms.max(other.most_free_wait_ms);
     }
 }
 
@@ -549,6 +661,10 @@ pub struct SweepSummary {
     pub seeds_without_lease_faults: u64,
     /// Seeds checked for handover liveness.
     pub seeds_checking_handovers: u64,
+    /// Seeds with fair clients.
+    pub seeds_with_fair_clients: u64,
+    /// Of those, the ones checked for handover liveness and bounded waiting.
+    pub fair_seeds_checking_waits: u64,
     /// Violations by kind.
     pub violations: std::collections::BTreeMap<ViolationKind, u64>,
     /// The first few failing seeds.
@@ -590,6 +706,9 @@ impl SweepSummary {
         self.tally.add(&r.tally);
         self.seeds_without_lease_faults += u64::from(!r.mix.can_cost_a_lease());
         self.seeds_checking_handovers += u64::from(r.mix.checks_handovers());
+        let fair = r.mix.fair_clients != 0;
+        self.seeds_with_fair_clients += u64::from(fair);
+        self.fair_seeds_checking_waits += u64::from(fair && r.mix.checks_handovers());
         for v in &r.violations {
             *self.violations.entry(v.kind).or_default() += 1;
         }

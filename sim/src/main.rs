@@ -4,7 +4,8 @@
 //! lockwright-sim [--seeds N] [--start S]          sweep N seeds (default 1000) from S
 //! lockwright-sim --seed S [--svg FILE]             replay one seed, print its timeline
 //! options: --clients C --resources R --ttl MS --margin MS --drift-ppm P --duration MS --no-fencing
-//!          --grace-ms MS --clock-jump-ms MS --calm
+//!          --grace-ms MS --clock-jump-ms MS --calm --fair-seeds PCT --fair-clients PCT
+//!          --queue-ttl MS --fair
 //! ```
 //!
 //! Run `lockwright-sim --help` for the options and their defaults.
@@ -76,6 +77,20 @@ struct Args {
     /// them), so that every seed is checked for handover liveness.
     #[arg(long)]
     calm: bool,
+    /// The share of seeds, in percent, whose clients acquire fairly (waiting in the
+    /// resource's queue).
+    #[arg(long, value_name = "PCT", default_value_t = Options::default().fair_seeds_pct)]
+    fair_seeds: u32,
+    /// In a seed with fair clients, the share of its clients, in percent, that acquire
+    /// fairly (at least one; the others obey the queue without a place in it).
+    #[arg(long, value_name = "PCT", default_value_t = Options::default().fair_clients_pct)]
+    fair_clients: u32,
+    /// Every client of every seed acquires fairly (--fair-seeds 100 --fair-clients 100).
+    #[arg(long, conflicts_with_all = ["fair_seeds", "fair_clients"])]
+    fair: bool,
+    /// The lease of a fair waiter's place in a queue, in ms (100 to 600000).
+    #[arg(long, value_name = "MS", default_value_t = Options::default().queue_ttl_ms)]
+    queue_ttl: u64,
 }
 
 impl Args {
@@ -98,6 +113,10 @@ impl Args {
             Some("--clock-jump-ms must be below --ttl")
         } else if self.grace_ms > 3_600_000 {
             Some("--grace-ms must be at most 3600000 (an hour)")
+        } else if self.fair_seeds > 100 || self.fair_clients > 100 {
+            Some("--fair-seeds and --fair-clients are percentages (0-100)")
+        } else if !(100..=600_000).contains(&self.queue_ttl) {
+            Some("--queue-ttl must be between 100 and 600000 ms")
         } else if self.seeds == 0 {
             Some("--seeds must be at least 1")
         } else {
@@ -120,6 +139,9 @@ impl Args {
             grace_ms: self.grace_ms,
             clock_jump_ms: self.clock_jump_ms,
             calm: self.calm,
+            fair_seeds_pct: if self.fair { 100 } else { self.fair_seeds },
+            fair_clients_pct: if self.fair { 100 } else { self.fair_clients },
+            queue_ttl_ms: self.queue_ttl,
         }
     }
 }
@@ -174,6 +196,25 @@ fn main() -> ExitCode {
                 report.tally.takeovers_checked,
                 report.tally.slowest_takeover_ms
             );
+        }
+        if report.mix.fair_clients != 0 {
+            println!(
+                "queues: {} places taken, {} lapsed, {} left; {} fair grants, {} grants past a queue checked for fifo",
+                report.tally.places_taken,
+                report.tally.places_lapsed,
+                report.tally.places_left,
+                report.tally.fair_grants,
+                report.tally.grants_past_queue
+            );
+            if report.mix.checks_handovers() {
+                println!(
+                    "bounded waiting: {} fair waits checked ({} behind others), longest {} ms, most free time {} ms",
+                    report.tally.fair_waits_checked,
+                    report.tally.fair_waits_behind,
+                    report.tally.longest_fair_wait_ms,
+                    report.tally.most_free_wait_ms
+                );
+            }
         }
         if let Some(path) = &args.svg {
             if let Err(e) = std::fs::write(path, timeline_svg(&opts, &report)) {
@@ -280,6 +321,23 @@ fn main() -> ExitCode {
         summary.tally.slowest_handover_ms,
         summary.tally.takeovers_checked,
         summary.tally.slowest_takeover_ms
+    );
+    println!(
+        "{} seeds with fair clients: {} places taken, {} lapsed, {} left; {} fair grants; {} grants past a queue checked for fifo",
+        summary.seeds_with_fair_clients,
+        summary.tally.places_taken,
+        summary.tally.places_lapsed,
+        summary.tally.places_left,
+        summary.tally.fair_grants,
+        summary.tally.grants_past_queue
+    );
+    println!(
+        "{} of them checked for bounded waiting: {} fair waits ({} behind others), longest {} ms, most free time {} ms",
+        summary.fair_seeds_checking_waits,
+        summary.tally.fair_waits_checked,
+        summary.tally.fair_waits_behind,
+        summary.tally.longest_fair_wait_ms,
+        summary.tally.most_free_wait_ms
     );
     if summary.violation_count() == 0 {
         println!("no violation in {} seeds ({:.1} s)", summary.seeds, secs);

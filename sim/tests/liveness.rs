@@ -8,6 +8,12 @@
 //! core that ignores when a refusal said the locks in the way end
 //! (`locker_ignores_retry_in`) misses it after crashes. The mutants are switched on for the
 //! whole process, so every test here takes one lock first.
+//!
+//! Fair waiters too: in calm seeds where every client acquires fairly, no grant overtakes a
+//! live place (`fifo`) and every fair wait stays within its bound (`bounded_waiting`). With
+//! the queue mutants on, grants that ignore the queue (`queue_ignored`) break `fifo`, in
+//! calm and faulty seeds alike, and places left behind by grants (`grant_leaves_entry`) or
+//! that never lapse (`queue_dead_entry_blocks`) break `bounded_waiting`.
 
 use std::sync::{Mutex, MutexGuard};
 
@@ -67,6 +73,40 @@ fn calm_seeds_hand_every_free_lock_over_in_time() {
     );
 }
 
+/// Calm seeds in which every client acquires fairly.
+fn calm_fair() -> Options {
+    Options {
+        fair_seeds_pct: 100,
+        fair_clients_pct: 100,
+        ..calm()
+    }
+}
+
+#[test]
+fn calm_fair_waiters_are_granted_in_turn_and_in_time() {
+    let _serial = serial();
+    let summary = sweep(&calm_fair(), 0, 300, |_| {});
+    assert_eq!(
+        summary.violation_count(),
+        0,
+        "{:?}; failing seeds {:?}",
+        summary.violations,
+        summary.failing_seeds
+    );
+    // Not vacuous: every seed checked fair waits, many behind others; grants were made
+    // past live places; waiters crashed and their places lapsed.
+    assert_eq!(summary.fair_seeds_checking_waits, 300);
+    let t = &summary.tally;
+    assert!(
+        t.fair_waits_checked > 3_000 && t.fair_waits_behind > 500,
+        "{} fair waits checked, {} behind others",
+        t.fair_waits_checked,
+        t.fair_waits_behind
+    );
+    assert!(t.grants_past_queue > 3_000, "{t:?}");
+    assert!(t.places_lapsed > 50 && summary.faults.crashes > 0, "{t:?}");
+}
+
 #[test]
 fn a_calm_seed_replays_exactly() {
     let _serial = serial();
@@ -91,6 +131,18 @@ fn with_mutant(
     Vec<lockwright_sim::Violation>,
     Vec<lockwright_sim::Violation>,
 ) {
+    let (all, _) = with_mutant_in(&calm(), mutant, seeds);
+    all.into_iter()
+        .partition(|v| v.kind == lockwright_sim::ViolationKind::HandoverLiveness)
+}
+
+/// The violations of seeds `0..seeds` of `opts` with `mutant` on, and the summed tally.
+#[cfg(lockwright_mutants)]
+fn with_mutant_in(
+    opts: &Options,
+    mutant: lockwright_engine::mutants::Mutant,
+    seeds: u64,
+) -> (Vec<lockwright_sim::Violation>, lockwright_sim::Tally) {
     use lockwright_engine::mutants;
     /// Switches the mutant off again, also when a seed panics.
     struct Off;
@@ -101,9 +153,77 @@ fn with_mutant(
     }
     let _off = Off;
     mutants::activate(Some(mutant));
-    (0..seeds)
-        .flat_map(|seed| run_seed(&calm(), seed, false).violations)
-        .partition(|v| v.kind == lockwright_sim::ViolationKind::HandoverLiveness)
+    let mut tally = lockwright_sim::Tally::default();
+    let mut violations = Vec::new();
+    for seed in 0..seeds {
+        let r = run_seed(opts, seed, false);
+        tally.add(&r.tally);
+        violations.extend(r.violations);
+    }
+    (violations, tally)
+}
+
+/// How many of `violations` are of `kind`.
+#[cfg(lockwright_mutants)]
+fn of_kind(violations: &[lockwright_sim::Violation], kind: lockwright_sim::ViolationKind) -> usize {
+    violations.iter().filter(|v| v.kind == kind).count()
+}
+
+#[cfg(lockwright_mutants)]
+#[test]
+fn grants_that_ignore_the_queue_overtake_fair_waiters() {
+    use lockwright_sim::ViolationKind;
+    let _serial = serial();
+    // In calm seeds and in faulty ones: `fifo` holds whatever the faults.
+    for opts in [
+        calm_fair(),
+        Options {
+            fair_seeds_pct: 100,
+            ..Options::default()
+        },
+    ] {
+        let (v, _) = with_mutant_in(&opts, lockwright_engine::mutants::Mutant::QueueIgnored, 100);
+        let overtaken = of_kind(&v, ViolationKind::QueueOrder);
+        assert!(
+            overtaken > 10,
+            "{overtaken} grants past live places ahead: {v:?}"
+        );
+    }
+}
+
+#[cfg(lockwright_mutants)]
+#[test]
+fn places_left_after_grants_keep_fair_waiters_waiting() {
+    use lockwright_sim::ViolationKind;
+    let _serial = serial();
+    let (v, _) = with_mutant_in(
+        &calm_fair(),
+        lockwright_engine::mutants::Mutant::GrantLeavesEntry,
+        100,
+    );
+    let late = of_kind(&v, ViolationKind::BoundedWaiting);
+    assert!(late > 100, "{late} fair waits past their bound");
+    // The store is stricter than the queue, never looser: nobody is overtaken.
+    assert_eq!(of_kind(&v, ViolationKind::QueueOrder), 0);
+}
+
+#[cfg(lockwright_mutants)]
+#[test]
+fn dead_places_that_never_lapse_block_fair_waiters() {
+    use lockwright_sim::ViolationKind;
+    let _serial = serial();
+    let (v, t) = with_mutant_in(
+        &calm_fair(),
+        lockwright_engine::mutants::Mutant::QueueDeadEntryBlocks,
+        100,
+    );
+    let late = of_kind(&v, ViolationKind::BoundedWaiting);
+    assert!(
+        late > 10,
+        "{late} fair waits past their bound ({} places lapsed)",
+        t.places_lapsed
+    );
+    assert_eq!(of_kind(&v, ViolationKind::QueueOrder), 0);
 }
 
 #[cfg(lockwright_mutants)]
@@ -111,7 +231,13 @@ fn with_mutant(
 fn a_core_ignoring_hints_hands_released_locks_over_late() {
     let _serial = serial();
     let (late, other) = with_mutant(lockwright_engine::mutants::Mutant::LockerIgnoresHints, 100);
-    assert!(other.is_empty(), "{other:?}");
+    // Fair waiters that wait on their backoff also wait past their bound.
+    assert!(
+        other
+            .iter()
+            .all(|v| v.kind == lockwright_sim::ViolationKind::BoundedWaiting),
+        "{other:?}"
+    );
     let releases = late
         .iter()
         .filter(|v| v.detail.contains("a release freed it"))
@@ -130,7 +256,13 @@ fn a_core_ignoring_retry_in_takes_crashed_holders_locks_over_late() {
         lockwright_engine::mutants::Mutant::LockerIgnoresRetryIn,
         100,
     );
-    assert!(other.is_empty(), "{other:?}");
+    // Fair waiters behind a crashed holder wait past their bound too.
+    assert!(
+        other
+            .iter()
+            .all(|v| v.kind == lockwright_sim::ViolationKind::BoundedWaiting),
+        "{other:?}"
+    );
     let takeovers = late
         .iter()
         .filter(|v| v.detail.contains("crashed holder's lock was abandoned"))

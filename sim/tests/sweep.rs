@@ -6,7 +6,10 @@
 //! (`LOCKWRIGHT_MUTANT`); the Locker mutants must each make it fail. The two that only cost
 //! waiters time (`locker_ignores_hints`, `locker_ignores_retry_in`) fail its
 //! `handover_liveness` check, in the seeds of the sweep that are calm enough to be checked
-//! for it.
+//! for it. Half of the seeds have fair clients, whose queues `fifo` checks in every seed and
+//! `bounded_waiting` in calm ones: the queue mutants `queue_ignored` (`fifo`),
+//! `grant_leaves_entry` and `queue_dead_entry_blocks` (`bounded_waiting`, and
+//! `handover_liveness`) make the sweep fail too (`tests/liveness.rs` shows each).
 
 use lockwright_sim::{Options, ViolationKind, run_seed, sweep, timeline_svg};
 
@@ -107,6 +110,27 @@ fn sweep_of_2000_seeds_finds_no_violation() {
         summary.seeds_checking_handovers,
         summary.tally.handovers_checked,
         summary.tally.takeovers_checked
+    );
+    // Half of the seeds had fair clients: their grants were checked for `fifo` against
+    // queues with live places, places lapsed (crashed and paused waiters) and were given up
+    // (`LeaveQueue`, over the faulty network), and the calm ones among them checked fair
+    // waits for `bounded_waiting`, some of them behind others.
+    assert!(
+        summary.seeds_with_fair_clients > 0 && summary.fair_seeds_checking_waits > 0,
+        "{} seeds with fair clients, {} of them checked for bounded waiting",
+        summary.seeds_with_fair_clients,
+        summary.fair_seeds_checking_waits
+    );
+    let t = &summary.tally;
+    assert!(
+        t.fair_grants > 0 && t.grants_past_queue > 0 && t.places_lapsed > 0 && t.places_left > 0,
+        "{t:?}"
+    );
+    assert!(
+        t.fair_waits_checked > 0 && t.fair_waits_behind > 0,
+        "{} fair waits checked, {} behind others",
+        t.fair_waits_checked,
+        t.fair_waits_behind
     );
 }
 

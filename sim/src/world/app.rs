@@ -162,11 +162,16 @@ impl World {
             access: Access::Exclusive,
             ttl: self.ttl,
             who: Who::new(LockDetails::new().owner(format!("client-{client}")).holder),
-            fair: false,
+            fair: self.mix.is_fair(client),
         };
         c.core.acquire(key, ask, Wait::Forever, LocalMs(local));
         c.app = App::Acquiring { key, resource };
-        self.note(Some(client), format!("acquires r{resource}"));
+        let how = if self.mix.is_fair(client) {
+            " fairly"
+        } else {
+            ""
+        };
+        self.note(Some(client), format!("acquires r{resource}{how}"));
     }
 
     /// Drops every guard the application holds (each released by the core) and forgets

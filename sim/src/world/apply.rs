@@ -1,8 +1,8 @@
 //! The store applies a request that reached it (through the same `Request::send_to` the
 //! Locker's driver uses), and the world records what the checks and the report need:
 //! fences granted, lock ids granted and unlocked, refused renewals, resources left free
-//! while clients wait; the hints the operation gave the subscribers leave for their
-//! clients.
+//! while clients wait, the queues of fair waiters; the hints the operation gave the
+//! subscribers leave for their clients.
 
 use lockwright_engine::locker::{Reply, Request};
 use lockwright_engine::table::{FENCES_PER_MS, fence_floor};
@@ -20,7 +20,9 @@ impl World {
         // The hints the operation gave the subscribers leave for their clients (store-mem
         // sends them for grants and releases only; one it sent otherwise would leave with
         // the next).
-        if matches!(reply, Reply::Granted(_)) || matches!(request, Request::Unlock { .. }) {
+        if matches!(reply, Reply::Granted(_))
+            || matches!(request, Request::Unlock { .. } | Request::LeaveQueue { .. })
+        {
             self.pump_hints();
         }
         // store-mem fails only on a broken rule or argument: the simulation is wrong.
@@ -71,6 +73,8 @@ impl World {
             }
             _ => {}
         }
+        self.queue_after(client, incarnation, request, &reply, store_now);
+        self.locks_changed(request);
         self.handovers_after(client, incarnation, request, &reply, unlocks_held);
         reply
     }

@@ -94,7 +94,19 @@ impl World {
     /// the store, the store holds no lock of a lock id whose unlock reached it, and the world
     /// settled.
     pub(super) fn check_leaks(&mut self, limit: u64) {
-        if let Some(&Reverse((at, _, _))) = self.queue.peek() {
+        // A wake its client no longer counts on (a later one replaced it, or the core
+        // has nothing due any more) would only be skipped: it is not left to do.
+        let next = self
+            .queue
+            .iter()
+            .filter(|Reverse((_, _, slot))| {
+                self.events[*slot]
+                    .as_ref()
+                    .is_some_and(|e| !self.stale_wake(e))
+            })
+            .map(|Reverse((at, _, _))| *at)
+            .min();
+        if let Some(at) = next {
             let busy: Vec<usize> = (0..self.clients.len())
                 .filter(|&c| {
                     let c = &self.clients[c];

@@ -27,6 +27,14 @@
 //!   that a lock expired: the refusal's `retry_in` is how the waiter knows, and without it
 //!   the waiter asks only on its backoff.
 //!
+//! With fair waiters, a live place in the resource's queue whose waiter crashed holds the
+//! resource back from every waiter behind it until it lapses (by the store's clock), and
+//! no hint says it lapsed: the waiter behind, which leaves releases to the waiters ahead of
+//! it, learns of it at its next attempt, at the latest the one that keeps its place. The
+//! obligation then waits for the lapse, plus that attempt's interval (`renew_fraction` of
+//! `queue_ttl`), plus how far the waiter's clock falls behind over it, plus four latencies.
+//! See `world/queue.rs`.
+//!
 //! A waiter that stops waiting for the resource (it crashed, or gave up as the world
 //! heals) no longer counts; with none left the obligation lapses. The handovers and
 //! takeovers checked (met or violated) are counted, so that the check is seen not to be
@@ -83,13 +91,13 @@ pub(super) struct Abandoned {
 
 impl World {
     /// [`HANDOVER_LATENCIES`] of the seed's largest one-way latency.
-    fn latencies_bound(&self) -> u64 {
+    pub(super) fn latencies_bound(&self) -> u64 {
         HANDOVER_LATENCIES * self.mix.latency_ms.1
     }
 
     /// How much longer than `local_ms` on its own clock a wait of a client of this seed
     /// may last in real time (its clock running slow by up to the seed's drift bound).
-    fn drift_slack(&self, local_ms: u64) -> u64 {
+    pub(super) fn drift_slack(&self, local_ms: u64) -> u64 {
         let drift = u128::from(self.mix.drift_ppm.unsigned_abs());
         let late =
             (u128::from(local_ms) * drift).div_ceil(1_000_000u128.saturating_sub(drift).max(1));
@@ -100,7 +108,7 @@ impl World {
     /// woke it during its acquire (an upper bound on its hint-woken attempts refused, the
     /// core's contention): none at first, then `hint_spread` doubling up to `max_backoff`
     /// (the rule `LockerCore::handle_hint` documents), in real time.
-    fn hint_delay_bound(&self, heard: u32) -> u64 {
+    pub(super) fn hint_delay_bound(&self, heard: u32) -> u64 {
         if heard == 0 {
             return 0;
         }
@@ -126,14 +134,14 @@ impl World {
     }
 
     /// The locks the store holds on resource `r`.
-    fn locks_on(&self, r: usize) -> Vec<LockStatus> {
+    pub(super) fn locks_on(&self, r: usize) -> Vec<LockStatus> {
         let filter = Filter::new().resource(self.resources[r].as_str());
         at_once(self.store.status(&filter)).unwrap_or_else(|e| panic!("store-mem failed: {e}"))
     }
 
     /// Real time (ms) at which a lock is abandoned: its expiry plus the takeover grace, on
     /// the store's clock.
-    fn abandoned_at(&self, status: &LockStatus) -> u64 {
+    pub(super) fn abandoned_at(&self, status: &LockStatus) -> u64 {
         let expires = status.expires_at.map_or(u64::MAX, |t| {
             t.as_millis().saturating_sub(EPOCH.as_millis())
         });
@@ -335,6 +343,14 @@ impl World {
             h.waiters.retain(|&(w, _)| self.still_waits(w, r));
             if h.waiters.is_empty() {
                 continue;
+            }
+            // Places of waiters that crashed, ahead in the queue of every waiter still
+            // waiting, hold the resource back until they lapse, and the waiters behind
+            // them until they hear of it.
+            if let Some(later) = self.queue_holds_back(r, h.since) {
+                for w in &mut h.waiters {
+                    w.1 = w.1.max(later);
+                }
             }
             if h.deadline() >= until {
                 self.handovers.push(h);

@@ -13,6 +13,7 @@ mod client;
 mod hints;
 mod liveness;
 mod network;
+mod queue;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
@@ -149,6 +150,9 @@ pub(crate) struct World {
     liveness: bool,
     handovers: Vec<liveness::Handover>,
     abandoned: Vec<liveness::Abandoned>,
+    /// The queues of fair waiters, as the specification has them (`fifo`,
+    /// `bounded_waiting`).
+    queues: queue::Queues,
     /// `holder_safety`'s buffer: the first client believing it holds each resource.
     believers: Vec<Option<usize>>,
     pub(crate) report: SeedReport,
@@ -160,7 +164,8 @@ impl World {
         let mut rng = SimRng::seed_from_u64(seed);
         let mut failover_rng = crate::failover_rng(seed);
         let mut hint_rng = crate::hint_rng(seed);
-        let mix = FaultMix::from_rng(&mut rng, &mut failover_rng, &mut hint_rng, opts);
+        let mix = FaultMix::from_rng(&mut rng, &mut failover_rng, &mut hint_rng, opts)
+            .with_fair_clients(&mut crate::fair_rng(seed), opts);
         let clock = Arc::new(ManualClock::new(EPOCH));
         let store = MemStore::with_clock_and_shards(Arc::clone(&clock), 1)
             .with_takeover_grace(Duration::from_millis(opts.grace_ms))
@@ -177,6 +182,7 @@ impl World {
         config.release_timeout = Duration::from_millis(ttl_ms.saturating_mul(100));
         // Nor does a waiting acquire give up on a store that a run's faults make unreachable.
         config.unavailable_timeout = Duration::from_millis(ttl_ms.saturating_mul(100));
+        config.queue_ttl = Duration::from_millis(opts.queue_ttl_ms);
         let ttl = Ttl::new(Duration::from_millis(ttl_ms))
             .unwrap_or_else(|e| panic!("invalid simulation options: ttl: {e}"));
         let resources = (0..opts.resources)
@@ -222,6 +228,10 @@ impl World {
             liveness: mix.checks_handovers(),
             handovers: Vec::new(),
             abandoned: Vec::new(),
+            queues: queue::Queues::new(
+                opts.resources,
+                mix.checks_handovers() && mix.fair_clients != 0,
+            ),
             believers: Vec::new(),
             report,
             record,
@@ -352,6 +362,7 @@ impl World {
             self.queue.pop();
             self.now = at;
             self.advance_handovers(at);
+            self.advance_waits(at);
             self.free_slots.push(idx);
             let Some(event) = self.events[idx].take() else {
                 continue;
@@ -363,6 +374,22 @@ impl World {
             }
             self.check_trust_deadlines();
             self.check_holders();
+        }
+    }
+
+    /// Whether `event` is a wake its client no longer counts on (another incarnation, or
+    /// a later wake replaced it): handling it does nothing.
+    fn stale_wake(&self, event: &Event) -> bool {
+        match event {
+            Event::Wake {
+                client,
+                incarnation,
+                token,
+            } => {
+                let c = &self.clients[*client];
+                c.incarnation != *incarnation || c.wake_token != *token
+            }
+            _ => false,
         }
     }
 
