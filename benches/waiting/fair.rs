@@ -368,15 +368,6 @@ pub async fn abandoned<F: Fleet>(fleet: &F, group: &str, dead: usize, rounds: us
     )
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn jain_index() {
-        assert!((super::jain(&[5, 5, 5, 5]) - 1.0).abs() < 1e-12);
-        assert!((super::jain(&[8, 0, 0, 0]) - 0.25).abs() < 1e-12);
-    }
-}
-
 /// One line about a fair record for the bench's output; `None` for another record.
 pub(super) fn summary(record: &Record) -> Option<String> {
     let x = |k: &str| record.extra.get(k).copied().unwrap_or(f64::NAN);
@@ -466,5 +457,14 @@ pub(super) async fn run_all<F: Fleet>(
             );
             f.finish().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn jain_index() {
+        assert!((super::jain(&[5, 5, 5, 5]) - 1.0).abs() < 1e-12);
+        assert!((super::jain(&[8, 0, 0, 0]) - 0.25).abs() < 1e-12);
     }
 }

@@ -349,3 +349,54 @@ fn a_lost_lock_kills_cmd_that_ignores_sigterm() {
     assert_eq!(code(&out), 76, "stderr: {err}");
     assert!(err.contains("still running; sending SIGKILL"), "{err}");
 }
+
+#[test]
+fn fair_runs_are_granted_in_the_order_they_came_and_shown_waiting() {
+    let c = Coll::new();
+    let holder = c.spawn(&["run", "job/fair", "--ttl", "10s", "--", "sh", "-c", HOLD]);
+    wait_for_file(&c.path("started"));
+    let mut waiters = Vec::new();
+    for name in ["first", "second", "third"] {
+        waiters.push(c.spawn(&[
+            "run",
+            "job/fair",
+            "--wait",
+            "--fair",
+            "--ttl",
+            "10s",
+            "--",
+            "sh",
+            "-c",
+            &format!("echo {name} >> order"),
+        ]));
+        // Each has its place before the next one comes.
+        let n = waiters.len();
+        assert!(
+            wait_for(LONG, || {
+                let out = c.run(&["status", "--resource", "job/fair"]);
+                text(&out.stdout).contains(&format!("{n} waiting for job/fair:"))
+            }),
+            "waiter {name} never took its place"
+        );
+    }
+    let out = c.run(&["status", "--resource", "job/fair"]);
+    let table = text(&out.stdout);
+    assert!(table.contains("  1. exclusive since "), "{table}");
+    assert!(table.contains("  3. exclusive since "), "{table}");
+    assert_no_lock_id(&c.locks(), &table);
+    holder.signal(Signal::SIGTERM);
+    drop(holder);
+    kill_group_in(&c.path("pid"));
+    for w in waiters {
+        let out = w.finish(LONG);
+        assert_eq!(code(&out), 0, "stderr: {}", text(&out.stderr));
+    }
+    let order = std::fs::read_to_string(c.path("order")).expect("order");
+    assert_eq!(order, "first\nsecond\nthird\n");
+    let out = c.run(&["status", "--resource", "job/fair"]);
+    assert!(
+        !text(&out.stdout).contains("waiting"),
+        "{}",
+        text(&out.stdout)
+    );
+}
