@@ -225,8 +225,9 @@ impl Mutant {
         )
     }
 
-    /// Whether the mutant breaks the rules of fair requests' queue ([`crate::queue`]) in
-    /// the engine: only the harnesses that make fair requests run that code.
+    /// Whether the mutant breaks the rules of fair requests' queue ([`crate::queue`]), in
+    /// the engine or in MongoDB's pipelines: only the harnesses that make fair requests run
+    /// that code.
     #[must_use]
     pub fn is_queue(self) -> bool {
         matches!(
@@ -235,6 +236,10 @@ impl Mutant {
                 | Mutant::SharedOvertakesWriter
                 | Mutant::QueueDeadEntryBlocks
                 | Mutant::GrantLeavesEntry
+                | Mutant::PipelineQueueIgnored
+                | Mutant::PipelineSharedOvertakesWriter
+                | Mutant::PipelineDeadEntryBlocks
+                | Mutant::PipelineGrantLeavesEntry
         )
     }
 

@@ -7,7 +7,8 @@
 //! document's `_id` (which a refusal's reply named, so the store keeps `_id → resource`
 //! for the documents its refusals saw) and whether the update made a grant (it sets
 //! `lastGrant`). A grant is [`Hint::Taken`]; any other change, a release, a purge's
-//! rewrite or deletion, and a renewal, is [`Hint::Freed`].
+//! rewrite or deletion, a waiter leaving the queue, is [`Hint::Freed`]; renewals and
+//! writes of the queue alone (a waiter taking or keeping its place) hint nothing.
 //!
 //! Nothing depends on the stream: after any error or invalidation the task reopens it from
 //! now, without resume tokens, and every subscriber gets [`Hint::Missed`] (so every waiter
@@ -173,29 +174,45 @@ impl HintSource {
     }
 }
 
-/// The pipeline after `$changeStream`: updates, replacements and deletions, less renewals
-/// (updates that only set `renewedAt` and `expiresAt` fields), with the document's `_id`
-/// and whether an update set `lastGrant` (a grant). The fields the driver needs to resume
-/// are kept.
+/// The pipeline after `$changeStream`: updates, replacements and deletions, less the quiet
+/// updates, with the document's `_id` and whether an update set `lastGrant` (a grant). The
+/// fields the driver needs to resume are kept.
+///
+/// Quiet updates free nobody: renewals (they only set `renewedAt` and `expiresAt` fields)
+/// and writes of the queue alone (a fair refusal taking or refreshing its place, dead
+/// places dropped): hinting those would wake every waiter of a resource at each waiter's
+/// every attempt. The server reports such a write as `queue`, `queue.<i>`,
+/// `queue.<i>.<field>` in `updatedFields` and `queue` in `truncatedArrays`, whatever the
+/// diff it chose; a `leave_queue` that removed a place also sets `lastLeave`, so it is
+/// not quiet and hints `Freed` (the next waiter may go).
 pub(crate) fn pipeline() -> Vec<Document> {
     let description = "$updateDescription";
     let size_of =
         |field: &str| doc! { "$size": { "$ifNull": [format!("{description}.{field}"), []] } };
-    let renewal = doc! { "$and": [
+    let all_match = |input: Bson, regex: &str| {
+        doc! { "$allElementsTrue": [{ "$map": {
+            "input": input,
+            "in": { "$regexMatch": { "input": "$$this", "regex": regex } },
+        } }] }
+    };
+    let updated_keys = Bson::Document(doc! { "$map": {
+        "input": { "$objectToArray": format!("{description}.updatedFields") },
+        "in": "$$this.k",
+    } });
+    let truncated = Bson::Document(doc! { "$map": {
+        "input": { "$ifNull": [format!("{description}.truncatedArrays"), []] },
+        "in": "$$this.field",
+    } });
+    let quiet = doc! { "$and": [
         { "$eq": ["$operationType", "update"] },
         { "$eq": [size_of("removedFields"), 0] },
-        { "$eq": [size_of("truncatedArrays"), 0] },
-        { "$allElementsTrue": [{ "$map": {
-            "input": { "$objectToArray": format!("{description}.updatedFields") },
-            "in": { "$regexMatch": {
-                "input": "$$this.k", "regex": "(^|\\.)(renewedAt|expiresAt)$",
-            } },
-        } }] },
+        all_match(truncated, "^queue$"),
+        all_match(updated_keys, "(^queue(\\.|$))|((^|\\.)(renewedAt|expiresAt)$)"),
     ] };
     let granted = format!("{description}.updatedFields.{LAST_GRANT}");
     vec![
         doc! { "$match": { "operationType": { "$in": ["update", "replace", "delete"] } } },
-        doc! { "$match": { "$expr": { "$not": [renewal] } } },
+        doc! { "$match": { "$expr": { "$not": [quiet] } } },
         doc! { "$project": {
             "_id": 1, "operationType": 1, "ns": 1, "documentKey._id": 1,
             "granted": { "$ne": [{ "$type": granted }, "missing"] },

@@ -50,6 +50,7 @@ mod names;
 mod one_lock;
 mod pipeline;
 mod purge;
+mod queue;
 mod read;
 mod retry;
 mod schema;
@@ -344,19 +345,14 @@ impl LockStore for MongoStore {
 
     #[tracing::instrument(name = "mongo.leave_queue", skip_all, fields(resource = %resource))]
     async fn leave_queue(&self, resource: &Resource, ticket: &LockId) -> Result<bool> {
-        let _ = ticket;
-        Err(Error::backend(
-            "leave_queue",
-            "TEMPORARY: queue not yet implemented on MongoDB",
-        ))
+        self.bounded("leave_queue", queue::leave_queue(self, resource, ticket))
+            .await
     }
 
     #[tracing::instrument(name = "mongo.waiters", skip_all, fields(resource = %resource))]
     async fn waiters(&self, resource: &Resource) -> Result<Vec<lockwright_engine::Waiter>> {
-        Err(Error::backend(
-            "waiters",
-            "TEMPORARY: queue not yet implemented on MongoDB",
-        ))
+        self.bounded("waiters", queue::waiters(self, resource))
+            .await
     }
 
     #[tracing::instrument(name = "mongo.status", skip_all)]

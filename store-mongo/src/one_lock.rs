@@ -151,7 +151,7 @@ impl MongoStore {
     /// stored for the first attempt, which a failover can cause), the server has decided:
     /// the document is read back as it is now, with the server's time, and returned as
     /// [`Modified::Reread`].
-    async fn modify_one(
+    pub(crate) async fn modify_one(
         &self,
         op: &'static str,
         resource: &Resource,
@@ -208,7 +208,7 @@ impl MongoStore {
 }
 
 /// What a one-lock `findAndModify` returned.
-enum Modified {
+pub(crate) enum Modified {
     /// The document (before or after, as asked), with the `now` it ran at.
     Reply(Document),
     /// The reply could not be read; the document as read back afterwards, with a later

@@ -1,5 +1,6 @@
 //! `purge`: finds the lock groups holding an abandoned lock, removes them in batch transactions, then deletes
-//! the documents left holding no lock.
+//! the documents left holding no lock and no live waiter, and drops the dead places of the
+//! queues left.
 
 use std::collections::BTreeSet;
 
@@ -191,7 +192,19 @@ pub(crate) async fn purge(store: &MongoStore) -> Result<Vec<LockStatus>, Error> 
     }
     if let Err(e) = store
         .coll
-        .delete_many(pipeline::deletable(&store.floor_expr()))
+        .delete_many(pipeline::deletable(&store.floor_expr(), &store.now_expr()))
+        .await
+    {
+        return Err(incomplete(removed, failure::backend("purge", &e)));
+    }
+    // The places whose lease ran out by `t` are dropped from the documents left (a dead
+    // place blocks nobody, so this is housekeeping: no waiter needs a hint for it).
+    if let Err(e) = store
+        .coll
+        .update_many(
+            pipeline::dead_places_at(t),
+            pipeline::drop_dead(&store.clocks()),
+        )
         .await
     {
         return Err(incomplete(removed, failure::backend("purge", &e)));

@@ -8,7 +8,10 @@
 //!   shared:    { count, locks: [ { lockId, owner, host, comment, createdAt, renewedAt,
 //!                                  expiresAt, acquired: true, fence } ] },
 //!   lastFence: <int64>,     // the resource's fence counter
-//!   lastGrant: <ObjectId> }  // the id of the request that made the last grant
+//!   lastGrant: <ObjectId>,  // the id of the request that made the last grant
+//!   queue: [ { ticket: <string>, mode: "exclusive" | "shared",
+//!              queuedAt: <date>, expiresAt: <date> } ],  // fair waiters, first come first
+//!   lastLeave: <ObjectId> }  // the id of the last `leave_queue` that removed a place
 //! ```
 //!
 //! The Go library's fields keep their names and BSON types (dates are BSON dates, absent
@@ -17,11 +20,20 @@
 //! and the resource's fence counter `lastFence`; documents written by the Go library lack
 //! them and read as fence 0. `lastGrant` lets a grant, which is one `findAndModify`, tell
 //! from the document it gets back whether it was the one granted.
+//!
+//! `queue` holds the places of fair waiters (the engine's `queue` module): a missing or null
+//! `queue` is an empty one; each place's ticket is a secret like a lock id (never shown in
+//! an error: a malformed place is named by its index), and one ticket holds at most one
+//! place. The Go library neither reads nor writes `queue` and `lastLeave` (its writes are
+//! `$set`, `$inc`, `$push` and `$pull` of its own fields), so they survive its grants and
+//! releases; its clients do not wait their turn in the queue, though. `lastLeave` is
+//! written only by `leave_queue`, so that the change stream can tell a waiter leaving (the
+//! next one may go) from a waiter taking or keeping its place (nobody may go).
 
 use mongodb::bson::{Bson, Document, doc};
 
 use lockwright_engine::{
-    LockId, MalformedDocument, Mode, Resource, ResourceState, StoredLock, Timestamp,
+    LockId, MalformedDocument, Mode, QueueEntry, Resource, ResourceState, StoredLock, Timestamp,
 };
 
 pub(crate) const RESOURCE: &str = "resource";
@@ -40,6 +52,14 @@ pub(crate) const ACQUIRED: &str = "acquired";
 pub(crate) const FENCE: &str = "fence";
 pub(crate) const LAST_FENCE: &str = "lastFence";
 pub(crate) const LAST_GRANT: &str = "lastGrant";
+pub(crate) const QUEUE: &str = "queue";
+pub(crate) const TICKET: &str = "ticket";
+pub(crate) const MODE: &str = "mode";
+pub(crate) const QUEUED_AT: &str = "queuedAt";
+pub(crate) const LAST_LEAVE: &str = "lastLeave";
+/// The stored names of the two modes, in a queue's places.
+pub(crate) const EXCLUSIVE_MODE: &str = "exclusive";
+pub(crate) const SHARED_MODE: &str = "shared";
 
 /// The exclusive slot when nobody holds it, as the Go library writes it.
 pub(crate) fn empty_exclusive() -> Document {
@@ -53,7 +73,8 @@ pub(crate) fn empty_exclusive() -> Document {
 /// Reads one resource document.
 ///
 /// Strict about every field a rule decides on (containers, `acquired`, lock ids being
-/// strings, dates, fences, counts, one lock per lock id); lenient about what the rules only
+/// strings, dates, fences, counts, one lock per lock id, the queue's places: a ticket
+/// string, a mode, two dates, one place per ticket); lenient about what the rules only
 /// report: another client's lock ids and resource names of any length (the Go library
 /// accepts empty and over-long ones), and details (`owner`, `host`, `comment`) of any type,
 /// shown as their text. `pipeline::valid` is the same test on the server; the two are held
@@ -147,9 +168,10 @@ pub(crate) fn decode(doc: &Document) -> Result<(Resource, ResourceState), Malfor
         None | Some(Bson::Null) => 0,
         Some(b) => d.int(LAST_FENCE, b)?,
     };
+    let queue = d.queue(doc)?;
     Ok((
         resource,
-        ResourceState::from_parts(fence, exclusive, shared),
+        ResourceState::from_parts(fence, exclusive, shared).with_queue(queue),
     ))
 }
 
@@ -256,6 +278,61 @@ impl Decoder<'_> {
             None | Some(Bson::Null) => Ok(None),
             Some(b) => self.date(&format!("{at}.{key}"), b).map(Some),
         }
+    }
+
+    /// The queue of fair waiters: missing or null is empty; every place a document with a
+    /// ticket string, a known mode and two dates; no ticket twice. Errors name the place
+    /// by its index, never by its ticket (a secret).
+    fn queue(&self, doc: &Document) -> Result<Vec<QueueEntry>, MalformedDocument> {
+        let items = match doc.get(QUEUE) {
+            None | Some(Bson::Null) => return Ok(Vec::new()),
+            Some(Bson::Array(items)) => items,
+            Some(other) => return Err(self.wrong(QUEUE, "an array", other)),
+        };
+        let mut seen = std::collections::HashSet::new();
+        let mut queue = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let at = format!("{QUEUE}.{i}");
+            let Bson::Document(e) = item else {
+                return Err(self.wrong(&at, "a document", item));
+            };
+            let required = |key: &str| {
+                e.get(key)
+                    .ok_or_else(|| malformed(self.resource, &format!("{at}.{key}"), "missing"))
+            };
+            let ticket = match required(TICKET)? {
+                Bson::String(s) => s,
+                other => return Err(self.wrong(&format!("{at}.{TICKET}"), "a string", other)),
+            };
+            let mode = match required(MODE)? {
+                Bson::String(m) if m == EXCLUSIVE_MODE => Mode::Exclusive,
+                Bson::String(m) if m == SHARED_MODE => Mode::Shared,
+                Bson::String(_) => {
+                    return Err(malformed(
+                        self.resource,
+                        &format!("{at}.{MODE}"),
+                        "expected \"exclusive\" or \"shared\", got another string",
+                    ));
+                }
+                other => return Err(self.wrong(&format!("{at}.{MODE}"), "a string", other)),
+            };
+            let queued_at = self.date(&format!("{at}.{QUEUED_AT}"), required(QUEUED_AT)?)?;
+            let expires_at = self.date(&format!("{at}.{EXPIRES_AT}"), required(EXPIRES_AT)?)?;
+            if !seen.insert(ticket.as_str()) {
+                return Err(malformed(
+                    self.resource,
+                    &format!("{at}.{TICKET}"),
+                    "the same ticket holds an earlier place in the queue",
+                ));
+            }
+            queue.push(QueueEntry::new(
+                LockId::stored(ticket),
+                mode,
+                queued_at,
+                expires_at,
+            ));
+        }
+        Ok(queue)
     }
 
     fn lock(&self, l: &Document, at: &str) -> Result<StoredLock, MalformedDocument> {
@@ -378,5 +455,56 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("lastFence"), "{e}");
+    }
+
+    #[test]
+    fn reads_the_queue_strictly_naming_places_by_index() {
+        let place = |ticket: &str, mode: &str| {
+            doc! { "ticket": ticket, "mode": mode,
+            "queuedAt": DateTime::from_millis(1_000), "expiresAt": DateTime::from_millis(2_000) }
+        };
+        let with_queue = |q: Bson| {
+            let mut d = go_doc();
+            d.insert("queue", q);
+            d
+        };
+        let (_, state) = decode(&with_queue(Bson::Array(vec![
+            place("secret-1", "exclusive").into(),
+            place("secret-2", "shared").into(),
+        ])))
+        .unwrap();
+        assert_eq!(state.queue.len(), 2);
+        assert_eq!(state.queue[1].mode, Mode::Shared);
+        assert!(decode(&with_queue(Bson::Null)).unwrap().1.queue.is_empty());
+        for (q, field) in [
+            (Bson::String("x".into()), "queue"),
+            (Bson::Array(vec![Bson::Int32(1)]), "queue.0"),
+            (
+                Bson::Array(vec![place("secret-1", "both").into()]),
+                "queue.0.mode",
+            ),
+            (
+                Bson::Array(vec![
+                    place("secret-1", "shared").into(),
+                    place("secret-1", "exclusive").into(),
+                ]),
+                "queue.1.ticket",
+            ),
+        ] {
+            let e = decode(&with_queue(q)).unwrap_err();
+            assert_eq!(e.field, field);
+            assert!(
+                !e.to_string().contains("secret"),
+                "a ticket is a secret: {e}"
+            );
+        }
+        let mut bad = place("secret-1", "shared");
+        bad.insert("expiresAt", Bson::Null);
+        let e = decode(&with_queue(Bson::Array(vec![
+            place("secret-0", "shared").into(),
+            bad.into(),
+        ])))
+        .unwrap_err();
+        assert_eq!(e.field, "queue.1.expiresAt");
     }
 }

@@ -499,3 +499,110 @@ async fn two_documents_for_one_resource_are_both_left_alone() {
     );
     teardown(&store).await;
 }
+
+/// The queue of fair waiters next to a Go client (square/mongo-lock, read at its source:
+/// every write is an update operator on its own fields, `$set` of `resource`, `exclusive`
+/// and `shared`, `$inc`/`$push`/`$pull` of `shared`, and it never deletes a document): a Go
+/// grant and release of the resource, exclusive and shared, leave the places as they were,
+/// and the next Lockwright grant still waits its turn. (The Go client itself ignores the
+/// queue: it does not wait behind the places.)
+#[tokio::test]
+async fn a_queue_survives_a_go_clients_lock_and_unlock() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = fresh_store(Some(Arc::clone(&clock))).await;
+    let r = lockwright_engine::Resource::new("turns").unwrap();
+    let holder = store
+        .xlock(&request("turns", "ours", Some(Duration::from_secs(60))))
+        .await
+        .unwrap();
+    let fair = |lock_id: &str, ticket: &str| {
+        let details = lockwright_engine::LockDetails::new()
+            .ttl(Duration::from_secs(60))
+            .queue(ticket, Duration::from_secs(30));
+        lockwright_engine::LockRequest::new("turns", lock_id, &details).unwrap()
+    };
+    store.xlock(&fair("w1", "t1")).await.unwrap_err();
+    store.slock(&fair("w2", "t2"), None).await.unwrap_err();
+    store.unlock(&holder.lock_id).await.unwrap();
+    let before = store.waiters(&r).await.unwrap();
+    assert_eq!(before.len(), 2);
+    let coll = store.collection();
+    let at = doc! { "resource": "turns" };
+    // The Go library's XLock (its selector allows it: no lock held), then its xUnlock.
+    let go_xlock = doc! { "$set": {
+        "resource": "turns",
+        "exclusive": go_lock("go", "go", None),
+        "shared": { "count": 0, "locks": [] },
+    } };
+    assert_eq!(
+        coll.update_one(at.clone(), go_xlock)
+            .await
+            .unwrap()
+            .modified_count,
+        1
+    );
+    assert_eq!(store.waiters(&r).await.unwrap(), before, "after a Go XLock");
+    let refused = store.xlock(&fair("w1", "t1")).await.unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            Error::AlreadyLocked {
+                queued: Some(0),
+                ..
+            }
+        ),
+        "{refused:?}"
+    );
+    let go_unlock = doc! { "$set": { "exclusive": {
+        "lockId": Bson::Null, "owner": Bson::Null, "host": Bson::Null, "comment": Bson::Null,
+        "createdAt": Bson::Null, "renewedAt": Bson::Null, "expiresAt": Bson::Null,
+        "acquired": false,
+    } } };
+    assert_eq!(
+        coll.update_one(at.clone(), go_unlock)
+            .await
+            .unwrap()
+            .modified_count,
+        1
+    );
+    // The Go library's SLock and sUnlock.
+    let go_slock = doc! {
+        "$inc": { "shared.count": 1 },
+        "$push": { "shared.locks": go_lock("go-s", "go", None) },
+    };
+    assert_eq!(
+        coll.update_one(at.clone(), go_slock)
+            .await
+            .unwrap()
+            .modified_count,
+        1
+    );
+    let go_sunlock = doc! {
+        "$inc": { "shared.count": -1 },
+        "$pull": { "shared.locks": { "lockId": "go-s" } },
+    };
+    assert_eq!(
+        coll.update_one(at.clone(), go_sunlock)
+            .await
+            .unwrap()
+            .modified_count,
+        1
+    );
+    assert_eq!(
+        store.waiters(&r).await.unwrap(),
+        before,
+        "after a Go SLock and unlock"
+    );
+    // A request that is not fair still waits behind the places; the first waiter goes.
+    let plain = store
+        .xlock(&request("turns", "late", Some(Duration::from_secs(60))))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(plain, Error::AlreadyLocked { queued: None, .. }),
+        "{plain:?}"
+    );
+    store.xlock(&fair("w1", "t1")).await.unwrap();
+    assert_eq!(store.waiters(&r).await.unwrap().len(), 1, "w2 still waits");
+    teardown(&store).await;
+}

@@ -8,11 +8,14 @@
 //! real server at a fixed instant, on a store with no takeover grace or with [`GRACE`]: `xlock`, `slock` with and without a limit, `purge`, or
 //! `renew_one` (with margins around the locks' expiry) and `unlock_one` of one lock id, or
 //! `renew_many` of several lock ids' locks on the resource (and perhaps the second
-//! resource's lock), each with its own TTL. The
+//! resource's lock), each with its own TTL; the grants also fair (with a ticket that may
+//! hold a place), on a resource whose queue holds live, dead and just-expiring places of
+//! both modes (or is missing or null), and `leave_queue` and `waiters`. The
 //! engine runs the same request on the same state (as the store's decoder reads it) at the
 //! same instant, and the two must agree on everything: grant or refusal, the new lock and its
-//! fence, which expired locks were taken over, what purge removed and which documents it
-//! deleted, which lock was renewed or released (for a batch: each lock's outcome), or why not. At least 500 cases per run; a failure is shrunk to a smallest state.
+//! fence, which expired locks were taken over, a refusal's `retry_in` and `queued`, the queue
+//! left (places taken, refreshed, removed, dead ones dropped), what purge removed and which
+//! documents it deleted, which lock was renewed or released (for a batch: each lock's outcome), or why not. At least 500 cases per run; a failure is shrunk to a smallest state.
 //!
 //! The pipeline mutants of the kill matrix (`LOCKWRIGHT_MUTANT=pipeline_…`) must fail it.
 //!
@@ -42,10 +45,12 @@ use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 /// The instant every case runs at.
 const NOW: Timestamp = Timestamp::from_millis(1_800_000_000_000);
 /// Cases per run.
-const CASES: u32 = 600;
+const CASES: u32 = 900;
 /// The seed of the cases (see the module's documentation).
 const SEED: u64 = 1;
 const IDS: [&str; 5] = ["a", "b", "c", "d", "e"];
+/// The tickets of fair requests and of the places in a resource's queue.
+const TICKETS: [&str; 4] = ["ta", "tb", "tc", "td"];
 /// The takeover grace of the store a case with `graced` runs on (the others have none).
 const GRACE: Duration = Duration::from_secs(2);
 
@@ -57,6 +62,17 @@ struct Lock {
     /// `expiresAt - NOW` in ms; `None`: no TTL.
     expires_in_ms: Option<i64>,
     fence: Option<u64>,
+}
+
+/// A place in the resource's queue.
+#[derive(Clone, Debug)]
+struct Place {
+    ticket: usize,
+    shared: bool,
+    /// How long before `NOW` it was taken.
+    age_ms: u64,
+    /// `expiresAt - NOW` in ms: dead at or below zero.
+    expires_in_ms: i64,
 }
 
 #[derive(Clone, Debug)]
@@ -71,12 +87,21 @@ enum Op {
     Xlock {
         id: usize,
         ttl: bool,
+        /// A fair request's ticket (of [`TICKETS`]).
+        fair: Option<usize>,
     },
     Slock {
         id: usize,
         ttl: bool,
         limit: Option<u32>,
+        fair: Option<usize>,
     },
+    /// `leave_queue` of a ticket on the resource.
+    LeaveQueue {
+        ticket: usize,
+    },
+    /// `waiters` of the resource.
+    Waiters,
     Purge,
     /// `renew_one` of `id`'s lock on the resource, with a renew margin.
     RenewOne {
@@ -110,7 +135,26 @@ struct Case {
     elsewhere: Option<Lock>,
     /// Run on the store with [`GRACE`], not the one without a grace.
     graced: bool,
+    /// The resource's queue (one place per ticket), live and dead places; written only in
+    /// our shape, as a missing field when empty or, with `null_queue`, as null.
+    queue: Vec<Place>,
+    null_queue: bool,
     op: Op,
+}
+
+fn place() -> impl Strategy<Value = Place> {
+    (
+        0..TICKETS.len(),
+        any::<bool>(),
+        1_u64..20_000,
+        prop::sample::select(vec![-3_000_i64, -1, 0, 1, 2_000, 5_000]),
+    )
+        .prop_map(|(ticket, shared, age_ms, expires_in_ms)| Place {
+            ticket,
+            shared,
+            age_ms,
+            expires_in_ms,
+        })
 }
 
 fn lock() -> impl Strategy<Value = Lock> {
@@ -143,10 +187,44 @@ fn case() -> impl Strategy<Value = Case> {
             Held::Shared(locks)
         }),
     ];
+    let fair = prop::option::of(0..TICKETS.len());
     let op = prop_oneof![
-        (0..IDS.len(), any::<bool>()).prop_map(|(id, ttl)| Op::Xlock { id, ttl }),
-        (0..IDS.len(), any::<bool>(), prop::option::of(1_u32..4))
-            .prop_map(|(id, ttl, limit)| Op::Slock { id, ttl, limit }),
+        (0..IDS.len(), any::<bool>(), fair.clone()).prop_map(|(id, ttl, fair)| Op::Xlock {
+            id,
+            ttl,
+            fair
+        }),
+        (
+            0..IDS.len(),
+            any::<bool>(),
+            prop::option::of(1_u32..4),
+            fair.clone()
+        )
+            .prop_map(|(id, ttl, limit, fair)| Op::Slock {
+                id,
+                ttl,
+                limit,
+                fair
+            }),
+        (0..IDS.len(), any::<bool>(), fair.clone()).prop_map(|(id, ttl, fair)| Op::Xlock {
+            id,
+            ttl,
+            fair
+        }),
+        (
+            0..IDS.len(),
+            any::<bool>(),
+            prop::option::of(1_u32..4),
+            fair
+        )
+            .prop_map(|(id, ttl, limit, fair)| Op::Slock {
+                id,
+                ttl,
+                limit,
+                fair
+            }),
+        (0..TICKETS.len()).prop_map(|ticket| Op::LeaveQueue { ticket }),
+        Just(Op::Waiters),
         Just(Op::Purge),
         (
             0..IDS.len(),
@@ -169,22 +247,33 @@ fn case() -> impl Strategy<Value = Case> {
                 }
             }),
     ];
+    let queue = prop::collection::vec(place(), 0..5).prop_map(|mut places| {
+        // One place per ticket.
+        let mut seen = std::collections::HashSet::new();
+        places.retain(|p| seen.insert(p.ticket));
+        places
+    });
     (
         held,
         prop::option::of((any::<bool>(), -3_i64..3)),
         any::<bool>(),
         prop::option::of(lock()),
         any::<bool>(),
+        (queue, any::<bool>()),
         op,
     )
-        .prop_map(|(held, last_fence, go_shape, elsewhere, graced, op)| Case {
-            held,
-            last_fence,
-            go_shape,
-            elsewhere,
-            graced,
-            op,
-        })
+        .prop_map(
+            |(held, last_fence, go_shape, elsewhere, graced, (queue, null_queue), op)| Case {
+                held,
+                last_fence,
+                go_shape,
+                elsewhere,
+                graced,
+                queue: if go_shape { Vec::new() } else { queue },
+                null_queue,
+                op,
+            },
+        )
 }
 
 fn date(t: i64) -> Bson {
@@ -234,6 +323,23 @@ fn document(resource: &str, held: &Held, c: &Case) -> Document {
         };
         d.insert("lastFence", (base + k).max(0));
     }
+    if resource == "r" && !c.queue.is_empty() {
+        let places: Vec<Bson> = c
+            .queue
+            .iter()
+            .map(|p| {
+                Bson::Document(doc! {
+                    "ticket": TICKETS[p.ticket],
+                    "mode": if p.shared { "shared" } else { "exclusive" },
+                    "queuedAt": date(now_ms() - i64::try_from(p.age_ms).unwrap()),
+                    "expiresAt": date(now_ms() + p.expires_in_ms),
+                })
+            })
+            .collect();
+        d.insert("queue", places);
+    } else if resource == "r" && !c.go_shape && c.null_queue {
+        d.insert("queue", Bson::Null);
+    }
     d
 }
 
@@ -245,10 +351,13 @@ fn ten_seconds() -> Ttl {
     Ttl::new(Duration::from_secs(10)).unwrap()
 }
 
-fn request(id: usize, ttl: bool) -> LockRequest {
+fn request(id: usize, ttl: bool, fair: Option<usize>) -> LockRequest {
     let mut details = LockDetails::new();
     if ttl {
         details.ttl = Some(Duration::from_secs(10));
+    }
+    if let Some(t) = fair {
+        details = details.queue(TICKETS[t], Duration::from_secs(3));
     }
     LockRequest::new("r", IDS[id], &details).unwrap()
 }
@@ -258,8 +367,12 @@ fn request(id: usize, ttl: bool) -> LockRequest {
 #[derive(Debug, PartialEq)]
 enum Outcome {
     Locks(Vec<LockStatus>),
-    /// A refusal, with when the rule would allow the request.
-    Refused(Option<Duration>),
+    /// A refusal, with when the rule would allow the request, and a fair request's place.
+    Refused(Option<Duration>, Option<u32>),
+    /// Whether `leave_queue` found a place.
+    Left(bool),
+    /// The live places `waiters` reported.
+    Waiters(Vec<lockwright_engine::Waiter>),
     NotFound,
     NotRenewable(Vec<LockStatus>),
     /// A batch's outcome for each lock, in order.
@@ -269,7 +382,9 @@ enum Outcome {
 fn outcome(result: Result<Vec<LockStatus>, Error>) -> Result<Outcome, TestCaseError> {
     match result {
         Ok(locks) => Ok(Outcome::Locks(locks)),
-        Err(Error::AlreadyLocked { retry_in, .. }) => Ok(Outcome::Refused(retry_in)),
+        Err(Error::AlreadyLocked {
+            retry_in, queued, ..
+        }) => Ok(Outcome::Refused(retry_in, queued)),
         Err(Error::LockNotFound) => Ok(Outcome::NotFound),
         Err(Error::NotRenewable { locks }) => Ok(Outcome::NotRenewable(locks)),
         Err(e) => Err(TestCaseError::fail(format!("unexpected error: {e:?}"))),
@@ -332,15 +447,44 @@ async fn check(stores: &[MongoStore; 2], c: &Case) -> Result<(), TestCaseError> 
         return Ok(());
     }
     let (server, engine) = match &c.op {
-        Op::Xlock { id, ttl } => {
-            let r = request(*id, *ttl);
+        Op::LeaveQueue { ticket } => {
+            let ticket = LockId::new(TICKETS[*ticket]).unwrap();
+            let server = store.leave_queue(&resource(), &ticket).await;
+            let server = server.map_err(|e| TestCaseError::fail(format!("leave_queue: {e:?}")))?;
+            let engine = table.leave_queue(&resource(), &ticket, NOW);
+            prop_assert_eq!(Outcome::Left(server), Outcome::Left(engine), "the decision");
+            prop_assert_eq!(snapshot(store).await, table, "the documents afterwards");
+            return Ok(());
+        }
+        Op::Waiters => {
+            let server = store.waiters(&resource()).await;
+            let server = server.map_err(|e| TestCaseError::fail(format!("waiters: {e:?}")))?;
+            let engine: Vec<lockwright_engine::Waiter> = table
+                .resource(&resource())
+                .map(|s| s.waiters(NOW).map(Into::into).collect())
+                .unwrap_or_default();
+            prop_assert_eq!(
+                Outcome::Waiters(server),
+                Outcome::Waiters(engine),
+                "the waiters"
+            );
+            prop_assert_eq!(snapshot(store).await, table, "the documents afterwards");
+            return Ok(());
+        }
+        Op::Xlock { id, ttl, fair } => {
+            let r = request(*id, *ttl, *fair);
             (
                 store.xlock(&r).await.map(|l| vec![l]),
                 table.xlock(&r, NOW).map(|l| vec![l]),
             )
         }
-        Op::Slock { id, ttl, limit } => {
-            let r = request(*id, *ttl);
+        Op::Slock {
+            id,
+            ttl,
+            limit,
+            fair,
+        } => {
+            let r = request(*id, *ttl, *fair);
             let limit = limit.map(|m| SharedLimit::new(m).unwrap());
             (
                 store.slock(&r, limit).await.map(|l| vec![l]),

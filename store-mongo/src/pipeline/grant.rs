@@ -3,12 +3,13 @@
 
 use mongodb::bson::{Bson, Document, doc};
 
-use lockwright_engine::{LockId, LockRequest, SharedLimit};
+use lockwright_engine::{LockId, LockRequest, Mode, SharedLimit};
 
+use super::queue;
 use super::{Clocks, NOW_FIELD, in_any_lock, is_held, literal, shared_locks, valid};
 use crate::schema::{
     ACQUIRED, COMMENT, CREATED_AT, EXCLUSIVE, EXPIRES_AT, FENCE, HOST, LAST_FENCE, LAST_GRANT,
-    LOCK_ID, OWNER, RENEWED_AT, RESOURCE, SHARED, empty_exclusive,
+    LAST_LEAVE, LOCK_ID, OWNER, QUEUE, RENEWED_AT, RESOURCE, SHARED, empty_exclusive,
 };
 
 fn opt_literal(value: Option<&String>) -> Bson {
@@ -67,30 +68,57 @@ const NEW_FENCE: &str = "$$fence";
 /// resource is inserted, and the server retries insert races itself), and the pipeline is
 /// one `$replaceWith` that decides and applies: with `$let` it tests that the document is
 /// one the rules can decide on (`valid`), computes the held shared locks once (`live`: the
-/// rule and the install both read them), decides the rule with `now` and the grace, and
-/// only where it allows computes the fence and merges the grant into the document: the
-/// fence counter, the takeover of abandoned locks, the new lock, and `grant_id` in `lastGrant` so the
-/// caller can tell its grant from a refusal. A refusal replaces the document by itself,
-/// which MongoDB treats as no write at all. No temporary field is written, so no stored
-/// field is touched by a refusal, whatever its name.
+/// rule and the install both read them) and the live places of the queue (`places`) and
+/// those ahead of the request's own (`ahead`), decides the rule with `now` and the grace,
+/// and only where it allows computes the fence and merges the grant into the document: the
+/// fence counter, the takeover of abandoned locks, the new lock, the queue without the
+/// winner's place and the dead ones, and `grant_id` in `lastGrant` so the caller can tell
+/// its grant from a refusal. A refusal of a request that is not fair replaces the document
+/// by itself, which MongoDB treats as no write at all; a fair request's refusal writes the
+/// queue alone (its place taken or refreshed, the dead places dropped), unless the
+/// document already carries this request's grant (an earlier attempt of it was applied:
+/// its place is gone with the grant, and must not come back). No temporary field is
+/// written, so no other stored field is touched by a refusal, whatever its name.
 ///
 /// A resource whose fence counter is at the top of the 64-bit range is refused (the
-/// caller reports it as malformed at `lastFence`) before its fence could overflow.
+/// caller reports it as malformed at `lastFence`) before its fence could overflow, and
+/// takes no place in its queue.
 fn grant(
     request: &LockRequest,
+    mode: Mode,
     rule: Bson,
     install: Document,
     grant_id: &Bson,
     clocks: &Clocks,
 ) -> (Document, Vec<Document>) {
+    let ticket = request.fair.as_ref();
     let mut changes = install;
     changes.insert(LAST_FENCE, NEW_FENCE);
     changes.insert(LAST_GRANT, grant_id.clone());
+    changes.insert(
+        QUEUE,
+        queue::set_queue(queue::after_grant(ticket.map(|t| &t.id))),
+    );
     let apply = doc! { "$let": {
         "vars": { "fence": next_fence(clocks) },
         "in": { "$mergeObjects": [ "$$ROOT", changes ] },
     } };
     let room = doc! { "$lt": [ { "$ifNull": [ "$lastFence", 0_i64 ] }, i64::MAX ] };
+    let refused = match ticket {
+        None => Bson::String("$$ROOT".to_owned()),
+        Some(t) => {
+            let ttl_ms = i64::try_from(t.ttl.as_millis()).unwrap_or(i64::MAX);
+            let enqueue = doc! { "$mergeObjects": [ "$$ROOT", {
+                QUEUE: queue::enqueued(&t.id, ttl_ms, mode, clocks),
+            } ] };
+            let takes_place = doc! { "$and": [
+                "$$valid",
+                room.clone(),
+                { "$ne": [ format!("${LAST_GRANT}"), grant_id.clone() ] },
+            ] };
+            Bson::Document(doc! { "$cond": [ takes_place, enqueue, "$$ROOT" ] })
+        }
+    };
     // `$and` stops at the first false operand and `$cond` evaluates only the branch it
     // takes: nothing that could fail on a wrong type is computed on a document that is not
     // valid, and no fence is computed for a refusal.
@@ -98,8 +126,14 @@ fn grant(
     let body = doc! { "$let": {
         "vars": { "valid": valid() },
         "in": { "$let": {
-            "vars": { "live": { "$cond": [ "$$valid", held_shared(clocks), [] ] } },
-            "in": { "$cond": [ decided, apply, "$$ROOT" ] },
+            "vars": {
+                "live": { "$cond": [ "$$valid", held_shared(clocks), [] ] },
+                "places": { "$cond": [ "$$valid", queue::live_places(clocks), [] ] },
+            },
+            "in": { "$let": {
+                "vars": { "ahead": queue::ahead(ticket.map(|t| &t.id)) },
+                "in": { "$cond": [ decided, apply, refused ] },
+            } },
         } },
     } };
     (
@@ -121,12 +155,13 @@ pub(crate) fn xlock(
     if !mutated!(PipelineExclusiveIgnoresShared) {
         rule.push(Bson::Document(doc! { "$eq": [ { "$size": LIVE }, 0 ] }));
     }
+    rule.push(queue::exclusive_allows());
     let rule = Bson::Document(doc! { "$and": rule });
     let install = doc! {
         EXCLUSIVE: new_lock(request, &clocks.now),
         SHARED: { "$literal": { "count": 0, "locks": [] } },
     };
-    grant(request, rule, install, grant_id, clocks)
+    grant(request, Mode::Exclusive, rule, install, grant_id, clocks)
 }
 
 /// The shared grant: no held exclusive lock, no held lock of this lock id, and (with a
@@ -145,11 +180,13 @@ pub(crate) fn slock(
             format!("{live}.{LOCK_ID}"),
         ] } ] }),
     ];
-    if let Some(m) = limit.filter(|_| !mutated!(PipelineSharedIgnoresLimit)) {
+    let limit = limit.filter(|_| !mutated!(PipelineSharedIgnoresLimit));
+    if let Some(m) = limit {
         conditions.push(Bson::Document(
             doc! { "$lt": [ { "$size": live }, i64::from(m.get()) ] },
         ));
     }
+    conditions.push(queue::shared_allows(limit, live));
     let install = doc! {
         EXCLUSIVE: { "$literal": empty_exclusive() },
         SHARED: {
@@ -159,6 +196,7 @@ pub(crate) fn slock(
     };
     grant(
         request,
+        Mode::Shared,
         Bson::Document(doc! { "$and": conditions }),
         install,
         grant_id,
@@ -278,5 +316,8 @@ pub(crate) fn grant_projection(now: &Bson) -> Document {
 
 /// The projection of a one-lock operation: the whole document, and the `now` it ran at.
 pub(crate) fn with_now(now: &Bson) -> Document {
-    doc! { NOW_FIELD: now.clone(), RESOURCE: 1, EXCLUSIVE: 1, SHARED: 1, LAST_FENCE: 1 }
+    doc! {
+        NOW_FIELD: now.clone(), RESOURCE: 1, EXCLUSIVE: 1, SHARED: 1, LAST_FENCE: 1, QUEUE: 1,
+        LAST_LEAVE: 1,
+    }
 }

@@ -187,9 +187,10 @@ pub(crate) fn purge_batch(ids: &[LockId], t: Timestamp) -> Vec<Document> {
     remove_where(doomed_exclusive, doomed("$$this"))
 }
 
-/// Purge, phase three: documents with no lock whose fence counter is below the fence floor
-/// (an expression: the cluster time's, or a fixed one) when the server deletes them.
-pub(crate) fn deletable(floor: &Bson) -> Document {
+/// Purge, phase three: documents with no lock and no live place in their queue at `now`,
+/// whose fence counter is below the fence floor (both expressions: the server's clock and
+/// the cluster time's floor, or fixed ones) when the server deletes them.
+pub(crate) fn deletable(floor: &Bson, now: &Bson) -> Document {
     let below = doc! { "$or": [
         { "$eq": [ { "$ifNull": [ format!("${LAST_FENCE}"), Bson::Null ] }, Bson::Null ] },
         { "$lt": [ format!("${LAST_FENCE}"), floor.clone() ] },
@@ -199,7 +200,7 @@ pub(crate) fn deletable(floor: &Bson) -> Document {
         "shared.locks.0": { "$exists": false },
         // Nothing malformed is deleted: a document the rules cannot read is left as it is;
         // `valid` comes first, so the comparison only meets a number.
-        "$expr": { "$and": [ valid(), below ] },
+        "$expr": { "$and": [ valid(), below, { "$not": [ super::queue::has_live_place(now) ] } ] },
     };
     if mutated!(PipelinePurgeDeletesHeld) {
         deletable.remove("exclusive.acquired");

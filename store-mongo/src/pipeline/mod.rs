@@ -32,6 +32,7 @@ macro_rules! mutated {
 mod filter;
 mod grant;
 mod group;
+mod queue;
 
 pub(crate) use filter::status_prefilter;
 pub(crate) use grant::{
@@ -40,6 +41,7 @@ pub(crate) use grant::{
 pub(crate) use group::{
     batch_filter, deletable, expired_groups, group_filter, purge_batch, renew, renew_pairs, unlock,
 };
+pub(crate) use queue::{dead_places_at, drop_dead, leave};
 
 /// The server's clock inside a pipeline.
 pub(crate) const SERVER_NOW: &str = "$$NOW";
@@ -196,6 +198,7 @@ pub(crate) fn valid() -> Bson {
         shared,
         { "$not": [ { "$and": [ { "$eq": [ "$exclusive.acquired", true ] }, { "$gt": [ n, 0 ] } ] } ] },
         fence,
+        queue::valid_queue(),
     ] })
 }
 

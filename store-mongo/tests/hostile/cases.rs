@@ -118,6 +118,7 @@ pub(crate) fn cases() -> Vec<Case> {
     .into_iter()
     .chain(exclusive_cases(t0_ms))
     .chain(shared_cases())
+    .chain(queue_cases())
     .chain([
         // `lastFence`
         case(
@@ -367,4 +368,165 @@ pub(crate) fn cases() -> Vec<Case> {
         .limits(&[9_000, 9_001, 0]),
     );
     all
+}
+
+/// A place in a queue: `ticket` in `mode`, taken at `T0 + queued` s, lapsing at
+/// `T0 + expires` s.
+fn place(ticket: &str, mode: &str, queued: i64, expires: i64) -> Document {
+    doc! { "ticket": ticket, "mode": mode, "queuedAt": at(queued), "expiresAt": at(expires) }
+}
+
+/// Three places: a live exclusive one, a dead shared one, a live shared one.
+fn places() -> Vec<Document> {
+    vec![
+        place("t-1", "exclusive", -5, 3_600),
+        place("t-2", "shared", -4, -1),
+        place("t-3", "shared", -3, 3_600),
+    ]
+}
+
+/// Inputs breaking `queue` (the places of fair waiters): its type, each field of a place,
+/// a ticket twice; and good queues (live and dead places, null, empty) beside free and held
+/// locks, which grants must wait behind and purge must keep.
+pub(crate) fn queue_cases() -> Vec<Case> {
+    let free = |r: &str| shared_doc(r, vec![]);
+    let queued = |d: Document| with(d, "queue", array(places()));
+    vec![
+        case(
+            "queue-string",
+            with(x("queue-string", "g-q-s"), "queue", "t-1"),
+        ),
+        case(
+            "queue-document",
+            with(
+                x("queue-document", "g-q-d"),
+                "queue",
+                doc! { "0": place("t-1", "shared", -1, 60) },
+            ),
+        ),
+        case("queue-int", with(free("queue-int"), "queue", 3)),
+        case(
+            "queue.0-not-a-document",
+            with(
+                free("queue-0-int"),
+                "queue",
+                Bson::Array(vec![Bson::Int32(1)]),
+            ),
+        ),
+        case(
+            "queue.1-an-array",
+            with(
+                free("queue-1-array"),
+                "queue",
+                Bson::Array(vec![
+                    Bson::Document(place("t-1", "shared", -1, 60)),
+                    Bson::Array(vec![Bson::Document(place("t-2", "shared", -1, 60))]),
+                ]),
+            ),
+        ),
+        case(
+            "queue.0.ticket-missing",
+            without(queued(free("q-ticket-missing")), "queue.0.ticket"),
+        ),
+        case(
+            "queue.0.ticket-int",
+            with(queued(free("q-ticket-int")), "queue.0.ticket", 7),
+        ),
+        case(
+            "queue.0.ticket-null",
+            with(
+                queued(x("q-ticket-null", "g-q-tn")),
+                "queue.0.ticket",
+                Bson::Null,
+            ),
+        ),
+        case(
+            "queue.1.mode-unknown",
+            with(queued(free("q-mode-unknown")), "queue.1.mode", "both"),
+        ),
+        case(
+            "queue.1.mode-bool",
+            with(queued(free("q-mode-bool")), "queue.1.mode", true),
+        ),
+        case(
+            "queue.1.mode-missing",
+            without(queued(x("q-mode-missing", "g-q-mm")), "queue.1.mode"),
+        ),
+        case(
+            "queue.2.queuedAt-string",
+            with(queued(free("q-queued-string")), "queue.2.queuedAt", "now"),
+        ),
+        case(
+            "queue.2.queuedAt-null",
+            with(
+                queued(free("q-queued-null")),
+                "queue.2.queuedAt",
+                Bson::Null,
+            ),
+        ),
+        case(
+            "queue.2.expiresAt-missing",
+            without(queued(free("q-expires-missing")), "queue.2.expiresAt"),
+        ),
+        case(
+            "queue.2.expiresAt-int",
+            with(
+                queued(x("q-expires-int", "g-q-ei")),
+                "queue.2.expiresAt",
+                5_i64,
+            ),
+        ),
+        case(
+            "queue.2.expiresAt-null",
+            with(
+                queued(free("q-expires-null")),
+                "queue.2.expiresAt",
+                Bson::Null,
+            ),
+        ),
+        case(
+            "queue-ticket-twice",
+            with(queued(free("q-ticket-twice")), "queue.2.ticket", "t-1"),
+        ),
+        case(
+            "queue-ticket-twice-one-dead",
+            with(
+                queued(s("q-ticket-twice-dead", &["g-q-td"])),
+                "queue.1.ticket",
+                "t-3",
+            ),
+        ),
+        case(
+            "queue-in-a-malformed-document",
+            with(queued(x("q-bad-doc", "g-q-bd")), "shared.count", 3),
+        ),
+        // Good queues.
+        case("queue-null", with(free("queue-null"), "queue", Bson::Null)),
+        case(
+            "queue-empty",
+            with(x("queue-empty", "g-q-e"), "queue", Bson::Array(vec![])),
+        ),
+        case("queue-on-a-free-resource", queued(free("q-free"))),
+        case(
+            "queue-of-dead-places-only",
+            with(
+                free("q-dead"),
+                "queue",
+                array(vec![place("t-9", "exclusive", -9, -1)]),
+            ),
+        ),
+        case(
+            "queue-behind-an-expired-lock",
+            queued(exclusive_doc("q-expired", lock("g-q-x", -20, Some(-1)))),
+        ),
+        case(
+            "queue-behind-shared-locks",
+            queued(s("q-shared", &["g-q-s1", "g-q-s2"])),
+        )
+        .limits(&[2, 3, 4, 0]),
+        case(
+            "queue-with-extra-fields-in-places",
+            with(queued(free("q-extra")), "queue.0.note", "kept"),
+        ),
+    ]
 }

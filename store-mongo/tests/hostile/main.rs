@@ -28,7 +28,10 @@
 //! decomposed `é`), which must stay distinct resources; what the Go library may write (empty
 //! and 300-byte lock ids, a 5,000-byte owner, a 600-byte or empty resource, `exclusive:
 //! {acquired: false}` alone, locks without `fence`, documents without `lastFence`); field
-//! names the store's own pipelines use; strings that are not UTF-8.
+//! names the store's own pipelines use; strings that are not UTF-8; queues of fair waiters
+//! that are not arrays, places that are not documents, a ticket, mode, `queuedAt` or
+//! `expiresAt` missing or of the wrong type, an unknown mode, a ticket twice; and good
+//! queues (null, empty, dead places only, live places on a free or held resource).
 //!
 //! All mismatches are collected and reported together at the end, after the one-line
 //! summary; `HOSTILE_TRACE=1` prints every operation's outcome and each input's duration.

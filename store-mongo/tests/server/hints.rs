@@ -106,3 +106,102 @@ async fn hints_name_releases_and_grants_of_documents_a_refusal_read() {
     teardown(&a).await;
     other.shutdown().await;
 }
+
+/// A fair request on `resource` for `lock_id`, whose place `ticket` lasts `lease`.
+fn fair(resource: &str, lock_id: &str, ticket: &str, lease: Duration) -> LockRequest {
+    let details = LockDetails::new()
+        .ttl(Duration::from_secs(30))
+        .queue(ticket, lease);
+    LockRequest::new(resource, lock_id, &details).unwrap()
+}
+
+/// The queue of fair waiters: a waiter taking its place, keeping it (a new lease, a new
+/// mode), or taking one while dead places are dropped writes the queue alone and hints
+/// nothing (it would wake every waiter at every attempt); a waiter leaving hints `Freed`,
+/// wherever its place was. Each silence is shown by the next hint being one on another
+/// resource (the stream keeps the order of writes).
+#[tokio::test]
+async fn queue_places_hint_only_when_a_waiter_leaves() {
+    let a = fresh_store(None).await;
+    let ns = a.collection().namespace();
+    let other = Client::with_options(options().await).unwrap();
+    let b = MongoStore::from_collection(other.database(&ns.db).collection(&ns.coll));
+    let (r, r2) = (Resource::new("r").unwrap(), Resource::new("r2").unwrap());
+    let long = Duration::from_secs(30);
+    a.xlock(&request("r", "holder", for_secs(30)))
+        .await
+        .unwrap();
+    a.xlock(&request("r2", "x2", for_secs(30))).await.unwrap();
+    let first = b.xlock(&fair("r", "w1", "t1", long)).await.unwrap_err();
+    assert!(
+        matches!(
+            first,
+            Error::AlreadyLocked {
+                queued: Some(0),
+                ..
+            }
+        ),
+        "{first:?}"
+    );
+    b.xlock(&request("r2", "y", for_secs(30)))
+        .await
+        .unwrap_err();
+    let mut hints = b.hints().expect("a replica set has change streams");
+    assert_eq!(next(&mut hints).await, Hint::Missed);
+    a.unlock_one(&r2, &id("x2")).await.unwrap();
+    assert_eq!(next(&mut hints).await, Hint::Freed(r2.clone()));
+
+    // A place appended, a place refreshed, a place refreshed with another mode.
+    b.xlock(&fair("r", "w2", "t2", long)).await.unwrap_err();
+    b.xlock(&fair("r", "w1", "t1", long)).await.unwrap_err();
+    b.slock(&fair("r", "w1", "t1", long), None)
+        .await
+        .unwrap_err();
+    b.xlock(&request("r2", "y", for_secs(30))).await.unwrap();
+    assert_eq!(
+        next(&mut hints).await,
+        Hint::Taken(r2.clone()),
+        "taking and keeping places hinted nothing"
+    );
+
+    // A place whose lease runs out, dropped by the next waiter's write.
+    b.xlock(&fair("r", "w3", "t3", Duration::from_millis(100)))
+        .await
+        .unwrap_err();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let fourth = b.xlock(&fair("r", "w4", "t4", long)).await.unwrap_err();
+    assert!(
+        matches!(
+            fourth,
+            Error::AlreadyLocked {
+                queued: Some(2),
+                ..
+            }
+        ),
+        "t1 and t2 ahead, t3 dropped: {fourth:?}"
+    );
+    b.unlock(&id("y")).await.unwrap();
+    assert_eq!(
+        next(&mut hints).await,
+        Hint::Freed(r2.clone()),
+        "a place taken while a dead one was dropped hinted nothing"
+    );
+
+    // Leaving: from the middle, from the front, then a ticket without a place.
+    assert!(b.leave_queue(&r, &id("t2")).await.unwrap());
+    assert_eq!(next(&mut hints).await, Hint::Freed(r.clone()), "t2 left");
+    assert!(b.leave_queue(&r, &id("t1")).await.unwrap());
+    assert_eq!(next(&mut hints).await, Hint::Freed(r.clone()), "t1 left");
+    assert!(!b.leave_queue(&r, &id("t1")).await.unwrap());
+    a.xlock(&request("r2", "x2", for_secs(30))).await.unwrap();
+    assert_eq!(
+        next(&mut hints).await,
+        Hint::Taken(r2.clone()),
+        "leaving without a place hinted nothing"
+    );
+    assert_eq!(b.waiters(&r).await.unwrap().len(), 1, "t4 waits");
+
+    drop(hints);
+    teardown(&a).await;
+    other.shutdown().await;
+}

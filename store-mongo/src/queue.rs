@@ -1,0 +1,71 @@
+//! The queue of fair waiters: `leave_queue` (one `findAndModify`) and `waiters` (one
+//! aggregation, with the server's `now`). The grants take, refresh and remove places in
+//! their own pipelines (`pipeline::grant`), and purge drops the dead ones.
+
+use mongodb::bson::oid::ObjectId;
+use mongodb::bson::{Bson, Document, RawDocumentBuf, doc};
+use mongodb::options::ReturnDocument;
+
+use lockwright_engine::{Error, LockId, Resource, Waiter};
+
+use crate::one_lock::Modified;
+use crate::read::{CURSOR_BATCH, Read, all_rows, lossy};
+use crate::{MongoStore, pipeline, schema};
+
+/// `leave_queue`: removes `ticket`'s place in `resource`'s queue, and the dead places, in
+/// one `findAndModify`; `Ok(true)` when it had a place. The update writes a fresh
+/// `lastLeave` when it removes the place, so the document it returns tells (a retry of an
+/// applied attempt too) and the change stream hints `Freed` to the waiters behind.
+///
+/// # Errors
+/// `Malformed` when the resource's document cannot be decided on (it is left as it is);
+/// `Backend` when the server fails.
+pub(crate) async fn leave_queue(
+    store: &MongoStore,
+    resource: &Resource,
+    ticket: &LockId,
+) -> Result<bool, Error> {
+    let op = "leave_queue";
+    let leave_id = Bson::ObjectId(ObjectId::new());
+    let update = pipeline::leave(ticket, &leave_id, &store.clocks());
+    let filter = doc! { schema::RESOURCE: resource.as_str() };
+    let doc = match store
+        .modify_one(op, resource, filter, update, ReturnDocument::After)
+        .await?
+    {
+        Modified::Reply(doc) | Modified::Reread(doc) => doc,
+        Modified::Nothing => return Ok(false),
+    };
+    // A document the rules cannot decide on was left as it was: say so.
+    schema::decode(&doc)?;
+    Ok(doc.get(schema::LAST_LEAVE) == Some(&leave_id))
+}
+
+/// `waiters`: the live places of `resource`'s queue at the server's `now`, in order.
+///
+/// # Errors
+/// `Malformed` when the resource's document cannot be decided on; `Backend` when the server
+/// fails.
+pub(crate) async fn waiters(store: &MongoStore, resource: &Resource) -> Result<Vec<Waiter>, Error> {
+    let op = "waiters";
+    store.ready(op).await?;
+    let filter = doc! { schema::RESOURCE: resource.as_str() };
+    let aggregate = store
+        .coll
+        .aggregate(pipeline::read_with_now(filter, &store.now_expr()))
+        .with_type::<RawDocumentBuf>()
+        .batch_size(CURSOR_BATCH);
+    let docs = all_rows(op, aggregate)
+        .await?
+        .iter()
+        .map(|raw| lossy(op, raw))
+        .collect::<Result<Vec<Document>, _>>()?;
+    let read = Read::from_docs(&docs, store.grace);
+    if let Some(m) = read.skipped.into_iter().next() {
+        return Err(m.into());
+    }
+    let (Some(now), Some(state)) = (read.now, read.table.resource(resource)) else {
+        return Ok(Vec::new());
+    };
+    Ok(state.waiters(now).map(Waiter::from).collect())
+}
