@@ -54,10 +54,10 @@ pub enum Error {
         /// the store cannot tell.
         retry_in: Option<std::time::Duration>,
         /// For a fair request: its place in the resource's queue, which the refusal took or
-        /// kept, as the number of live waiters ahead of it that it must let go first
-        /// (`Some(0)`: nobody; see `lockwright_engine::queue`). `None` for a request that
-        /// is not fair, or when the store cannot tell.
-        queued: Option<u32>,
+        /// kept: how many live waiters ahead of it it must let go first, as of which grant
+        /// (see `lockwright_engine::queue`). `None` for a request that is not fair, or when
+        /// the store cannot tell.
+        queued: Option<crate::queue::Queued>,
     },
     /// The lock id holds no lock: it was released, purged, taken over after it expired, or
     /// never granted. Retrying cannot help: the locks are gone.

@@ -56,7 +56,7 @@ pub use lock::{
 };
 pub use names::{LockId, Resource};
 pub use port::{Hint, HintStream, LockStore};
-pub use queue::{QueueEntry, Ticket, Waiter};
+pub use queue::{QueueEntry, Queued, Ticket, Waiter};
 pub use rules::{DEFAULT_TAKEOVER_GRACE, MAX_TAKEOVER_GRACE, check_takeover_grace};
 pub use table::{LockTable, ResourceState};
 pub use time::{LocalMs, ManualClock, Timestamp, Ttl};

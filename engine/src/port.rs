@@ -112,9 +112,11 @@ pub enum Hint {
     /// Locks on the resource were released, purged or replaced: its waiters may now be
     /// granted.
     Freed(Resource),
-    /// The resource was granted to somebody: waiters about to act on an earlier `Freed`
-    /// can go back to waiting.
-    Taken(Resource),
+    /// The resource was granted to somebody, with this fence when the store knows it:
+    /// waiters about to act on an earlier `Freed` can go back to waiting, and a fair waiter
+    /// moves one place forward (the fence tells a grant its place already counted from a
+    /// later one).
+    Taken(Resource, Option<u64>),
     /// Hints may have been lost (a subscription began, the stream reopened or fell
     /// behind): every waiter asks again once.
     Missed,

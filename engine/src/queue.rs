@@ -105,6 +105,18 @@ impl QueueEntry {
     }
 }
 
+/// A fair request's place as its refusal reports it (`Error::AlreadyLocked::queued`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Queued {
+    /// The live places ahead of it that it must let go first: every place ahead for an
+    /// exclusive request or a limited shared one, the exclusive places ahead for a shared
+    /// one without a limit. 0: nobody.
+    pub ahead: u32,
+    /// The resource's last fence when the store decided: grants with a higher fence came
+    /// after the refusal (their places are counted in `ahead`).
+    pub fence: u64,
+}
+
 /// What a waiter reports about the others: one live place of a resource's queue, without
 /// its ticket.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -183,6 +195,15 @@ impl ResourceState {
     /// How many live places ahead of the request's own conflict with `rule` (every place
     /// for an exclusive request or a limited shared one, the exclusive places for a shared
     /// one without a limit): what a refusal reports as the waiter's place.
+    #[must_use]
+    pub fn queued(&self, rule: &Rule<'_>, now: Timestamp) -> Queued {
+        Queued {
+            ahead: self.conflicting_ahead(rule, now),
+            fence: self.last_fence,
+        }
+    }
+
+    /// See [`ResourceState::queued`].
     #[must_use]
     pub fn conflicting_ahead(&self, rule: &Rule<'_>, now: Timestamp) -> u32 {
         let n = match rule {
@@ -279,7 +300,7 @@ mod tests {
 
     fn ahead_of(e: Error) -> Option<u32> {
         match e {
-            Error::AlreadyLocked { queued, .. } => queued,
+            Error::AlreadyLocked { queued, .. } => queued.map(|q| q.ahead),
             other => panic!("not a refusal: {other}"),
         }
     }
@@ -384,7 +405,7 @@ mod tests {
         // b's place lives until 3,000 ms: c may go then.
         let e = t.xlock(&fair("c", "tc"), at(10)).unwrap_err();
         assert!(
-            matches!(e, Error::AlreadyLocked { retry_in: Some(d), queued: Some(1), .. } if d == Duration::from_millis(2_990))
+            matches!(e, Error::AlreadyLocked { retry_in: Some(d), queued: Some(Queued { ahead: 1, .. }), .. } if d == Duration::from_millis(2_990))
         );
     }
 }

@@ -448,7 +448,7 @@ impl LockModel {
                 resource: r,
                 mode,
                 ticket: ticket_id,
-                queued,
+                queued: queued.map(|q| q.ahead),
             },
             Err(other) => panic!("lock failed unexpectedly: {other}"),
         }

@@ -40,12 +40,12 @@ impl Notifier {
         }
     }
 
-    /// Tells every subscriber that `resource` was granted.
-    pub(crate) fn taken(&self, resource: &Resource) {
+    /// Tells every subscriber that `resource` was granted, with `fence`.
+    pub(crate) fn taken(&self, resource: &Resource, fence: u64) {
         if self.count.load(Ordering::Acquire) == 0 {
             return;
         }
-        self.send(&Hint::Taken(resource.clone()));
+        self.send(&Hint::Taken(resource.clone(), Some(fence)));
     }
 
     fn send(&self, hint: &Hint) {

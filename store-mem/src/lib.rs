@@ -161,8 +161,8 @@ impl LockStore for MemStore {
         let _span = tracing::debug_span!("mem.xlock", resource = %request.resource).entered();
         let granted =
             lock(self.shard_of(request.resource.as_str())).xlock(request, self.clock.now());
-        if granted.is_ok() {
-            self.notifier.taken(&request.resource);
+        if let Ok(g) = &granted {
+            self.notifier.taken(&request.resource, g.fence);
         }
         granted
     }
@@ -171,8 +171,8 @@ impl LockStore for MemStore {
         let _span = tracing::debug_span!("mem.slock", resource = %request.resource).entered();
         let granted =
             lock(self.shard_of(request.resource.as_str())).slock(request, limit, self.clock.now());
-        if granted.is_ok() {
-            self.notifier.taken(&request.resource);
+        if let Ok(g) = &granted {
+            self.notifier.taken(&request.resource, g.fence);
         }
         granted
     }

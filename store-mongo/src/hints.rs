@@ -30,7 +30,7 @@ use tokio::time::Instant;
 use tokio_stream::wrappers::BroadcastStream;
 
 use crate::failure::MongoFailure;
-use crate::schema::LAST_GRANT;
+use crate::schema::{LAST_FENCE, LAST_GRANT};
 use crate::setup::command_code;
 
 /// Hints a subscriber may fall behind by before it gets `Missed` instead.
@@ -216,6 +216,7 @@ pub(crate) fn pipeline() -> Vec<Document> {
         doc! { "$project": {
             "_id": 1, "operationType": 1, "ns": 1, "documentKey._id": 1,
             "granted": { "$ne": [{ "$type": granted }, "missing"] },
+            "fence": format!("{description}.updatedFields.{LAST_FENCE}"),
         } },
     ]
 }
@@ -226,8 +227,14 @@ fn hint_of(event: &Document, ids: &HashMap<String, Resource>) -> Option<Hint> {
     let resource = ids.get(&id.to_string())?.clone();
     let granted = event.get_str("operationType") == Ok("update")
         && event.get_bool("granted").unwrap_or(false);
+    // A grant sets the fence counter to the new lock's fence.
+    let fence = match event.get("fence") {
+        Some(Bson::Int64(f)) => u64::try_from(*f).ok(),
+        Some(Bson::Int32(f)) => u64::try_from(*f).ok(),
+        _ => None,
+    };
     Some(if granted {
-        Hint::Taken(resource)
+        Hint::Taken(resource, fence)
     } else {
         Hint::Freed(resource)
     })
@@ -314,7 +321,7 @@ mod tests {
         );
         assert_eq!(
             hint_of(&event("update", 1, true), &ids),
-            Some(Hint::Taken(r.clone()))
+            Some(Hint::Taken(r.clone(), None))
         );
         assert_eq!(
             hint_of(&event("delete", 1, false), &ids),

@@ -35,7 +35,7 @@ enum Granted {
     /// request's place in the queue.
     No {
         retry_in: Option<std::time::Duration>,
-        queued: Option<u32>,
+        queued: Option<lockwright_engine::Queued>,
     },
 }
 
@@ -282,7 +282,7 @@ fn decide_grant(
     let retry_in = now.and_then(|now| state.free_in(rule, now, grace));
     let queued = now
         .filter(|_| request.fair.is_some())
-        .map(|now| state.conflicting_ahead(rule, now));
+        .map(|now| state.queued(rule, now));
     Ok(Granted::No { retry_in, queued })
 }
 

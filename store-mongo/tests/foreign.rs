@@ -547,7 +547,7 @@ async fn a_queue_survives_a_go_clients_lock_and_unlock() {
         matches!(
             refused,
             Error::AlreadyLocked {
-                queued: Some(0),
+                queued: Some(lockwright_engine::Queued { ahead: 0, .. }),
                 ..
             }
         ),

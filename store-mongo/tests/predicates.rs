@@ -368,7 +368,7 @@ fn request(id: usize, ttl: bool, fair: Option<usize>) -> LockRequest {
 enum Outcome {
     Locks(Vec<LockStatus>),
     /// A refusal, with when the rule would allow the request, and a fair request's place.
-    Refused(Option<Duration>, Option<u32>),
+    Refused(Option<Duration>, Option<lockwright_engine::Queued>),
     /// Whether `leave_queue` found a place.
     Left(bool),
     /// The live places `waiters` reported.

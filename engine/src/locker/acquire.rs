@@ -134,11 +134,12 @@ impl<R: RngCore> LockerCore<R> {
                     Error::AlreadyLocked { queued, .. } => *queued,
                     _ => None,
                 };
+                let queued_place = queued.is_some();
                 if let Some(a) = self.acquires.get_mut(&key) {
                     a.free_at = free_at;
                     // A waiter in a queue is not racing a herd: only the head acts on a
                     // release, so a refusal (the lock is still held) spreads nothing.
-                    if by_hint && queued.is_none() {
+                    if by_hint && !queued_place {
                         a.contention = a.contention.saturating_add(1);
                     }
                     Self::place_kept(a, queued, sent);

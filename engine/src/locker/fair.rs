@@ -22,7 +22,11 @@ use rand_core::RngCore;
 use super::{Acquire, LockerCore, Purpose, Request};
 use crate::locker::Access;
 use crate::names::LockId;
-use crate::queue::Ticket;
+use crate::queue::{Queued, Ticket};
+
+/// The most grant fences a waiter keeps while an attempt is in flight (more than a flight
+/// can see in practice; past it the count is corrected by the next attempt).
+const MAX_EARLY: usize = 1024;
 use crate::time::{LocalMs, Ttl, duration_millis};
 
 /// A fair acquire's place: its ticket, and what the last refusal said.
@@ -34,6 +38,12 @@ pub(super) struct Place {
     ahead: Option<u32>,
     /// When the attempt that took or last kept the place was sent (local).
     kept_at: Option<LocalMs>,
+    /// The fence of the last grant `ahead` accounts for: a `Taken` hint with a fence at or
+    /// below it came before the refusal, whose count already left its place out.
+    fence: u64,
+    /// The fences of the grants hinted while an attempt was in flight: its refusal may
+    /// have been decided before or after them, which their fences tell.
+    early: Vec<u64>,
 }
 
 impl Place {
@@ -42,6 +52,8 @@ impl Place {
             ticket,
             ahead: None,
             kept_at: None,
+            fence: 0,
+            early: Vec::new(),
         }
     }
 
@@ -61,11 +73,28 @@ impl<R: RngCore> LockerCore<R> {
         })
     }
 
-    /// A fair attempt sent at `sent` was refused with the waiter's place (`queued`).
-    pub(super) fn place_kept(a: &mut Acquire, queued: Option<u32>, sent: LocalMs) {
-        if let Some(place) = a.place.as_mut() {
-            place.ahead = queued;
-            place.kept_at = queued.map(|_| sent);
+    /// A fair attempt sent at `sent` was refused with the waiter's place (`queued`); the
+    /// grants hinted while it was in flight that came after the refusal (a higher fence)
+    /// move the waiter forward.
+    pub(super) fn place_kept(a: &mut Acquire, queued: Option<Queued>, sent: LocalMs) {
+        let Some(place) = a.place.as_mut() else {
+            return;
+        };
+        let early = std::mem::take(&mut place.early);
+        match queued {
+            Some(q) => {
+                let later = early.iter().filter(|&&f| f > q.fence).count();
+                place.ahead = Some(
+                    q.ahead
+                        .saturating_sub(u32::try_from(later).unwrap_or(u32::MAX)),
+                );
+                place.fence = early.into_iter().fold(q.fence, u64::max);
+                place.kept_at = Some(sent);
+            }
+            None => {
+                place.ahead = None;
+                place.kept_at = None;
+            }
         }
     }
 
@@ -76,13 +105,30 @@ impl<R: RngCore> LockerCore<R> {
         Some(kept_at.saturating_add_millis(duration_millis(every).max(1)))
     }
 
-    /// A hint that somebody was granted the resource: a waiter with others ahead moves one
-    /// place forward. Returns whether a shared waiter has nobody ahead any more (it may
-    /// share the lock with the one granted, so it asks at once).
-    pub(super) fn moved_forward(a: &mut Acquire) -> bool {
+    /// A hint that somebody was granted the resource, with `fence`: a waiter with others
+    /// ahead moves one place forward, unless the grant came before its last refusal (which
+    /// counted it already); with an attempt in flight, the fence waits for its answer.
+    /// Returns whether a shared waiter has nobody ahead any more (it may share the lock with
+    /// the one granted, so it asks at once).
+    pub(super) fn moved_forward(a: &mut Acquire, fence: Option<u64>) -> bool {
+        let in_flight = a.attempt.is_some();
         let Some(place) = a.place.as_mut() else {
             return false;
         };
+        if in_flight {
+            if let Some(f) = fence
+                && place.early.len() < MAX_EARLY
+            {
+                place.early.push(f);
+            }
+            return false;
+        }
+        if let Some(f) = fence {
+            if f <= place.fence {
+                return false;
+            }
+            place.fence = f;
+        }
         match place.ahead {
             Some(n) if n > 0 => {
                 place.ahead = Some(n - 1);

@@ -35,10 +35,10 @@ impl<R: RngCore> LockerCore<R> {
                 a.wait != Wait::No && resource.is_none_or(|r| *r == a.ask.resource)
             })
         };
-        let (resource, taken) = match hint {
-            Hint::Freed(r) => (Some(r), false),
-            Hint::Taken(r) => (Some(r), true),
-            Hint::Missed => (None, false),
+        let (resource, taken, fence) = match hint {
+            Hint::Freed(r) => (Some(r), false, None),
+            Hint::Taken(r, fence) => (Some(r), true, *fence),
+            Hint::Missed => (None, false, None),
         };
         let keys: Vec<LeaseKey> = self
             .acquires
@@ -54,11 +54,10 @@ impl<R: RngCore> LockerCore<R> {
             // A fair waiter with others ahead leaves a release to them, and moves forward
             // when one of them is granted (see `super::fair`).
             let behind = a.place.as_ref().is_some_and(super::fair::Place::behind);
-            if taken && behind {
-                if Self::moved_forward(a) {
-                    self.wake_one(key, now);
-                }
-            } else if taken {
+            let queued = a.place.is_some();
+            if taken && queued && Self::moved_forward(a, fence) {
+                self.wake_one(key, now);
+            } else if taken && !behind {
                 self.back_to_backoff(key, now);
             } else if !(behind && resource.is_some()) {
                 self.wake_one(key, now);

@@ -569,7 +569,7 @@ fn a_hint_that_the_resource_came_free_makes_a_waiter_ask_at_once() {
     assert!(refuse(&mut c, &t, 10) > ms(10), "backs off first");
     // Hints about another resource, and grants to others, change nothing.
     c.handle_hint(&Hint::Freed(Resource::new("other").unwrap()), ms(12));
-    c.handle_hint(&Hint::Taken(job()), ms(12));
+    c.handle_hint(&Hint::Taken(job(), None), ms(12));
     assert!(c.poll_timeout().unwrap() > ms(12));
     c.handle_hint(&Hint::Freed(job()), ms(15));
     assert!(
@@ -600,7 +600,7 @@ fn a_hint_during_an_attempt_makes_its_refusal_ask_again_at_once() {
         .expect("asked again at once: the refusal may predate the release");
     // A grant to somebody else heard during the attempt cancels that.
     c.handle_hint(&Hint::Freed(job()), ms(6));
-    c.handle_hint(&Hint::Taken(job()), ms(7));
+    c.handle_hint(&Hint::Taken(job(), None), ms(7));
     assert!(refuse(&mut c, &t, 8) > ms(8), "back to the backoff");
 }
 
@@ -618,7 +618,7 @@ fn waiters_whose_hinted_attempts_lose_spread_out_and_go_back_to_backoff_on_a_gra
     let at = c.poll_timeout().unwrap();
     assert!((10..=12).contains(&at.as_millis()), "{at}");
     // Somebody was granted before that delay ended: back to the backoff.
-    c.handle_hint(&Hint::Taken(job()), ms(10));
+    c.handle_hint(&Hint::Taken(job(), None), ms(10));
     assert!(c.poll_timeout().unwrap() > ms(12));
     // A lost hint is covered: `Missed` wakes every waiter.
     c.handle_hint(&Hint::Missed, ms(20));
@@ -662,7 +662,7 @@ fn refuse_queued(c: &mut LockerCore<StdRng>, t: &Transmit, ahead: u32, now: u64)
     let reply = Reply::Refused(Error::AlreadyLocked {
         resource: job(),
         retry_in: None,
-        queued: Some(ahead),
+        queued: Some(crate::queue::Queued { ahead, fence: 0 }),
     });
     c.handle_reply(t.id, reply, ms(now));
     assert!(c.poll_transmit().is_none(), "nothing sent at the refusal");
@@ -729,10 +729,10 @@ fn a_fair_waiter_behind_others_leaves_releases_to_them_and_moves_up_on_grants() 
         "no poll, only keeping its place: {due}"
     );
     // Two grants to the waiters ahead: now it is first, and acts on the next release.
-    c.handle_hint(&Hint::Taken(job()), ms(70));
+    c.handle_hint(&Hint::Taken(job(), None), ms(70));
     c.handle_hint(&Hint::Freed(job()), ms(71));
     assert!(c.poll_transmit().is_none(), "one waiter still ahead");
-    c.handle_hint(&Hint::Taken(job()), ms(72));
+    c.handle_hint(&Hint::Taken(job(), None), ms(72));
     assert!(
         c.poll_transmit().is_none(),
         "an exclusive waiter waits for the release"
@@ -775,4 +775,35 @@ fn a_fair_acquire_that_stops_waiting_gives_its_place_up() {
     c.handle_reply(t.id, grant(&t), ms(1));
     let _ = events(&mut c);
     assert!(c.poll_transmit().is_none());
+}
+
+#[test]
+fn grants_hinted_around_a_refusal_move_a_fair_waiter_by_their_fences() {
+    let refuse_at = |c: &mut LockerCore<StdRng>, t: &Transmit, ahead: u32, fence: u64, now| {
+        let reply = Reply::Refused(Error::AlreadyLocked {
+            resource: job(),
+            retry_in: None,
+            queued: Some(crate::queue::Queued { ahead, fence }),
+        });
+        c.handle_reply(t.id, reply, ms(now));
+    };
+    let mut c = core();
+    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
+    // While the attempt is in flight: a grant the refusal counted (fence 10) and one after
+    // it (fence 12), each heard before the reply.
+    c.handle_hint(&Hint::Taken(job(), Some(10)), ms(1));
+    c.handle_hint(&Hint::Taken(job(), Some(12)), ms(2));
+    refuse_at(&mut c, &t, 2, 11, 3);
+    // One waiter ahead now (2, less the grant at 12); a grant hinted twice counts once, and
+    // an old one not at all.
+    c.handle_hint(&Hint::Taken(job(), Some(12)), ms(4));
+    c.handle_hint(&Hint::Taken(job(), Some(9)), ms(4));
+    c.handle_hint(&Hint::Freed(job()), ms(5));
+    assert!(c.poll_transmit().is_none(), "one waiter still ahead");
+    c.handle_hint(&Hint::Taken(job(), Some(13)), ms(6));
+    c.handle_hint(&Hint::Freed(job()), ms(7));
+    assert!(
+        matches!(c.poll_transmit().unwrap().request, Request::Lock { .. }),
+        "first in line after the grant at 13: asks at once"
+    );
 }

@@ -180,7 +180,7 @@ impl LockTable {
         let refused = |state: &mut ResourceState| {
             let queued = request.fair.as_ref().map(|ticket| {
                 state.enqueue(ticket, mode, now);
-                state.conflicting_ahead(rule, now)
+                state.queued(rule, now)
             });
             Error::AlreadyLocked {
                 resource: request.resource.clone(),

@@ -259,7 +259,7 @@ impl World {
         if let App::Acquiring { resource, .. } = self.clients[client].app
             && match &hint {
                 Hint::Freed(r) => *r == self.resources[resource],
-                Hint::Taken(_) => false,
+                Hint::Taken(..) => false,
                 Hint::Missed => true,
             }
         {
@@ -276,7 +276,7 @@ impl World {
 fn describe_hint(hint: &Hint) -> String {
     match hint {
         Hint::Freed(r) => format!("Freed({r})"),
-        Hint::Taken(r) => format!("Taken({r})"),
+        Hint::Taken(r, _) => format!("Taken({r})"),
         Hint::Missed => "Missed".into(),
     }
 }

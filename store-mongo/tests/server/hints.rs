@@ -68,8 +68,12 @@ async fn hints_name_releases_and_grants_of_documents_a_refusal_read() {
         Hint::Freed(r.clone()),
         "the release"
     );
-    b.xlock(&request("r", "b", for_secs(30))).await.unwrap();
-    assert_eq!(next(&mut hints).await, Hint::Taken(r.clone()), "the grant");
+    let g = b.xlock(&request("r", "b", for_secs(30))).await.unwrap();
+    assert_eq!(
+        next(&mut hints).await,
+        Hint::Taken(r.clone(), Some(g.fence)),
+        "the grant, with its fence"
+    );
     b.unlock(&id("b")).await.unwrap();
     assert_eq!(
         next(&mut hints).await,
@@ -78,14 +82,22 @@ async fn hints_name_releases_and_grants_of_documents_a_refusal_read() {
     );
 
     // Shared locks: grants, a renewal, the release of one of two, then a purge.
-    a.slock(&request("r", "s1", for_secs(30)), None)
+    let s1 = a
+        .slock(&request("r", "s1", for_secs(30)), None)
         .await
         .unwrap();
-    a.slock(&request("r", "s2", Some(Duration::from_millis(1))), None)
+    let s2 = a
+        .slock(&request("r", "s2", Some(Duration::from_millis(1))), None)
         .await
         .unwrap();
-    assert_eq!(next(&mut hints).await, Hint::Taken(r.clone()));
-    assert_eq!(next(&mut hints).await, Hint::Taken(r.clone()));
+    assert_eq!(
+        next(&mut hints).await,
+        Hint::Taken(r.clone(), Some(s1.fence))
+    );
+    assert_eq!(
+        next(&mut hints).await,
+        Hint::Taken(r.clone(), Some(s2.fence))
+    );
     a.renew_one(&renewal(&r, "s1"), Duration::ZERO)
         .await
         .unwrap();
@@ -137,7 +149,7 @@ async fn queue_places_hint_only_when_a_waiter_leaves() {
         matches!(
             first,
             Error::AlreadyLocked {
-                queued: Some(0),
+                queued: Some(lockwright_engine::Queued { ahead: 0, .. }),
                 ..
             }
         ),
@@ -157,10 +169,10 @@ async fn queue_places_hint_only_when_a_waiter_leaves() {
     b.slock(&fair("r", "w1", "t1", long), None)
         .await
         .unwrap_err();
-    b.xlock(&request("r2", "y", for_secs(30))).await.unwrap();
+    let y = b.xlock(&request("r2", "y", for_secs(30))).await.unwrap();
     assert_eq!(
         next(&mut hints).await,
-        Hint::Taken(r2.clone()),
+        Hint::Taken(r2.clone(), Some(y.fence)),
         "taking and keeping places hinted nothing"
     );
 
@@ -174,7 +186,7 @@ async fn queue_places_hint_only_when_a_waiter_leaves() {
         matches!(
             fourth,
             Error::AlreadyLocked {
-                queued: Some(2),
+                queued: Some(lockwright_engine::Queued { ahead: 2, .. }),
                 ..
             }
         ),
@@ -193,10 +205,10 @@ async fn queue_places_hint_only_when_a_waiter_leaves() {
     assert!(b.leave_queue(&r, &id("t1")).await.unwrap());
     assert_eq!(next(&mut hints).await, Hint::Freed(r.clone()), "t1 left");
     assert!(!b.leave_queue(&r, &id("t1")).await.unwrap());
-    a.xlock(&request("r2", "x2", for_secs(30))).await.unwrap();
+    let x2 = a.xlock(&request("r2", "x2", for_secs(30))).await.unwrap();
     assert_eq!(
         next(&mut hints).await,
-        Hint::Taken(r2.clone()),
+        Hint::Taken(r2.clone(), Some(x2.fence)),
         "leaving without a place hinted nothing"
     );
     assert_eq!(b.waiters(&r).await.unwrap().len(), 1, "t4 waits");

@@ -17,7 +17,7 @@ const LEASE: Duration = Duration::from_secs(5);
 #[track_caller]
 fn queued<T: Debug>(result: Result<T, Error>) -> Option<u32> {
     match result {
-        Err(Error::AlreadyLocked { queued, .. }) => queued,
+        Err(Error::AlreadyLocked { queued, .. }) => queued.map(|q| q.ahead),
         other => panic!("expected AlreadyLocked, got {other:?}"),
     }
 }
@@ -150,7 +150,7 @@ cases! {
         match cx.client.xlock("r", generate_lock_id(), &fair(&tb, LEASE)).await {
             Err(Error::AlreadyLocked { retry_in, queued, .. }) => {
                 assert_eq!(retry_in, Some(ms(1)), "a's place lapses in 1 ms");
-                assert_eq!(queued, Some(1));
+                assert_eq!(queued.map(|q| q.ahead), Some(1));
             }
             other => panic!("expected AlreadyLocked, got {other:?}"),
         }
