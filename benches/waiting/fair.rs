@@ -14,7 +14,6 @@
 //!   Locker; the holder releases. Sample: from the release to the live waiter's grant, and
 //!   the same less the time the dead places had left at the release.
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lockwright::{LockOptions, LockerConfig};
@@ -25,8 +24,8 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::{
-    CONTENDED_HOLD, Counter, Counts, Fleet, Queue, TTL, Window, finish, lockers, ms, request,
-    subscriptions, work,
+    CONTENDED_HOLD, Counter, Counts, Fleet, TTL, Window, finish, lockers, ms, request,
+    subscriptions, worker_loop,
 };
 
 /// Each reader's hold in `fair_writer/R`.
@@ -200,75 +199,21 @@ pub async fn contended<F: Fleet>(
     let counts = Counts::default();
     let all = lockers(fleet, &counts, n, true).await;
     let resource = format!("fair_contended/{n}/{fair}");
-    let (stop_tx, stop) = watch::channel(false);
-    let queue = Arc::new(Mutex::new(Queue {
-        grants: Vec::new(),
-        waiting: vec![None; n],
-    }));
-    let mut tasks = JoinSet::new();
-    for (i, l) in all.iter().enumerate() {
-        tasks.spawn(work(
-            i,
-            l.clone(),
-            resource.clone(),
-            CONTENDED_HOLD,
-            options(fair, true),
-            stop.clone(),
-            Arc::clone(&queue),
-        ));
-    }
-    tokio::time::sleep(window.warm_up).await;
-    let before = counts.snapshot(fleet).await;
-    let start = Instant::now();
-    window.pass(|| 0).await;
-    let end = Instant::now();
-    let after = counts.snapshot(fleet).await;
-    let still_waiting: Vec<Duration> = queue
-        .lock()
-        .unwrap()
-        .waiting
-        .iter()
-        .flatten()
-        .map(|since| end.saturating_duration_since(*since))
-        .collect();
-    stop_tx.send_replace(true);
-    while let Some(done) = tasks.join_next().await {
-        done.unwrap();
-    }
-    for l in &all {
-        l.shutdown();
-    }
-    let queue = queue.lock().unwrap();
-    let mut per_locker = vec![0u64; n];
-    let mut longest = still_waiting.iter().copied().max().unwrap_or_default();
-    let mut grants = 0u64;
-    for &(i, at, waited) in &queue.grants {
-        if at >= start && at <= end {
-            grants += 1;
-            per_locker[i] += 1;
-            longest = longest.max(waited);
-        }
-    }
-    let seconds = (end - start).as_secs_f64();
-    let numbers = [
+    let run = worker_loop(
+        fleet,
+        &counts,
+        &all,
+        &resource,
+        &options(fair, true),
+        window,
+    )
+    .await;
+    let mut numbers = run.numbers(n).to_vec();
+    numbers.extend([
         (fkey::FAIR, f64::from(u8::from(fair))),
         (fkey::RTT_MS, rtt),
-        (fkey::JAIN, jain(&per_locker)),
-        (key::LOCKERS, n as f64),
-        (key::HOLD_MS, ms(CONTENDED_HOLD)),
-        (key::SECONDS, seconds),
-        (key::GRANTS, grants as f64),
-        (key::GRANTS_PER_S, grants as f64 / seconds),
-        (key::LONGEST_WAIT_MS, ms(longest)),
-        (
-            key::GRANTS_MIN,
-            per_locker.iter().copied().min().unwrap_or(0) as f64,
-        ),
-        (
-            key::GRANTS_MAX,
-            per_locker.iter().copied().max().unwrap_or(0) as f64,
-        ),
-    ];
+        (fkey::JAIN, jain(&run.per_locker)),
+    ]);
     let note = format!(
         "{n} Lockers ({}), each on a store of its own, hints on, in a worker loop on one \
          resource (acquire, hold {CONTENDED_HOLD:?}, release, acquire again at once); counts \
@@ -279,8 +224,8 @@ pub async fn contended<F: Fleet>(
         record,
         true,
         &numbers,
-        (&before, &after),
-        grants as f64,
+        (&run.before, &run.after),
+        run.grants as f64,
         subscriptions(&counts),
         note,
     )

@@ -714,32 +714,58 @@ async fn work<S: LockStore>(
     }
 }
 
-/// `contended/N`: N Lockers in a worker loop on one resource with [`CONTENDED_HOLD`] holds.
-pub async fn contended<F: Fleet>(
+/// What a worker loop saw in its window.
+struct Loop {
+    before: Snapshot,
+    after: Snapshot,
+    seconds: f64,
+    grants: u64,
+    per_locker: Vec<u64>,
+    longest: Duration,
+}
+
+impl Loop {
+    /// The numbers every worker loop reports.
+    fn numbers(&self, n: usize) -> [(&'static str, f64); 8] {
+        let min = self.per_locker.iter().copied().min().unwrap_or(0) as f64;
+        let max = self.per_locker.iter().copied().max().unwrap_or(0) as f64;
+        [
+            (key::LOCKERS, n as f64),
+            (key::HOLD_MS, ms(CONTENDED_HOLD)),
+            (key::SECONDS, self.seconds),
+            (key::GRANTS, self.grants as f64),
+            (key::GRANTS_PER_S, self.grants as f64 / self.seconds),
+            (key::LONGEST_WAIT_MS, ms(self.longest)),
+            (key::GRANTS_MIN, min),
+            (key::GRANTS_MAX, max),
+        ]
+    }
+}
+
+/// Runs `lockers` in a worker loop on `resource` with [`CONTENDED_HOLD`] holds, asking
+/// with `options`, over `window`.
+async fn worker_loop<F: Fleet, S: LockStore>(
     fleet: &F,
-    group: &str,
-    n: usize,
-    hints: bool,
+    counts: &Counts,
+    lockers: &[Locker<S>],
+    resource: &str,
+    options: &LockOptions,
     window: &Window,
-) -> Record {
-    let mut record = Record::new(group, CONTENDED, Some(parameter(Some(n as u64), hints)), 1);
-    record.size = Some(n as u64);
-    let counts = Counts::default();
-    let all = lockers(fleet, &counts, n, hints).await;
-    let resource = format!("contended/{n}/{}", switch(hints));
+) -> Loop {
+    let n = lockers.len();
     let (stop_tx, stop) = watch::channel(false);
     let queue = Arc::new(Mutex::new(Queue {
         grants: Vec::new(),
         waiting: vec![None; n],
     }));
     let mut tasks = JoinSet::new();
-    for (i, l) in all.iter().enumerate() {
+    for (i, l) in lockers.iter().enumerate() {
         tasks.spawn(work(
             i,
             l.clone(),
-            resource.clone(),
+            resource.to_string(),
             CONTENDED_HOLD,
-            LockOptions::exclusive(TTL),
+            options.clone(),
             stop.clone(),
             Arc::clone(&queue),
         ));
@@ -762,7 +788,7 @@ pub async fn contended<F: Fleet>(
     while let Some(done) = tasks.join_next().await {
         done.unwrap();
     }
-    for l in &all {
+    for l in lockers {
         l.shutdown();
     }
     let queue = queue.lock().unwrap();
@@ -776,23 +802,32 @@ pub async fn contended<F: Fleet>(
             longest = longest.max(waited);
         }
     }
-    let seconds = (end - start).as_secs_f64();
-    let numbers = [
-        (key::LOCKERS, n as f64),
-        (key::HOLD_MS, ms(CONTENDED_HOLD)),
-        (key::SECONDS, seconds),
-        (key::GRANTS, grants as f64),
-        (key::GRANTS_PER_S, grants as f64 / seconds),
-        (key::LONGEST_WAIT_MS, ms(longest)),
-        (
-            key::GRANTS_MIN,
-            per_locker.iter().copied().min().unwrap_or(0) as f64,
-        ),
-        (
-            key::GRANTS_MAX,
-            per_locker.iter().copied().max().unwrap_or(0) as f64,
-        ),
-    ];
+    Loop {
+        before,
+        after,
+        seconds: (end - start).as_secs_f64(),
+        grants,
+        per_locker,
+        longest,
+    }
+}
+
+/// `contended/N`: N Lockers in a worker loop on one resource with [`CONTENDED_HOLD`] holds.
+pub async fn contended<F: Fleet>(
+    fleet: &F,
+    group: &str,
+    n: usize,
+    hints: bool,
+    window: &Window,
+) -> Record {
+    let mut record = Record::new(group, CONTENDED, Some(parameter(Some(n as u64), hints)), 1);
+    record.size = Some(n as u64);
+    let counts = Counts::default();
+    let all = lockers(fleet, &counts, n, hints).await;
+    let resource = format!("contended/{n}/{}", switch(hints));
+    let options = LockOptions::exclusive(TTL);
+    let run = worker_loop(fleet, &counts, &all, &resource, &options, window).await;
+    let numbers = run.numbers(n);
     let note = format!(
         "{n} Lockers, each on a store of its own, hints {}, in a worker loop on one resource \
          (acquire, hold {:?}, release, acquire again at once); counts per grant",
@@ -803,8 +838,8 @@ pub async fn contended<F: Fleet>(
         record,
         hints,
         &numbers,
-        (&before, &after),
-        grants as f64,
+        (&run.before, &run.after),
+        run.grants as f64,
         subscriptions(&counts),
         note,
     )
