@@ -52,7 +52,7 @@ pub mod time;
 pub use error::{BoxError, Error, MalformedDocument, Outcome, Result};
 pub use filter::Filter;
 pub use lock::{
-    Holder, LockDetails, LockRequest, LockStatus, Mode, Renewal, SharedLimit, StoredLock,
+    Holder, LockDetails, LockRequest, LockStatus, Mode, QueueAsk, Renewal, SharedLimit, StoredLock,
 };
 pub use names::{LockId, Resource};
 pub use port::{Hint, HintStream, LockStore};

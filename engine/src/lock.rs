@@ -87,7 +87,32 @@ pub struct LockDetails {
     /// ticket that names it across attempts (a secret like a lock id, never serialized)
     /// and how long it lasts unless the waiter asks again.
     #[serde(skip)]
-    pub queue: Option<(String, Duration)>,
+    pub queue: Option<QueueAsk>,
+}
+
+/// A fair request's ticket and place lease, as [`LockDetails::queue`] takes them. The
+/// ticket is a secret: `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct QueueAsk {
+    ticket: String,
+    ttl: Duration,
+}
+
+impl QueueAsk {
+    /// The place's lease.
+    #[must_use]
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+}
+
+impl fmt::Debug for QueueAsk {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QueueAsk")
+            .field("ticket", &"<redacted>")
+            .field("ttl", &self.ttl)
+            .finish()
+    }
 }
 
 impl LockDetails {
@@ -132,7 +157,10 @@ impl LockDetails {
     /// `queue_ttl` to keep the place.
     #[must_use]
     pub fn queue(mut self, ticket: impl Into<String>, queue_ttl: Duration) -> Self {
-        self.queue = Some((ticket.into(), queue_ttl));
+        self.queue = Some(QueueAsk {
+            ticket: ticket.into(),
+            ttl: queue_ttl,
+        });
         self
     }
 
@@ -150,8 +178,8 @@ impl LockDetails {
     }
 
     fn ticket(&self) -> Option<Result<Ticket, Error>> {
-        self.queue.as_ref().map(|(id, ttl)| {
-            let id = LockId::new(id.as_str()).map_err(|e| match e {
+        self.queue.as_ref().map(|QueueAsk { ticket, ttl }| {
+            let id = LockId::new(ticket.as_str()).map_err(|e| match e {
                 Error::InvalidArgument { reason, .. } => Error::invalid("ticket", reason),
                 other => other,
             })?;

@@ -306,6 +306,18 @@ mod tests {
     }
 
     #[test]
+    fn debug_never_shows_a_ticket() {
+        let details = LockDetails::new().queue("secret-ticket-42", Duration::from_secs(3));
+        let request = LockRequest::new("r", "lock", &details).unwrap();
+        for shown in [format!("{details:?}"), format!("{request:?}")] {
+            assert!(!shown.contains("secret-ticket-42"), "{shown}");
+        }
+        let bad = LockDetails::new().queue("x".repeat(300), Duration::from_secs(3));
+        let e = LockRequest::new("r", "lock", &bad).unwrap_err();
+        assert!(!format!("{e} {e:?}").contains("xxxx"), "{e:?}");
+    }
+
+    #[test]
     fn waiters_are_granted_in_order() {
         let mut t = LockTable::new();
         t.xlock(&plain("holder"), at(0)).unwrap();
