@@ -117,6 +117,19 @@ pub enum Hint {
     /// moves one place forward (the fence tells a grant its place already counted from a
     /// later one).
     Taken(Resource, Option<u64>),
+    /// One of this store's fair waiters is first in the resource's queue after a change: a
+    /// release or a waiter leaving (`taken` false), or a grant to somebody else (`taken`
+    /// true). A store that can send this wakes only the process of the queue's first
+    /// waiter, and the others hear nothing of the change (MongoDB: see its `hints`
+    /// module), so a fair waiter that hears it stops counting the waiters ahead of it:
+    /// after a release it asks at once, after a grant it asks at once only if it is shared
+    /// (it may share the lock). A waiter that is not fair takes it as `Freed` or `Taken`.
+    First {
+        /// The resource whose queue it is.
+        resource: Resource,
+        /// Whether the change was a grant.
+        taken: bool,
+    },
     /// Hints may have been lost (a subscription began, the stream reopened or fell
     /// behind): every waiter asks again once.
     Missed,

@@ -30,7 +30,7 @@ use tokio::time::Instant;
 use tokio_stream::wrappers::BroadcastStream;
 
 use crate::failure::MongoFailure;
-use crate::schema::{LAST_FENCE, LAST_GRANT};
+use crate::schema::{LAST_FENCE, LAST_GRANT, WAKE};
 use crate::setup::command_code;
 
 /// Hints a subscriber may fall behind by before it gets `Missed` instead.
@@ -50,8 +50,11 @@ const MAX_REOPEN_PAUSE: Duration = Duration::from_secs(2);
 const UNAVAILABLE_CODES: [i32; 4] = [13, 20, 115, 40573];
 
 /// The store's side: the stream that is open, if any, and whether streams work at all.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct HintSource {
+    /// This store's tag: its fair requests' places carry it, and its stream hears the
+    /// wakes that name it (and no other store's).
+    tag: String,
     hub: Mutex<Weak<Hub>>,
     /// `_id` (as text: BSON values are not hashable) → resource, for the documents this
     /// store's refusals read (a refusal comes before its waiter subscribes).
@@ -100,6 +103,22 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl HintSource {
+    /// A source with a fresh tag (an `ObjectId`'s hex: unique across processes).
+    pub(crate) fn new() -> Self {
+        HintSource {
+            tag: mongodb::bson::oid::ObjectId::new().to_hex(),
+            hub: Mutex::default(),
+            ids: Ids::default(),
+            unavailable: Arc::default(),
+            logged: Arc::default(),
+        }
+    }
+
+    /// The tag of this store's places.
+    pub(crate) fn tag(&self) -> &str {
+        &self.tag
+    }
+
     /// A subscription, opening the stream if none is open; `None` while change streams are
     /// known to be unavailable. Must be called within a tokio runtime.
     pub(crate) fn subscribe(&self, coll: &Collection<Document>) -> Option<HintStream> {
@@ -166,7 +185,13 @@ impl HintSource {
         });
         let unavailable = Arc::clone(&self.unavailable);
         let logged = Arc::clone(&self.logged);
-        let task = tokio::spawn(run(coll, Arc::clone(&shared), unavailable, logged));
+        let task = tokio::spawn(run(
+            coll,
+            self.tag.clone(),
+            Arc::clone(&shared),
+            unavailable,
+            logged,
+        ));
         Arc::new(Hub {
             shared,
             task: task.abort_handle(),
@@ -185,7 +210,16 @@ impl HintSource {
 /// `queue.<i>.<field>` in `updatedFields` and `queue` in `truncatedArrays`, whatever the
 /// diff it chose; a `leave_queue` that removed a place also sets `lastLeave`, so it is
 /// not quiet and hints `Freed` (the next waiter may go).
-pub(crate) fn pipeline() -> Vec<Document> {
+///
+/// Of the writes that leave a fair waiter first in a queue, only the store of that
+/// waiter hears: they set `wake` to `"<tag>:<random>"`, with the tag of the store whose
+/// request took the first place, and the stream passes such an event only when the tag is
+/// `tag`, this store's. It is [`Hint::First`]. So a release or a grant on a resource with
+/// 64 waiting processes reaches one of them, not 64 (each stream's `getMore` answers only
+/// for an event it passes, or after the server's await time); the waiters behind the
+/// first hear nothing until their turn (see the engine's `locker::fair`). Writes that set
+/// no `wake` (on a resource without a queue, a purge, the Go library's) reach everyone.
+pub(crate) fn pipeline(tag: &str) -> Vec<Document> {
     let description = "$updateDescription";
     let size_of =
         |field: &str| doc! { "$size": { "$ifNull": [format!("{description}.{field}"), []] } };
@@ -210,12 +244,19 @@ pub(crate) fn pipeline() -> Vec<Document> {
         all_match(updated_keys, "(^queue(\\.|$))|((^|\\.)(renewedAt|expiresAt)$)"),
     ] };
     let granted = format!("{description}.updatedFields.{LAST_GRANT}");
+    let wake = format!("updateDescription.updatedFields.{WAKE}");
     vec![
         doc! { "$match": { "operationType": { "$in": ["update", "replace", "delete"] } } },
+        doc! { "$match": { "$or": [
+            { wake.as_str(): { "$exists": false } },
+            // The tag is hexadecimal: nothing in it is special to a regular expression.
+            { wake.as_str(): { "$regex": format!("^{tag}:") } },
+        ] } },
         doc! { "$match": { "$expr": { "$not": [quiet] } } },
         doc! { "$project": {
             "_id": 1, "operationType": 1, "ns": 1, "documentKey._id": 1,
             "granted": { "$ne": [{ "$type": granted }, "missing"] },
+            "first": { "$ne": [{ "$type": format!("${wake}") }, "missing"] },
             "fence": format!("{description}.updatedFields.{LAST_FENCE}"),
         } },
     ]
@@ -233,7 +274,12 @@ fn hint_of(event: &Document, ids: &HashMap<String, Resource>) -> Option<Hint> {
         Some(Bson::Int32(f)) => u64::try_from(*f).ok(),
         _ => None,
     };
-    Some(if granted {
+    Some(if event.get_bool("first").unwrap_or(false) {
+        Hint::First {
+            resource,
+            taken: granted,
+        }
+    } else if granted {
         Hint::Taken(resource, fence)
     } else {
         Hint::Freed(resource)
@@ -245,6 +291,7 @@ fn hint_of(event: &Document, ids: &HashMap<String, Resource>) -> Option<Hint> {
 /// The pause doubles while reopened streams fail before delivering anything.
 async fn run(
     coll: Collection<Document>,
+    tag: String,
     shared: Arc<Shared>,
     unavailable: Arc<Mutex<Option<(Instant, String)>>>,
     logged: Arc<AtomicBool>,
@@ -253,7 +300,7 @@ async fn run(
     loop {
         let opened = coll
             .watch()
-            .pipeline(pipeline())
+            .pipeline(pipeline(&tag))
             .await
             .map(mongodb::change_stream::ChangeStream::with_type::<Document>);
         let failed = match opened {
@@ -328,5 +375,22 @@ mod tests {
             Some(Hint::Freed(r.clone()))
         );
         assert_eq!(hint_of(&event("update", 2, false), &ids), None);
+        let mut first = event("update", 1, true);
+        first.insert("first", true);
+        assert_eq!(
+            hint_of(&first, &ids),
+            Some(Hint::First {
+                resource: r.clone(),
+                taken: true
+            })
+        );
+        first.insert("granted", false);
+        assert_eq!(
+            hint_of(&first, &ids),
+            Some(Hint::First {
+                resource: r,
+                taken: false
+            })
+        );
     }
 }

@@ -149,7 +149,7 @@ impl MongoStore {
             ready: Mutex::new(None),
             bound: DEFAULT_SERVER_SELECTION_TIMEOUT.saturating_add(RETRY_WINDOW),
             grace: DEFAULT_TAKEOVER_GRACE,
-            hints: hints::HintSource::default(),
+            hints: hints::HintSource::new(),
         };
         store.with_write_concern(write_concern)
     }
@@ -262,6 +262,11 @@ impl MongoStore {
             ),
             None => pipeline::cluster_time_floor(),
         }
+    }
+
+    /// The tag of this store's places in queues (its change stream hears the wakes for them).
+    fn tag(&self) -> &str {
+        self.hints.tag()
     }
 
     /// Every clock a pipeline reads, and the grace.

@@ -288,7 +288,17 @@ fn decide_grant(
 
 /// `xlock`: the exclusive grant.
 pub(crate) async fn xlock(store: &MongoStore, request: &LockRequest) -> Result<LockStatus, Error> {
-    let build = |id: &Bson, clocks: &pipeline::Clocks| pipeline::xlock(request, id, clocks);
+    let tag = store.tag();
+    let build = |grant_id: &Bson, clocks: &pipeline::Clocks| {
+        pipeline::xlock(
+            request,
+            &pipeline::Ask {
+                grant_id,
+                tag,
+                clocks,
+            },
+        )
+    };
     let rule = Rule::of(Mode::Exclusive, request, None);
     store.grant("xlock", request, rule, build).await
 }
@@ -299,7 +309,18 @@ pub(crate) async fn slock(
     request: &LockRequest,
     limit: Option<SharedLimit>,
 ) -> Result<LockStatus, Error> {
-    let build = |id: &Bson, clocks: &pipeline::Clocks| pipeline::slock(request, limit, id, clocks);
+    let tag = store.tag();
+    let build = |grant_id: &Bson, clocks: &pipeline::Clocks| {
+        pipeline::slock(
+            request,
+            limit,
+            &pipeline::Ask {
+                grant_id,
+                tag,
+                clocks,
+            },
+        )
+    };
     store
         .grant(
             "slock",
@@ -363,7 +384,7 @@ pub(crate) async fn unlock_one(
 ) -> Result<Option<LockStatus>, Error> {
     let op = "unlock";
     let filter = pipeline::one_lock_filter(resource.as_str(), lock_id);
-    let update = pipeline::unlock_one(lock_id);
+    let update = pipeline::unlock_one(lock_id, &store.clocks());
     let doc = match store
         .modify_one(op, resource, filter, update, ReturnDocument::Before)
         .await?

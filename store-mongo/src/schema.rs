@@ -10,8 +10,10 @@
 //!   lastFence: <int64>,     // the resource's fence counter
 //!   lastGrant: <ObjectId>,  // the id of the request that made the last grant
 //!   queue: [ { ticket: <string>, mode: "exclusive" | "shared",
-//!              queuedAt: <date>, expiresAt: <date> } ],  // fair waiters, first come first
-//!   lastLeave: <ObjectId> }  // the id of the last `leave_queue` that removed a place
+//!              queuedAt: <date>, expiresAt: <date>,
+//!              tag: <string> } ],  // fair waiters, first come first
+//!   lastLeave: <ObjectId>,  // the id of the last `leave_queue` that removed a place
+//!   wake: <string> }        // "<tag>:<random>": the store whose waiter is first, woken
 //! ```
 //!
 //! The Go library's fields keep their names and BSON types (dates are BSON dates, absent
@@ -29,6 +31,13 @@
 //! releases; its clients do not wait their turn in the queue, though. `lastLeave` is
 //! written only by `leave_queue`, so that the change stream can tell a waiter leaving (the
 //! next one may go) from a waiter taking or keeping its place (nobody may go).
+//!
+//! `tag` and `wake` serve hints alone, and no rule reads them (the decoder ignores both):
+//! a place carries the tag of the store that took it (random, one per store, not a
+//! secret), and each grant, release and leave that leaves a tagged place first in the
+//! queue sets `wake` to that tag and a fresh random number, so that the change stream of
+//! that store alone hears the change (see the `hints` module). Places without a tag (an
+//! older version's) wake everybody, as a write without `wake` does.
 
 use mongodb::bson::{Bson, Document, doc};
 
@@ -57,6 +66,8 @@ pub(crate) const TICKET: &str = "ticket";
 pub(crate) const MODE: &str = "mode";
 pub(crate) const QUEUED_AT: &str = "queuedAt";
 pub(crate) const LAST_LEAVE: &str = "lastLeave";
+pub(crate) const TAG: &str = "tag";
+pub(crate) const WAKE: &str = "wake";
 /// The stored names of the two modes, in a queue's places.
 pub(crate) const EXCLUSIVE_MODE: &str = "exclusive";
 pub(crate) const SHARED_MODE: &str = "shared";

@@ -14,6 +14,10 @@
 //!   attempts (a grant to a request that is not fair moves nobody): each attempt replaces
 //!   it with the store's answer, and an attempt made too early is refused, never granted
 //!   out of turn;
+//! - a store that wakes only the process of the queue's first waiter
+//!   ([`crate::Hint::First`]) sends no hints to the waiters behind it, so their counts go
+//!   stale: they wait for that hint, their keep-place attempts and the store's `retry_in`,
+//!   and the one hint drops the count of the waiter it reaches (it is first);
 //! - an acquire that stops waiting (cancelled, timed out, shut down) gives its place up,
 //!   best effort: a place that stays lapses with its lease.
 
@@ -55,6 +59,13 @@ impl Place {
             fence: 0,
             early: Vec::new(),
         }
+    }
+
+    /// The store said a waiter of this process is first in the queue: nobody known ahead
+    /// (the next attempt's refusal, if any, counts again).
+    pub(super) fn first(&mut self) {
+        self.ahead = Some(0);
+        self.early.clear();
     }
 
     /// Others are ahead: the waiter leaves releases to them.

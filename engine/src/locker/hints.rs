@@ -35,10 +35,11 @@ impl<R: RngCore> LockerCore<R> {
                 a.wait != Wait::No && resource.is_none_or(|r| *r == a.ask.resource)
             })
         };
-        let (resource, taken, fence) = match hint {
-            Hint::Freed(r) => (Some(r), false, None),
-            Hint::Taken(r, fence) => (Some(r), true, *fence),
-            Hint::Missed => (None, false, None),
+        let (resource, taken, fence, first) = match hint {
+            Hint::Freed(r) => (Some(r), false, None, false),
+            Hint::Taken(r, fence) => (Some(r), true, *fence, false),
+            Hint::First { resource, taken } => (Some(resource), *taken, None, true),
+            Hint::Missed => (None, false, None, false),
         };
         let keys: Vec<LeaseKey> = self
             .acquires
@@ -51,6 +52,17 @@ impl<R: RngCore> LockerCore<R> {
                 continue;
             };
             a.heard = true;
+            if first && let Some(place) = a.place.as_mut() {
+                // The store says one of this store's waiters is first: none of the grants
+                // since its last count reached it, so the count is dropped (see
+                // `super::fair`).
+                place.first();
+                let shared = matches!(a.ask.access, super::Access::Shared(_));
+                if !taken || shared {
+                    self.wake_one(key, now);
+                }
+                continue;
+            }
             // A fair waiter with others ahead leaves a release to them, and moves forward
             // when one of them is granted (see `super::fair`).
             let behind = a.place.as_ref().is_some_and(super::fair::Place::behind);

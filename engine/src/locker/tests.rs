@@ -745,6 +745,49 @@ fn a_fair_waiter_behind_others_leaves_releases_to_them_and_moves_up_on_grants() 
 }
 
 #[test]
+fn a_fair_waiter_told_it_is_first_acts_whatever_its_count() {
+    let first = |taken| Hint::First {
+        resource: job(),
+        taken,
+    };
+    // Exclusive, three ahead as last counted: the store wakes only the first waiter's
+    // process, so the grants to those three were never heard.
+    let mut c = core();
+    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
+    refuse_queued(&mut c, &t, 3, 5);
+    c.handle_hint(&Hint::Freed(job()), ms(6));
+    assert!(c.poll_transmit().is_none(), "three ahead: not its release");
+    c.handle_hint(&first(true), ms(7));
+    assert!(
+        c.poll_transmit().is_none(),
+        "first after a grant: an exclusive waiter waits for the release"
+    );
+    c.handle_hint(&first(false), ms(8));
+    let t = c.poll_transmit().expect("its turn: asks at once");
+    assert!(matches!(t.request, Request::Lock { .. }));
+    // Refused all the same (the store's answer decides): it counts again from the reply.
+    refuse_queued(&mut c, &t, 1, 9);
+    c.handle_hint(&Hint::Freed(job()), ms(10));
+    assert!(c.poll_transmit().is_none(), "one ahead again");
+
+    // Shared: first after a grant, it may share the lock, so it asks at once.
+    let mut c = core();
+    let ask = Ask {
+        fair: true,
+        access: Access::Shared(None),
+        ..ask(job())
+    };
+    c.acquire(1, ask, Wait::Forever, ms(0));
+    let t = c.poll_transmit().unwrap();
+    refuse_queued(&mut c, &t, 3, 5);
+    c.handle_hint(&first(true), ms(6));
+    assert!(
+        c.poll_transmit().is_some(),
+        "a shared waiter first after a grant asks at once"
+    );
+}
+
+#[test]
 fn a_fair_acquire_that_stops_waiting_gives_its_place_up() {
     for stop in ["cancel", "timeout", "shutdown"] {
         let mut c = core();

@@ -260,6 +260,7 @@ impl World {
             && match &hint {
                 Hint::Freed(r) => *r == self.resources[resource],
                 Hint::Taken(..) => false,
+                Hint::First { resource: r, taken } => !taken && *r == self.resources[resource],
                 Hint::Missed => true,
             }
         {
@@ -277,6 +278,7 @@ fn describe_hint(hint: &Hint) -> String {
     match hint {
         Hint::Freed(r) => format!("Freed({r})"),
         Hint::Taken(r, _) => format!("Taken({r})"),
+        Hint::First { resource, taken } => format!("First({resource}, taken: {taken})"),
         Hint::Missed => "Missed".into(),
     }
 }

@@ -9,7 +9,7 @@ use super::queue;
 use super::{Clocks, NOW_FIELD, in_any_lock, is_held, literal, shared_locks, valid};
 use crate::schema::{
     ACQUIRED, COMMENT, CREATED_AT, EXCLUSIVE, EXPIRES_AT, FENCE, HOST, LAST_FENCE, LAST_GRANT,
-    LAST_LEAVE, LOCK_ID, OWNER, QUEUE, RENEWED_AT, RESOURCE, SHARED, empty_exclusive,
+    LAST_LEAVE, LOCK_ID, OWNER, QUEUE, RENEWED_AT, RESOURCE, SHARED, WAKE, empty_exclusive,
 };
 
 fn opt_literal(value: Option<&String>) -> Bson {
@@ -58,6 +58,15 @@ fn new_lock(request: &LockRequest, now: &Bson) -> Document {
     }
 }
 
+/// What a grant pipeline is built with besides the request: the id it marks its grant
+/// with, the tag of the store asking (a fair refusal's place carries it), and the clocks.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ask<'a> {
+    pub(crate) grant_id: &'a Bson,
+    pub(crate) tag: &'a str,
+    pub(crate) clocks: &'a Clocks,
+}
+
 /// The variable a grant pipeline's rule and install read the held shared locks from.
 const LIVE: &str = "$$live";
 
@@ -72,8 +81,8 @@ const NEW_FENCE: &str = "$$fence";
 /// those ahead of the request's own (`ahead`), decides the rule with `now` and the grace,
 /// and only where it allows computes the fence and merges the grant into the document: the
 /// fence counter, the takeover of abandoned locks, the new lock, the queue without the
-/// winner's place and the dead ones, and `grant_id` in `lastGrant` so the caller can tell
-/// its grant from a refusal. A refusal of a request that is not fair replaces the document
+/// winner's place and the dead ones, `wake` for the process of the new first place, and
+/// `grant_id` in `lastGrant` so the caller can tell its grant from a refusal. A refusal of a request that is not fair replaces the document
 /// by itself, which MongoDB treats as no write at all; a fair request's refusal writes the
 /// queue alone (its place taken or refreshed, the dead places dropped), unless the
 /// document already carries this request's grant (an earlier attempt of it was applied:
@@ -88,17 +97,20 @@ fn grant(
     mode: Mode,
     rule: Bson,
     install: Document,
-    grant_id: &Bson,
-    clocks: &Clocks,
+    ask: &Ask<'_>,
 ) -> (Document, Vec<Document>) {
+    let Ask {
+        grant_id,
+        tag,
+        clocks,
+    } = *ask;
     let ticket = request.fair.as_ref();
     let mut changes = install;
     changes.insert(LAST_FENCE, NEW_FENCE);
     changes.insert(LAST_GRANT, grant_id.clone());
-    changes.insert(
-        QUEUE,
-        queue::set_queue(queue::after_grant(ticket.map(|t| &t.id))),
-    );
+    let after = queue::after_grant(ticket.map(|t| &t.id));
+    changes.insert(WAKE, queue::wake(after.clone()));
+    changes.insert(QUEUE, queue::set_queue(after));
     let apply = doc! { "$let": {
         "vars": { "fence": next_fence(clocks) },
         "in": { "$mergeObjects": [ "$$ROOT", changes ] },
@@ -109,7 +121,7 @@ fn grant(
         Some(t) => {
             let ttl_ms = i64::try_from(t.ttl.as_millis()).unwrap_or(i64::MAX);
             let enqueue = doc! { "$mergeObjects": [ "$$ROOT", {
-                QUEUE: queue::enqueued(&t.id, ttl_ms, mode, clocks),
+                QUEUE: queue::enqueued(&t.id, ttl_ms, mode, tag, clocks),
             } ] };
             let takes_place = doc! { "$and": [
                 "$$valid",
@@ -143,11 +155,8 @@ fn grant(
 }
 
 /// The exclusive grant: no held exclusive lock and no held shared lock.
-pub(crate) fn xlock(
-    request: &LockRequest,
-    grant_id: &Bson,
-    clocks: &Clocks,
-) -> (Document, Vec<Document>) {
+pub(crate) fn xlock(request: &LockRequest, ask: &Ask<'_>) -> (Document, Vec<Document>) {
+    let clocks = ask.clocks;
     let mut rule = Vec::new();
     if !mutated!(PipelineTakeoverLive) {
         rule.push(Bson::Document(doc! { "$not": [ held_exclusive(clocks) ] }));
@@ -161,7 +170,7 @@ pub(crate) fn xlock(
         EXCLUSIVE: new_lock(request, &clocks.now),
         SHARED: { "$literal": { "count": 0, "locks": [] } },
     };
-    grant(request, Mode::Exclusive, rule, install, grant_id, clocks)
+    grant(request, Mode::Exclusive, rule, install, ask)
 }
 
 /// The shared grant: no held exclusive lock, no held lock of this lock id, and (with a
@@ -169,9 +178,9 @@ pub(crate) fn xlock(
 pub(crate) fn slock(
     request: &LockRequest,
     limit: Option<SharedLimit>,
-    grant_id: &Bson,
-    clocks: &Clocks,
+    ask: &Ask<'_>,
 ) -> (Document, Vec<Document>) {
+    let clocks = ask.clocks;
     let live = LIVE;
     let mut conditions = vec![
         Bson::Document(doc! { "$not": [ held_exclusive(clocks) ] }),
@@ -199,8 +208,7 @@ pub(crate) fn slock(
         Mode::Shared,
         Bson::Document(doc! { "$and": conditions }),
         install,
-        grant_id,
-        clocks,
+        ask,
     )
 }
 
@@ -218,11 +226,19 @@ fn held_by(prefix: &str, id: &Bson) -> Bson {
 /// Applies `change` to the lock of `id` in the exclusive slot and in the shared list (at
 /// most one of them holds it on a valid document), on a valid document for which `decided`
 /// holds; any other document is left exactly as it is.
-fn one_lock(id: &Bson, decided: Bson, exclusive: Bson, shared: Bson) -> Vec<Document> {
-    let changed = doc! { "$mergeObjects": [ "$$ROOT", {
+fn one_lock(
+    id: &Bson,
+    decided: Bson,
+    exclusive: Bson,
+    shared: Bson,
+    also: Document,
+) -> Vec<Document> {
+    let mut fields = doc! {
         EXCLUSIVE: { "$cond": [ held_by("$exclusive", id), exclusive, "$exclusive" ] },
         SHARED: { "$mergeObjects": [ "$shared", shared ] },
-    } ] };
+    };
+    fields.extend(also);
+    let changed = doc! { "$mergeObjects": [ "$$ROOT", fields ] };
     let body = doc! { "$let": {
         "vars": { "valid": valid() },
         "in": { "$cond": [ { "$and": [ "$$valid", decided ] }, changed, "$$ROOT" ] },
@@ -280,13 +296,14 @@ pub(crate) fn renew_one(
         decided,
         Bson::Document(doc! { "$mergeObjects": [ "$exclusive", fresh ] }),
         Bson::Document(shared),
+        Document::new(),
     )
 }
 
 /// Removes the one lock of `lock_id`, live or expired, from the document (the filter names
 /// the resource and the lock id), as the engine's `unlock_one`; a document the rules cannot
-/// decide on is left as it is.
-pub(crate) fn unlock_one(lock_id: &LockId) -> Vec<Document> {
+/// decide on is left as it is. It sets `wake` for the first live place of the queue.
+pub(crate) fn unlock_one(lock_id: &LockId, clocks: &Clocks) -> Vec<Document> {
     let id = literal(lock_id.as_str());
     let keep = doc! { "$filter": { "input": shared_locks(), "cond": { "$not": [ held_by("$$this", &id) ] } } };
     let shared = doc! { "locks": keep.clone(), "count": { "$size": keep } };
@@ -295,6 +312,7 @@ pub(crate) fn unlock_one(lock_id: &LockId) -> Vec<Document> {
         Bson::Boolean(true),
         Bson::Document(doc! { "$literal": empty_exclusive() }),
         Bson::Document(shared),
+        doc! { WAKE: queue::wake_after_release(&clocks.now) },
     )
 }
 

@@ -7,7 +7,7 @@ use lockwright_engine::{LockId, Timestamp};
 
 use super::{date, in_any_lock, is_abandoned, literal, shared_locks, valid};
 use crate::schema::{
-    EXCLUSIVE, EXPIRES_AT, LAST_FENCE, LOCK_ID, RENEWED_AT, SHARED, empty_exclusive,
+    EXCLUSIVE, EXPIRES_AT, LAST_FENCE, LOCK_ID, RENEWED_AT, SHARED, WAKE, empty_exclusive,
 };
 
 fn recount() -> Document {
@@ -31,13 +31,17 @@ fn remove_where(doomed_exclusive: Bson, doomed_shared: Bson) -> Vec<Document> {
     ]
 }
 
-/// Removes every lock of `lock_id`.
-pub(crate) fn unlock(lock_id: &LockId) -> Vec<Document> {
+/// Removes every lock of `lock_id`, and sets `wake` for the first live place (at `now`) of
+/// each document's queue.
+pub(crate) fn unlock(lock_id: &LockId, now: &Bson) -> Vec<Document> {
     let id = literal(lock_id.as_str());
-    remove_where(
+    let mut stages = remove_where(
         Bson::Document(doc! { "$eq": [ "$exclusive.lockId", id.clone() ] }),
         Bson::Document(doc! { "$eq": [ "$$this.lockId", id ] }),
-    )
+    );
+    // `$set` of a missing value would remove the field: keep the old one instead.
+    stages.push(doc! { "$set": { WAKE: { "$ifNull": [ super::queue::wake_after_release(now), format!("${WAKE}") ] } } });
+    stages
 }
 
 /// Sets `expiresAt` and `renewedAt` on every lock of `lock_id` (decided renewable by the

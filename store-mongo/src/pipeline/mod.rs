@@ -36,7 +36,7 @@ mod queue;
 
 pub(crate) use filter::status_prefilter;
 pub(crate) use grant::{
-    grant_projection, one_lock_filter, renew_one, slock, unlock_one, with_now, xlock,
+    Ask, grant_projection, one_lock_filter, renew_one, slock, unlock_one, with_now, xlock,
 };
 pub(crate) use group::{
     batch_filter, deletable, expired_groups, group_filter, purge_batch, renew, renew_pairs, unlock,

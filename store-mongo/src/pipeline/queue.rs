@@ -15,7 +15,9 @@ use mongodb::bson::{Bson, Document, doc};
 use lockwright_engine::{LockId, Mode, SharedLimit};
 
 use super::{Clocks, literal, type_in};
-use crate::schema::{EXCLUSIVE_MODE, EXPIRES_AT, MODE, QUEUE, QUEUED_AT, SHARED_MODE, TICKET};
+use crate::schema::{
+    EXCLUSIVE_MODE, EXPIRES_AT, MODE, QUEUE, QUEUED_AT, SHARED_MODE, TAG, TICKET, WAKE,
+};
 
 /// The variable bound to the live places of the queue, in order.
 pub(super) const PLACES: &str = "$$places";
@@ -144,18 +146,26 @@ fn without(places: &str, ticket: &LockId) -> Bson {
 }
 
 /// The queue after a fair request's refusal: the live places, with `ticket`'s refreshed in
-/// place (its `expiresAt` at `now + ttl`, its `mode`), or a new place at the back
-/// (`queuedAt = now`).
-pub(super) fn enqueued(ticket: &LockId, ttl_ms: i64, mode: Mode, clocks: &Clocks) -> Bson {
+/// place (its `expiresAt` at `now + ttl`, its `mode`, its store's `tag`), or a new place at
+/// the back (`queuedAt = now`).
+pub(super) fn enqueued(
+    ticket: &LockId,
+    ttl_ms: i64,
+    mode: Mode,
+    tag: &str,
+    clocks: &Clocks,
+) -> Bson {
     let id = literal(ticket.as_str());
     let mode = mode_name(mode);
+    let tag = literal(tag);
     let refreshed = doc! { "$map": { "input": PLACES, "in": { "$cond": [
         { "$eq": [ format!("$$this.{TICKET}"), id.clone() ] },
-        { "$mergeObjects": [ "$$this", { EXPIRES_AT: "$$fresh", MODE: mode } ] },
+        { "$mergeObjects": [ "$$this", { EXPIRES_AT: "$$fresh", MODE: mode, TAG: tag.clone() } ] },
         "$$this",
     ] } } };
     let appended = doc! { "$concatArrays": [ PLACES, [ {
         TICKET: id.clone(), MODE: mode, QUEUED_AT: clocks.now.clone(), EXPIRES_AT: "$$fresh",
+        TAG: tag,
     } ] ] };
     Bson::Document(doc! { "$let": {
         "vars": { "fresh": { "$add": [ clocks.now.clone(), ttl_ms ] } },
@@ -165,6 +175,34 @@ pub(super) fn enqueued(ticket: &LockId, ttl_ms: i64, mode: Mode, clocks: &Clocks
             appended,
         ] },
     } })
+}
+
+/// `wake` after a write that leaves `places` (an expression: the live places, in order)
+/// in the queue: the first place's tag and a fresh random number (so that the field changes
+/// at each such write, and the change stream reports it), or `$$REMOVE` (the field is left
+/// as it was) when the first place has no tag or there is none. Safe on any value: a
+/// first element that is not a document has no tag.
+pub(super) fn wake(places: Bson) -> Bson {
+    let tag = format!("$$first.{TAG}");
+    Bson::Document(doc! { "$let": {
+        "vars": { "first": { "$arrayElemAt": [ places, 0 ] } },
+        "in": { "$cond": [
+            { "$eq": [ { "$type": tag.as_str() }, "string" ] },
+            { "$concat": [ tag.as_str(), ":", { "$toString": { "$rand": {} } } ] },
+            "$$REMOVE",
+        ] },
+    } })
+}
+
+/// `wake` after a release on a document of any shape, at `now`: as [`wake`] over the
+/// places whose `expiresAt` is after `now` (nothing fails on a `queue` that is not an
+/// array, or on places that are not documents).
+pub(super) fn wake_after_release(now: &Bson) -> Bson {
+    let queue = format!("${QUEUE}");
+    wake(Bson::Document(doc! { "$filter": {
+        "input": { "$cond": [ { "$isArray": queue.as_str() }, queue.as_str(), [] ] },
+        "cond": { "$gt": [ format!("$$this.{EXPIRES_AT}"), now.clone() ] },
+    } }))
 }
 
 /// `queue: value` for a `$mergeObjects` over the document, or nothing when the document has
@@ -182,17 +220,20 @@ pub(super) fn set_queue(value: Bson) -> Bson {
 }
 
 /// `leave_queue`'s update of the document of a resource: on a valid document, the live
-/// places less `ticket`'s, and `lastLeave = leave_id` when `ticket` had a place (live or
-/// not); any other document is left exactly as it is.
+/// places less `ticket`'s, `lastLeave = leave_id` when `ticket` had a place (live or
+/// not), and `wake` for the next place when `ticket`'s was the first live one; any other
+/// document is left exactly as it is.
 pub(crate) fn leave(ticket: &LockId, leave_id: &Bson, clocks: &Clocks) -> Vec<Document> {
     let id = literal(ticket.as_str());
-    let had =
-        doc! { "$in": [ id, { "$map": { "input": stored(), "in": format!("$$this.{TICKET}") } } ] };
+    let had = doc! { "$in": [ id.clone(), { "$map": { "input": stored(), "in": format!("$$this.{TICKET}") } } ] };
+    let was_first =
+        doc! { "$eq": [ { "$indexOfArray": [ format!("{PLACES}.{TICKET}"), id ] }, 0 ] };
     let changed = doc! { "$let": {
         "vars": { "places": live_places(clocks) },
         "in": { "$mergeObjects": [ "$$ROOT", {
             QUEUE: set_queue(without(PLACES, ticket)),
             crate::schema::LAST_LEAVE: { "$cond": [ had, leave_id.clone(), "$$REMOVE" ] },
+            WAKE: { "$cond": [ was_first, wake(without(PLACES, ticket)), "$$REMOVE" ] },
         } ] },
     } };
     vec![doc! { "$replaceWith": { "$cond": [ super::valid(), changed, "$$ROOT" ] } }]

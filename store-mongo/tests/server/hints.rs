@@ -129,8 +129,8 @@ fn fair(resource: &str, lock_id: &str, ticket: &str, lease: Duration) -> LockReq
 
 /// The queue of fair waiters: a waiter taking its place, keeping it (a new lease, a new
 /// mode), or taking one while dead places are dropped writes the queue alone and hints
-/// nothing (it would wake every waiter at every attempt); a waiter leaving hints `Freed`,
-/// wherever its place was. Each silence is shown by the next hint being one on another
+/// nothing (it would wake every waiter at every attempt); a waiter leaving hints `Freed`
+/// from the middle, and `First` to the store of the next place from the front. Each silence is shown by the next hint being one on another
 /// resource (the stream keeps the order of writes).
 #[tokio::test]
 async fn queue_places_hint_only_when_a_waiter_leaves() {
@@ -203,7 +203,14 @@ async fn queue_places_hint_only_when_a_waiter_leaves() {
     assert!(b.leave_queue(&r, &id("t2")).await.unwrap());
     assert_eq!(next(&mut hints).await, Hint::Freed(r.clone()), "t2 left");
     assert!(b.leave_queue(&r, &id("t1")).await.unwrap());
-    assert_eq!(next(&mut hints).await, Hint::Freed(r.clone()), "t1 left");
+    assert_eq!(
+        next(&mut hints).await,
+        Hint::First {
+            resource: r.clone(),
+            taken: false
+        },
+        "t1 left from the front: the store of t4, now first, is woken"
+    );
     assert!(!b.leave_queue(&r, &id("t1")).await.unwrap());
     let x2 = a.xlock(&request("r2", "x2", for_secs(30))).await.unwrap();
     assert_eq!(
@@ -216,4 +223,99 @@ async fn queue_places_hint_only_when_a_waiter_leaves() {
     drop(hints);
     teardown(&a).await;
     other.shutdown().await;
+}
+
+/// The next two hints are the marker's grant and release: nothing came before them.
+async fn marked(hints: &mut HintStream, marker: &Resource, what: &str) {
+    let h = next(hints).await;
+    assert!(
+        matches!(&h, Hint::Taken(r, _) if r == marker),
+        "{what}: {h:?}"
+    );
+    assert_eq!(next(hints).await, Hint::Freed(marker.clone()), "{what}");
+}
+
+/// The store whose waiter is first in a queue hears its turn, and nobody else does: a
+/// release, a grant and a waiter leaving each reach the first waiter's store alone (as
+/// `First`), and the next hint of every other store is the marker's (a write on a resource
+/// without a queue, which every store hears). A grant that empties the queue wakes
+/// everybody again.
+#[tokio::test]
+async fn only_the_first_waiters_store_hears_its_turn() {
+    let a = fresh_store(None).await;
+    let ns = a.collection().namespace();
+    let process =
+        |client: &Client| MongoStore::from_collection(client.database(&ns.db).collection(&ns.coll));
+    let (cb, cc) = (
+        Client::with_options(options().await).unwrap(),
+        Client::with_options(options().await).unwrap(),
+    );
+    let (b, c) = (process(&cb), process(&cc));
+    let (r, marker) = (Resource::new("r").unwrap(), Resource::new("m").unwrap());
+    let long = Duration::from_secs(30);
+    a.xlock(&request("r", "holder", for_secs(30)))
+        .await
+        .unwrap();
+    a.xlock(&request("m", "m", for_secs(30))).await.unwrap();
+    for s in [&a, &b, &c] {
+        s.xlock(&request("m", "other", for_secs(30)))
+            .await
+            .unwrap_err();
+    }
+    b.xlock(&fair("r", "wb", "tb", long)).await.unwrap_err();
+    c.xlock(&fair("r", "wc", "tc", long)).await.unwrap_err();
+    let (mut hb, mut hc) = (b.hints().unwrap(), c.hints().unwrap());
+    assert_eq!(next(&mut hb).await, Hint::Missed);
+    assert_eq!(next(&mut hc).await, Hint::Missed);
+    a.unlock_one(&marker, &id("m")).await.unwrap();
+    assert_eq!(next(&mut hb).await, Hint::Freed(marker.clone()));
+    assert_eq!(next(&mut hc).await, Hint::Freed(marker.clone()));
+    // The marker: a grant every store hears.
+    let mark = || async {
+        a.xlock(&request("m", "m", for_secs(1))).await.unwrap();
+        a.unlock_one(&marker, &id("m")).await.unwrap();
+    };
+
+    // The holder releases: b is first.
+    a.unlock_one(&r, &id("holder")).await.unwrap();
+    mark().await;
+    let first = |taken| Hint::First {
+        resource: r.clone(),
+        taken,
+    };
+    assert_eq!(next(&mut hb).await, first(false), "b's turn");
+    marked(&mut hc, &marker, "c heard nothing of r").await;
+    marked(&mut hb, &marker, "the marker").await;
+
+    // b is granted: c is first now (and asks only if shared).
+    b.xlock(&fair("r", "wb", "tb", long)).await.unwrap();
+    mark().await;
+    assert_eq!(next(&mut hc).await, first(true), "c is first");
+    marked(&mut hb, &marker, "b heard nothing of r").await;
+    marked(&mut hc, &marker, "the marker").await;
+
+    // b releases by group: c's turn.
+    b.unlock(&id("wb")).await.unwrap();
+    mark().await;
+    assert_eq!(next(&mut hc).await, first(false), "c's turn");
+    marked(&mut hb, &marker, "b heard nothing of r").await;
+    marked(&mut hc, &marker, "the marker").await;
+
+    // c is granted and the queue is empty: everybody hears the grant.
+    let g = c.xlock(&fair("r", "wc", "tc", long)).await.unwrap();
+    assert_eq!(next(&mut hb).await, Hint::Taken(r.clone(), Some(g.fence)));
+    assert_eq!(next(&mut hc).await, Hint::Taken(r.clone(), Some(g.fence)));
+
+    // b, then c, wait; b leaves from the front: c's turn, and b hears nothing.
+    b.xlock(&fair("r", "wb", "tb2", long)).await.unwrap_err();
+    c.xlock(&fair("r", "wc2", "tc2", long)).await.unwrap_err();
+    assert!(b.leave_queue(&r, &id("tb2")).await.unwrap());
+    mark().await;
+    assert_eq!(next(&mut hc).await, first(false), "c is first after b left");
+    marked(&mut hb, &marker, "b heard nothing of r").await;
+
+    drop((hb, hc));
+    teardown(&a).await;
+    cb.shutdown().await;
+    cc.shutdown().await;
 }
