@@ -30,6 +30,7 @@ impl<R: RngCore> LockerCore<R> {
         if mutants::active(Mutant::LockerIgnoresHints) {
             return;
         }
+        self.hearing = true;
         let concerned = |key: &LeaseKey, resource: Option<&crate::Resource>| {
             self.acquires.get(key).is_some_and(|a| {
                 a.wait != Wait::No && resource.is_none_or(|r| *r == a.ask.resource)
@@ -74,6 +75,18 @@ impl<R: RngCore> LockerCore<R> {
             } else if !(behind && resource.is_some()) {
                 self.wake_one(key, now);
             }
+        }
+    }
+
+    /// The subscription to the store's hints ended, or was dropped, at local time `now`:
+    /// hints may have been lost (as [`Hint::Missed`]: every waiter asks once), and until
+    /// the next hint arrives the waiters poll on their backoff as waiters that never heard
+    /// a hint do.
+    pub fn hints_ended(&mut self, now: LocalMs) {
+        self.handle_hint(&Hint::Missed, now);
+        self.hearing = false;
+        for a in self.acquires.values_mut() {
+            a.heard = false;
         }
     }
 

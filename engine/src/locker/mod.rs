@@ -118,8 +118,8 @@ struct Acquire {
     /// Attempts a hint brought forward that were refused all the same (others were woken
     /// too): each doubles the random delay before acting on the next hint.
     contention: u32,
-    /// A hint about this acquire's resource arrived: the store's hints reach this core, so
-    /// polling is only the safety net.
+    /// The store's hints reach this core (a hint arrived before this acquire began, or
+    /// since), so polling is only the safety net.
     heard: bool,
     /// When the last refusal said the locks in the way end (local), so that a retry
     /// rescheduled later (after a hint) still asks by then.
@@ -200,6 +200,9 @@ pub struct LockerCore<R> {
     /// The latest local time the driver passed in (for requests made where none is given:
     /// a cancelled fair acquire's leaving the queue).
     last_now: LocalMs,
+    /// The store's hints reach this core: a hint came since the last subscription ended
+    /// ([`LockerCore::hints_ended`]). A new acquire then relies on them from the start.
+    hearing: bool,
 }
 
 impl<R: RngCore> LockerCore<R> {
@@ -230,6 +233,7 @@ impl<R: RngCore> LockerCore<R> {
             next_id: 1,
             shut_down: false,
             last_now: LocalMs::ZERO,
+            hearing: false,
         })
     }
 
@@ -324,7 +328,7 @@ impl<R: RngCore> LockerCore<R> {
                 by_hint: false,
                 hinted: false,
                 contention: 0,
-                heard: false,
+                heard: self.hearing,
                 free_at: None,
                 place: None,
             },

@@ -745,6 +745,28 @@ fn a_fair_waiter_behind_others_leaves_releases_to_them_and_moves_up_on_grants() 
 }
 
 #[test]
+fn a_new_acquire_relies_on_hints_already_heard_until_they_end() {
+    // A waiter that never heard a hint polls on its backoff (20 ms at first).
+    let mut c = core();
+    let t = acquire(&mut c, 1, Wait::Forever, 0);
+    assert!(refuse(&mut c, &t, 1) <= ms(1 + 20));
+    // The subscription began (it starts with `Missed`), then an acquire: it polls only as a
+    // safety net, although no hint came since it began.
+    let mut c = core();
+    let max = duration_millis(c.config().max_backoff);
+    c.handle_hint(&Hint::Missed, ms(2));
+    let t = acquire(&mut c, 2, Wait::Forever, 3);
+    let due = refuse(&mut c, &t, 4);
+    assert!(due >= ms(4 + max / 2), "{due}");
+    // The stream ended: every waiter asks once, then polls on its backoff.
+    c.hints_ended(ms(5));
+    let t = c
+        .poll_transmit()
+        .expect("asked once: hints may have been lost");
+    assert!(refuse(&mut c, &t, 6) <= ms(6 + 40));
+}
+
+#[test]
 fn a_fair_waiter_told_it_is_first_acts_whatever_its_count() {
     let first = |taken| Hint::First {
         resource: job(),

@@ -74,7 +74,7 @@ pub(super) async fn drive<S: LockStore>(
         if !open && core.is_idle() && in_flight.is_empty() {
             break;
         }
-        watch.update(&shared, &core);
+        watch.update(&shared, &mut core);
         let wake = match (
             core.poll_timeout().map(|ms| shared.instant(ms)),
             watch.wake(shared.config.max_backoff),
@@ -115,7 +115,7 @@ pub(super) async fn drive<S: LockStore>(
                 None => {
                     // The store stopped sending hints: some may have been lost on the way.
                     watch.ended(&shared);
-                    core.handle_hint(&Hint::Missed, shared.now());
+                    core.hints_ended(shared.now());
                 }
             },
             () = sleep_until(wake) => core.handle_timeout(shared.now()),
@@ -137,7 +137,7 @@ struct Watch {
 }
 
 impl Watch {
-    fn update<S: LockStore>(&mut self, shared: &Inner<S>, core: &LockerCore<UnwrapErr<OsRng>>) {
+    fn update<S: LockStore>(&mut self, shared: &Inner<S>, core: &mut LockerCore<UnwrapErr<OsRng>>) {
         let linger = shared.config.max_backoff;
         let now = Instant::now();
         if self.not_before.is_some_and(|t| t <= now) {
@@ -156,6 +156,7 @@ impl Watch {
             if since + linger <= now {
                 self.hints = None;
                 self.idle_since = None;
+                core.hints_ended(shared.now());
             }
         }
     }

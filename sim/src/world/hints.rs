@@ -79,6 +79,7 @@ impl World {
                 w.stream = None;
                 w.idle_since = None;
                 self.note(Some(client), "unsubscribes from hints");
+                self.clients[client].core.hints_ended(LocalMs(local));
             }
         }
         let w = &self.clients[client].watch;
@@ -242,8 +243,8 @@ impl World {
             return;
         }
         let local = self.local(client);
-        let hint = match hint {
-            Some(hint) => hint,
+        let (hint, ended) = match hint {
+            Some(hint) => (hint, false),
             None => {
                 let not_before = local + self.linger_ms();
                 let w = &mut self.clients[client].watch;
@@ -252,7 +253,7 @@ impl World {
                 w.idle_since = None;
                 w.not_before = Some(not_before);
                 self.note(Some(client), "its hint stream ended");
-                Hint::Missed
+                (Hint::Missed, true)
             }
         };
         self.report.tally.hints_heard += 1;
@@ -270,7 +271,11 @@ impl World {
             let what = describe_hint(&hint);
             self.note(Some(client), format!("hears {what}"));
         }
-        self.clients[client].core.handle_hint(&hint, LocalMs(local));
+        if ended {
+            self.clients[client].core.hints_ended(LocalMs(local));
+        } else {
+            self.clients[client].core.handle_hint(&hint, LocalMs(local));
+        }
     }
 }
 
