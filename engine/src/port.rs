@@ -123,12 +123,18 @@ pub enum Hint {
     /// waiter, and the others hear nothing of the change (MongoDB: see its `hints`
     /// module), so a fair waiter that hears it stops counting the waiters ahead of it:
     /// after a release it asks at once, after a grant it asks at once only if it is shared
-    /// (it may share the lock). A waiter that is not fair takes it as `Freed` or `Taken`.
+    /// (it may share the lock). `place` names the first waiter by its ticket's
+    /// [`LockId::tag`](crate::LockId::tag), so that of the waiters of one process only that
+    /// one acts (tags of two tickets may coincide: then both ask, and the store's answers
+    /// tell them apart); `None` wakes every fair waiter of the resource here. A waiter that
+    /// is not fair takes it as `Freed` or `Taken`.
     First {
         /// The resource whose queue it is.
         resource: Resource,
         /// Whether the change was a grant.
         taken: bool,
+        /// The tag of the first waiter's ticket, when the store knows it.
+        place: Option<String>,
     },
     /// Hints may have been lost (a subscription began, the stream reopened or fell
     /// behind): every waiter asks again once.

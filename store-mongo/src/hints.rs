@@ -212,9 +212,11 @@ impl HintSource {
 /// not quiet and hints `Freed` (the next waiter may go).
 ///
 /// Of the writes that leave a fair waiter first in a queue, only the store of that
-/// waiter hears: they set `wake` to `"<tag>:<random>"`, with the tag of the store whose
-/// request took the first place, and the stream passes such an event only when the tag is
-/// `tag`, this store's. It is [`Hint::First`]. So a release or a grant on a resource with
+/// waiter hears: they set `wake` to `"<tag>.<ticket tag>:<random>"`, with the tag of the
+/// store whose request took the first place and its ticket's tag ([`place_tag`]), and the
+/// stream passes such an event only when the store's tag is `tag`, this store's. It is
+/// [`Hint::First`], naming the ticket's tag, so that of the waiters of this store only the
+/// first acts. So a release or a grant on a resource with
 /// 64 waiting processes reaches one of them, not 64 (each stream's `getMore` answers only
 /// for an event it passes, or after the server's await time); the waiters behind the
 /// first hear nothing until their turn (see the engine's `locker::fair`). Writes that set
@@ -250,16 +252,33 @@ pub(crate) fn pipeline(tag: &str) -> Vec<Document> {
         doc! { "$match": { "$or": [
             { wake.as_str(): { "$exists": false } },
             // The tag is hexadecimal: nothing in it is special to a regular expression.
-            { wake.as_str(): { "$regex": format!("^{tag}:") } },
+            { wake.as_str(): { "$regex": format!("^{tag}\\.") } },
         ] } },
         doc! { "$match": { "$expr": { "$not": [quiet] } } },
         doc! { "$project": {
             "_id": 1, "operationType": 1, "ns": 1, "documentKey._id": 1,
             "granted": { "$ne": [{ "$type": granted }, "missing"] },
-            "first": { "$ne": [{ "$type": format!("${wake}") }, "missing"] },
+            "wake": format!("${wake}"),
             "fence": format!("{description}.updatedFields.{LAST_FENCE}"),
         } },
     ]
+}
+
+/// The tag a fair request's place carries: the store's tag, a dot, and the ticket's own
+/// [`LockId::tag`](lockwright_engine::LockId::tag) (16 bits of a hash, which tell the
+/// waiters of one store apart and reveal nothing of the ticket). Empty for a request that
+/// is not fair (it takes no place).
+pub(crate) fn place_tag(store: &str, request: &lockwright_engine::LockRequest) -> String {
+    request.fair.as_ref().map_or_else(String::new, |t| {
+        format!("{store}.{}", t.id.tag().trim_start_matches('#'))
+    })
+}
+
+/// The ticket tag (`#` and hex) a `wake` value names after the store's tag, if it has one.
+fn named_place(wake: &str) -> Option<String> {
+    let (place, _) = wake.split_once(':')?;
+    let (_, ticket) = place.split_once('.')?;
+    Some(format!("#{ticket}"))
 }
 
 /// What one event hints, given the documents refusals saw (`None`: nobody here waits on it).
@@ -274,10 +293,11 @@ fn hint_of(event: &Document, ids: &HashMap<String, Resource>) -> Option<Hint> {
         Some(Bson::Int32(f)) => u64::try_from(*f).ok(),
         _ => None,
     };
-    Some(if event.get_bool("first").unwrap_or(false) {
+    Some(if let Ok(wake) = event.get_str("wake") {
         Hint::First {
             resource,
             taken: granted,
+            place: named_place(wake),
         }
     } else if granted {
         Hint::Taken(resource, fence)
@@ -376,21 +396,25 @@ mod tests {
         );
         assert_eq!(hint_of(&event("update", 2, false), &ids), None);
         let mut first = event("update", 1, true);
-        first.insert("first", true);
+        first.insert("wake", "65a1.3f9a:0.25");
         assert_eq!(
             hint_of(&first, &ids),
             Some(Hint::First {
                 resource: r.clone(),
-                taken: true
+                taken: true,
+                place: Some("#3f9a".into()),
             })
         );
         first.insert("granted", false);
+        first.insert("wake", "65a1:0.25");
         assert_eq!(
             hint_of(&first, &ids),
             Some(Hint::First {
                 resource: r,
-                taken: false
-            })
+                taken: false,
+                place: None,
+            }),
+            "a wake that names no ticket wakes every fair waiter of the resource"
         );
     }
 }

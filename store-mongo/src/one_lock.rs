@@ -288,7 +288,8 @@ fn decide_grant(
 
 /// `xlock`: the exclusive grant.
 pub(crate) async fn xlock(store: &MongoStore, request: &LockRequest) -> Result<LockStatus, Error> {
-    let tag = store.tag();
+    let tag = crate::hints::place_tag(store.tag(), request);
+    let tag = tag.as_str();
     let build = |grant_id: &Bson, clocks: &pipeline::Clocks| {
         pipeline::xlock(
             request,
@@ -309,7 +310,8 @@ pub(crate) async fn slock(
     request: &LockRequest,
     limit: Option<SharedLimit>,
 ) -> Result<LockStatus, Error> {
-    let tag = store.tag();
+    let tag = crate::hints::place_tag(store.tag(), request);
+    let tag = tag.as_str();
     let build = |grant_id: &Bson, clocks: &pipeline::Clocks| {
         pipeline::slock(
             request,

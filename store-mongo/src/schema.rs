@@ -13,7 +13,7 @@
 //!              queuedAt: <date>, expiresAt: <date>,
 //!              tag: <string> } ],  // fair waiters, first come first
 //!   lastLeave: <ObjectId>,  // the id of the last `leave_queue` that removed a place
-//!   wake: <string> }        // "<tag>:<random>": the store whose waiter is first, woken
+//!   wake: <string> }        // "<tag>:<random>": the place first in the queue, woken
 //! ```
 //!
 //! The Go library's fields keep their names and BSON types (dates are BSON dates, absent
@@ -34,9 +34,10 @@
 //!
 //! `tag` and `wake` serve hints alone, and no rule reads them (the decoder ignores both):
 //! a place carries the tag of the store that took it (random, one per store, not a
-//! secret), and each grant, release and leave that leaves a tagged place first in the
-//! queue sets `wake` to that tag and a fresh random number, so that the change stream of
-//! that store alone hears the change (see the `hints` module). Places without a tag (an
+//! secret) and, after a dot, 16 bits of a hash of its ticket (`LockId::tag`), and each
+//! grant, release and leave that leaves a tagged place first in the queue sets `wake` to
+//! that tag and a fresh random number, so that the change stream of that store alone hears
+//! the change, and of its waiters only the first acts (see the `hints` module). Places without a tag (an
 //! older version's) wake everybody, as a write without `wake` does.
 
 use mongodb::bson::{Bson, Document, doc};

@@ -18,8 +18,16 @@ use mongodb::options::ClientOptions;
 
 use crate::MongoStore;
 
-/// The database test collections are created in.
+/// The database test collections are created in, unless `LOCKWRIGHT_TEST_DATABASE` names
+/// another (the kill matrix runs MongoDB harnesses side by side, each on its own).
 pub const TEST_DATABASE: &str = "lockwright_test";
+
+/// The database test collections are created in: `LOCKWRIGHT_TEST_DATABASE`, or
+/// [`TEST_DATABASE`].
+#[must_use]
+pub fn test_database() -> String {
+    std::env::var("LOCKWRIGHT_TEST_DATABASE").unwrap_or_else(|_| TEST_DATABASE.to_owned())
+}
 
 /// The server's URI from `MONGODB_URI`.
 ///
@@ -125,7 +133,8 @@ pub async fn fresh_store(clock: Option<Arc<ManualClock>>) -> MongoStore {
 /// As [`fresh_store`].
 pub async fn fresh_store_on(client: &Client, clock: Option<Arc<ManualClock>>) -> MongoStore {
     let name = format!("t_{}", ObjectId::new().to_hex());
-    let mut store = MongoStore::from_collection(client.database(TEST_DATABASE).collection(&name));
+    let mut store =
+        MongoStore::from_collection(client.database(&test_database()).collection(&name));
     if let Some(clock) = clock {
         store = store.with_clock(clock);
     }

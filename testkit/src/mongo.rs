@@ -13,7 +13,7 @@ pub use lockwright_store_mongo::test_support as fixture;
 
 use crate::Backend;
 
-/// MongoDB, each store on a fresh collection of [`fixture::TEST_DATABASE`].
+/// MongoDB, each store on a fresh collection of [`fixture::test_database`].
 #[derive(Debug)]
 pub struct Mongo;
 

@@ -68,6 +68,11 @@ impl Place {
         self.early.clear();
     }
 
+    /// Whether a hint naming the first place by `tag` (any place: `None`) may mean this one.
+    pub(super) fn is_named(&self, tag: Option<&str>) -> bool {
+        tag.is_none_or(|t| t == self.ticket.tag())
+    }
+
     /// Others are ahead: the waiter leaves releases to them.
     pub(super) fn behind(&self) -> bool {
         self.ahead.is_some_and(|n| n > 0)

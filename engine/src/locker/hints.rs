@@ -37,10 +37,14 @@ impl<R: RngCore> LockerCore<R> {
             })
         };
         let (resource, taken, fence, first) = match hint {
-            Hint::Freed(r) => (Some(r), false, None, false),
-            Hint::Taken(r, fence) => (Some(r), true, *fence, false),
-            Hint::First { resource, taken } => (Some(resource), *taken, None, true),
-            Hint::Missed => (None, false, None, false),
+            Hint::Freed(r) => (Some(r), false, None, None),
+            Hint::Taken(r, fence) => (Some(r), true, *fence, None),
+            Hint::First {
+                resource,
+                taken,
+                place,
+            } => (Some(resource), *taken, None, Some(place.as_deref())),
+            Hint::Missed => (None, false, None, None),
         };
         let keys: Vec<LeaseKey> = self
             .acquires
@@ -53,10 +57,14 @@ impl<R: RngCore> LockerCore<R> {
                 continue;
             };
             a.heard = true;
-            if first && let Some(place) = a.place.as_mut() {
-                // The store says one of this store's waiters is first: none of the grants
-                // since its last count reached it, so the count is dropped (see
-                // `super::fair`).
+            if let (Some(named), Some(place)) = (first, a.place.as_mut()) {
+                // The store says a waiter of this store is first; if it names this one (or
+                // nobody in particular), none of the grants since its last count reached
+                // it, so the count is dropped (see `super::fair`). Another waiter here is
+                // behind the one named, and the change is not its turn.
+                if !place.is_named(named) {
+                    continue;
+                }
                 place.first();
                 let shared = matches!(a.ask.access, super::Access::Shared(_));
                 if !taken || shared {

@@ -771,6 +771,7 @@ fn a_fair_waiter_told_it_is_first_acts_whatever_its_count() {
     let first = |taken| Hint::First {
         resource: job(),
         taken,
+        place: None,
     };
     // Exclusive, three ahead as last counted: the store wakes only the first waiter's
     // process, so the grants to those three were never heard.
@@ -807,6 +808,32 @@ fn a_fair_waiter_told_it_is_first_acts_whatever_its_count() {
         c.poll_transmit().is_some(),
         "a shared waiter first after a grant asks at once"
     );
+}
+
+#[test]
+fn of_two_fair_waiters_here_only_the_one_named_first_acts() {
+    let mut c = core();
+    let t1 = acquire_fair(&mut c, 1, Wait::Forever, 0);
+    let t2 = acquire_fair(&mut c, 2, Wait::Forever, 0);
+    let (k1, k2) = (ticket(&t1).unwrap(), ticket(&t2).unwrap());
+    assert_ne!(
+        k1.tag(),
+        k2.tag(),
+        "this seed draws tickets with distinct tags"
+    );
+    refuse_queued(&mut c, &t1, 4, 5);
+    refuse_queued(&mut c, &t2, 5, 5);
+    c.handle_hint(
+        &Hint::First {
+            resource: job(),
+            taken: false,
+            place: Some(k2.tag()),
+        },
+        ms(6),
+    );
+    let t = c.poll_transmit().expect("the waiter named asks");
+    assert_eq!(ticket(&t), Some(k2), "only the waiter named");
+    assert!(c.poll_transmit().is_none(), "the other one is behind it");
 }
 
 #[test]

@@ -261,7 +261,9 @@ impl World {
             && match &hint {
                 Hint::Freed(r) => *r == self.resources[resource],
                 Hint::Taken(..) => false,
-                Hint::First { resource: r, taken } => !taken && *r == self.resources[resource],
+                Hint::First {
+                    resource: r, taken, ..
+                } => !taken && *r == self.resources[resource],
                 Hint::Missed => true,
             }
         {
@@ -283,7 +285,9 @@ fn describe_hint(hint: &Hint) -> String {
     match hint {
         Hint::Freed(r) => format!("Freed({r})"),
         Hint::Taken(r, _) => format!("Taken({r})"),
-        Hint::First { resource, taken } => format!("First({resource}, taken: {taken})"),
+        Hint::First {
+            resource, taken, ..
+        } => format!("First({resource}, taken: {taken})"),
         Hint::Missed => "Missed".into(),
     }
 }

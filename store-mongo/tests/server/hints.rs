@@ -207,9 +207,10 @@ async fn queue_places_hint_only_when_a_waiter_leaves() {
         next(&mut hints).await,
         Hint::First {
             resource: r.clone(),
-            taken: false
+            taken: false,
+            place: Some(id("t4").tag()),
         },
-        "t1 left from the front: the store of t4, now first, is woken"
+        "t1 left from the front: the store of t4, now first, is woken, naming t4"
     );
     assert!(!b.leave_queue(&r, &id("t1")).await.unwrap());
     let x2 = a.xlock(&request("r2", "x2", for_secs(30))).await.unwrap();
@@ -279,25 +280,26 @@ async fn only_the_first_waiters_store_hears_its_turn() {
     // The holder releases: b is first.
     a.unlock_one(&r, &id("holder")).await.unwrap();
     mark().await;
-    let first = |taken| Hint::First {
+    let first = |taken, ticket: &str| Hint::First {
         resource: r.clone(),
         taken,
+        place: Some(id(ticket).tag()),
     };
-    assert_eq!(next(&mut hb).await, first(false), "b's turn");
+    assert_eq!(next(&mut hb).await, first(false, "tb"), "b's turn");
     marked(&mut hc, &marker, "c heard nothing of r").await;
     marked(&mut hb, &marker, "the marker").await;
 
     // b is granted: c is first now (and asks only if shared).
     b.xlock(&fair("r", "wb", "tb", long)).await.unwrap();
     mark().await;
-    assert_eq!(next(&mut hc).await, first(true), "c is first");
+    assert_eq!(next(&mut hc).await, first(true, "tc"), "c is first");
     marked(&mut hb, &marker, "b heard nothing of r").await;
     marked(&mut hc, &marker, "the marker").await;
 
     // b releases by group: c's turn.
     b.unlock(&id("wb")).await.unwrap();
     mark().await;
-    assert_eq!(next(&mut hc).await, first(false), "c's turn");
+    assert_eq!(next(&mut hc).await, first(false, "tc"), "c's turn");
     marked(&mut hb, &marker, "b heard nothing of r").await;
     marked(&mut hc, &marker, "the marker").await;
 
@@ -311,7 +313,11 @@ async fn only_the_first_waiters_store_hears_its_turn() {
     c.xlock(&fair("r", "wc2", "tc2", long)).await.unwrap_err();
     assert!(b.leave_queue(&r, &id("tb2")).await.unwrap());
     mark().await;
-    assert_eq!(next(&mut hc).await, first(false), "c is first after b left");
+    assert_eq!(
+        next(&mut hc).await,
+        first(false, "tc2"),
+        "c is first after b left"
+    );
     marked(&mut hb, &marker, "b heard nothing of r").await;
 
     drop((hb, hc));
