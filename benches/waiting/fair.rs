@@ -9,6 +9,9 @@
 //! - `fair_contended/N`: N Lockers in a worker loop on one resource, [`super::CONTENDED_HOLD`]
 //!   holds (as `contended/N`): grants per Locker, Jain's fairness index, the longest wait,
 //!   and lock commands per grant (per handover).
+//! - `fair_one_process/N`: as `fair_contended/N`, with the N Lockers of one process: on one
+//!   store (one client, one change stream), where a release wakes the first waiter's Locker
+//!   alone by its ticket's tag.
 //! - `fair_abandoned/W`: a holder, then W waiters that take a place and die (fair requests
 //!   sent straight to the store, never asked again: a killed process), then one live fair
 //!   Locker; the holder releases. Sample: from the release to the live waiter's grant, and
@@ -24,8 +27,8 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::{
-    CONTENDED_HOLD, Counter, Counts, Fleet, TTL, Window, finish, lockers, ms, request,
-    subscriptions, worker_loop,
+    CONTENDED_HOLD, Counter, Counts, Fleet, TTL, Window, finish, lockers, lockers_sharing, ms,
+    request, subscriptions, worker_loop,
 };
 
 /// Each reader's hold in `fair_writer/R`.
@@ -35,6 +38,8 @@ pub const READER_HOLD: Duration = Duration::from_millis(50);
 pub const WRITER: &str = "fair_writer";
 /// See the module's docs.
 pub const CONTENDED: &str = "fair_contended";
+/// See the module's docs.
+pub const ONE_PROCESS: &str = "fair_one_process";
 /// See the module's docs.
 pub const ABANDONED: &str = "fair_abandoned";
 
@@ -185,20 +190,26 @@ pub async fn writer<F: Fleet>(
     )
 }
 
-/// `fair_contended/N`: see the module's docs.
+/// `fair_contended/N` (each Locker on a store of its own) and `fair_one_process/N` (all on
+/// one, `one_process`): see the module's docs.
 pub async fn contended<F: Fleet>(
     fleet: &F,
     group: &str,
-    n: usize,
+    (n, one_process): (usize, bool),
     fair: bool,
     window: &Window,
 ) -> Record {
-    let mut record = Record::new(group, CONTENDED, Some(parameter(n, fair)), 1);
+    let function = if one_process { ONE_PROCESS } else { CONTENDED };
+    let mut record = Record::new(group, function, Some(parameter(n, fair)), 1);
     record.size = Some(n as u64);
     let rtt = rtt(fleet, 20).await;
     let counts = Counts::default();
-    let all = lockers(fleet, &counts, n, true).await;
-    let resource = format!("fair_contended/{n}/{fair}");
+    let all = if one_process {
+        lockers_sharing(fleet, &counts, n, true).await
+    } else {
+        lockers(fleet, &counts, n, true).await
+    };
+    let resource = format!("{function}/{n}/{fair}");
     let run = worker_loop(
         fleet,
         &counts,
@@ -215,10 +226,14 @@ pub async fn contended<F: Fleet>(
         (fkey::JAIN, jain(&run.per_locker)),
     ]);
     let note = format!(
-        "{n} Lockers ({}), each on a store of its own, hints on, in a worker loop on one \
-         resource (acquire, hold {CONTENDED_HOLD:?}, release, acquire again at once); counts \
-         per grant",
+        "{n} Lockers ({}), {}, hints on, in a worker loop on one resource (acquire, hold \
+         {CONTENDED_HOLD:?}, release, acquire again at once); counts per grant",
         if fair { "fair" } else { "not fair" },
+        if one_process {
+            "all on one store"
+        } else {
+            "each on a store of its own"
+        },
     );
     finish::<F>(
         record,
@@ -327,7 +342,7 @@ pub(super) fn summary(record: &Record) -> Option<String> {
             x(key::HOLD_MS),
             x(fkey::RTT_MS),
         ),
-        CONTENDED => format!(
+        CONTENDED | ONE_PROCESS => format!(
             "{:.1} grants/s, grants per Locker {}..{}, Jain {:.3}, longest wait {:.1} ms, lock \
              commands {:.2} per grant (bare xlock {:.2} ms)",
             x(key::GRANTS_PER_S),
@@ -381,15 +396,16 @@ pub(super) async fn run_all<F: Fleet>(
             }
         }
     }
-    for &n in plan.fair_lockers {
-        if wanted(CONTENDED, n) {
-            for fair in [true, false] {
-                let f = fleet(None).await;
-                super::save(
-                    &contended(&f, group, n, fair, &plan.fair_contended).await,
-                    mode,
-                );
-                f.finish().await;
+    for one_process in [false, true] {
+        let function = if one_process { ONE_PROCESS } else { CONTENDED };
+        for &n in plan.fair_lockers {
+            if wanted(function, n) {
+                for fair in [true, false] {
+                    let f = fleet(None).await;
+                    let run = contended(&f, group, (n, one_process), fair, &plan.fair_contended);
+                    super::save(&run.await, mode);
+                    f.finish().await;
+                }
             }
         }
     }

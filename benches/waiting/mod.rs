@@ -218,9 +218,29 @@ async fn locker<F: Fleet>(fleet: &F, counts: &Counts, hints: bool) -> Locker<Tal
         inner: fleet.store(&counts.commands).await,
         calls: counts.calls.clone(),
     };
+    Locker::new(LockClient::new(store), locker_config(hints)).unwrap()
+}
+
+fn locker_config(hints: bool) -> LockerConfig {
     let mut config = LockerConfig::default();
     config.wake_on_hints = hints;
-    Locker::new(LockClient::new(store), config).unwrap()
+    config
+}
+
+/// `n` Lockers of one process: on one store of `fleet` (one client, one change stream).
+async fn lockers_sharing<F: Fleet>(
+    fleet: &F,
+    counts: &Counts,
+    n: usize,
+    hints: bool,
+) -> Vec<Locker<Tallied<F::Store>>> {
+    let client = LockClient::new(Tallied {
+        inner: fleet.store(&counts.commands).await,
+        calls: counts.calls.clone(),
+    });
+    (0..n)
+        .map(|_| Locker::new(client.clone(), locker_config(hints)).unwrap())
+        .collect()
 }
 
 async fn lockers<F: Fleet>(
