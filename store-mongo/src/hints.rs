@@ -8,7 +8,9 @@
 //! for the documents its refusals saw) and whether the update made a grant (it sets
 //! `lastGrant`). A grant is [`Hint::Taken`]; any other change, a release, a purge's
 //! rewrite or deletion, a waiter leaving the queue, is [`Hint::Freed`]; renewals and
-//! writes of the queue alone (a waiter taking or keeping its place) hint nothing.
+//! writes of the queue alone (a waiter taking or keeping its place) hint nothing. A change
+//! that leaves a fair waiter first in a queue reaches the store of that waiter alone, as
+//! [`Hint::First`] (see [`pipeline`]).
 //!
 //! Nothing depends on the stream: after any error or invalidation the task reopens it from
 //! now, without resume tokens, and every subscriber gets [`Hint::Missed`] (so every waiter

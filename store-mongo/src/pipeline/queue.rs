@@ -146,8 +146,8 @@ fn without(places: &str, ticket: &LockId) -> Bson {
 }
 
 /// The queue after a fair request's refusal: the live places, with `ticket`'s refreshed in
-/// place (its `expiresAt` at `now + ttl`, its `mode`, its store's `tag`), or a new place at
-/// the back (`queuedAt = now`).
+/// place (its `expiresAt` at `now + ttl`, its `mode`, its `tag`: see `hints::place_tag`),
+/// or a new place at the back (`queuedAt = now`).
 pub(super) fn enqueued(
     ticket: &LockId,
     ttl_ms: i64,
