@@ -246,10 +246,10 @@ impl<R: RngCore> LockerCore<R> {
         let Some(a) = self.acquires.get(&key) else {
             return;
         };
-        let (backoff, heard) = (a.backoff_ms, a.heard);
+        let backoff = a.backoff_ms;
         let free_at = free_at.or(a.free_at.filter(|&t| t > now));
         let keep_by = self.keep_place_by(a);
-        let hears = heard && self.config.wake_on_hints;
+        let hears = self.hearing && self.config.wake_on_hints;
         let behind = hears && a.place.as_ref().is_some_and(super::fair::Place::behind);
         let wait = if hears {
             max / 2 + self.rng.next_u64() % (max - max / 2 + 1)

@@ -56,7 +56,6 @@ impl<R: RngCore> LockerCore<R> {
             let Some(a) = self.acquires.get_mut(&key) else {
                 continue;
             };
-            a.heard = true;
             if let (Some(named), Some(place)) = (first, a.place.as_mut()) {
                 // The store says a waiter of this store is first; if it names this one (or
                 // nobody in particular), none of the grants since its last count reached
@@ -93,9 +92,6 @@ impl<R: RngCore> LockerCore<R> {
     pub fn hints_ended(&mut self, now: LocalMs) {
         self.handle_hint(&Hint::Missed, now);
         self.hearing = false;
-        for a in self.acquires.values_mut() {
-            a.heard = false;
-        }
     }
 
     /// Whether some acquire is waiting (so hints would help it): the driver subscribes to

@@ -118,9 +118,6 @@ struct Acquire {
     /// Attempts a hint brought forward that were refused all the same (others were woken
     /// too): each doubles the random delay before acting on the next hint.
     contention: u32,
-    /// The store's hints reach this core (a hint arrived before this acquire began, or
-    /// since), so polling is only the safety net.
-    heard: bool,
     /// When the last refusal said the locks in the way end (local), so that a retry
     /// rescheduled later (after a hint) still asks by then.
     free_at: Option<LocalMs>,
@@ -201,7 +198,8 @@ pub struct LockerCore<R> {
     /// a cancelled fair acquire's leaving the queue).
     last_now: LocalMs,
     /// The store's hints reach this core: a hint came since the last subscription ended
-    /// ([`LockerCore::hints_ended`]). A new acquire then relies on them from the start.
+    /// ([`LockerCore::hints_ended`]). Waiting acquires then rely on them, and poll only as a
+    /// safety net.
     hearing: bool,
 }
 
@@ -328,7 +326,6 @@ impl<R: RngCore> LockerCore<R> {
                 by_hint: false,
                 hinted: false,
                 contention: 0,
-                heard: self.hearing,
                 free_at: None,
                 place: None,
             },
