@@ -161,6 +161,26 @@ pub enum Error {
         /// The documents it left alone, and why.
         skipped: Vec<MalformedDocument>,
     },
+    /// A fenced write to the user's own collection (`FencedCollection`, MongoDB only) was
+    /// refused, and nothing was written: the document it would change was last written under
+    /// a fence this one may not overtake, a higher fence of the same resource (this holder's
+    /// lock was taken over, and its successor has written) or a fence of another resource
+    /// (fences of different resources cannot be compared). Retrying cannot help.
+    #[error(
+        "fenced write refused: the document was written under fence {seen_fence} of `{}`, \
+         which fence {fence} of `{resource}` may not overtake",
+        Escaped(seen_resource)
+    )]
+    Fenced {
+        /// The resource whose fence the write carried.
+        resource: Resource,
+        /// The fence the write carried.
+        fence: u64,
+        /// The resource named by the document's fence field.
+        seen_resource: String,
+        /// The fence in the document's fence field.
+        seen_fence: u64,
+    },
     /// Purge removed some locks and then failed; `removed` lists what is gone and `source`
     /// says why it stopped. Retrying (the next purge) removes the rest.
     #[error("purge failed after removing {} lock(s)", removed.len())]
@@ -301,7 +321,8 @@ impl Error {
             | Error::LockNotFound
             | Error::NotRenewable { .. }
             | Error::Shutdown
-            | Error::Timeout { .. } => false,
+            | Error::Timeout { .. }
+            | Error::Fenced { .. } => false,
             Error::StaleGrant { .. }
             | Error::NoReply { .. }
             | Error::Malformed { .. }

@@ -96,11 +96,14 @@ pub enum Mutant {
     QueueDeadEntryBlocks,
     /// A grant leaves the winner's place in the queue.
     GrantLeavesEntry,
+    /// MongoDB's fenced writes to the user's collections drop the fence condition: a stale
+    /// holder's write overwrites its successor's.
+    FencedWriteUnconditional,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 35] = [
+    pub const ALL: [Mutant; 36] = [
         Mutant::PurgeIgnoresGroups,
         Mutant::PurgeIgnoresCreatedBefore,
         Mutant::RenewWithoutMargin,
@@ -136,6 +139,7 @@ impl Mutant {
         Mutant::SharedOvertakesWriter,
         Mutant::QueueDeadEntryBlocks,
         Mutant::GrantLeavesEntry,
+        Mutant::FencedWriteUnconditional,
     ];
 
     /// The mutant's name in snake case, as harnesses and the kill matrix spell it.
@@ -177,6 +181,7 @@ impl Mutant {
             Mutant::SharedOvertakesWriter => "shared_overtakes_writer",
             Mutant::QueueDeadEntryBlocks => "queue_dead_entry_blocks",
             Mutant::GrantLeavesEntry => "grant_leaves_entry",
+            Mutant::FencedWriteUnconditional => "fenced_write_unconditional",
         }
     }
 
@@ -243,6 +248,13 @@ impl Mutant {
         )
     }
 
+    /// Whether the mutant breaks MongoDB's fenced writes to the user's own collections,
+    /// which only the fenced-write harness runs.
+    #[must_use]
+    pub fn is_fenced_write(self) -> bool {
+        matches!(self, Mutant::FencedWriteUnconditional)
+    }
+
     /// Whether the model checker models the rule this mutant breaks (the status filter is
     /// not modelled, and the model runs the engine's lock rules, not MongoDB's pipelines
     /// or the Locker).
@@ -251,6 +263,7 @@ impl Mutant {
         !matches!(self, Mutant::StatusTtlBoundOverwritten)
             && !self.is_pipeline()
             && !self.is_locker()
+            && !self.is_fenced_write()
     }
 
     fn code(self) -> u8 {

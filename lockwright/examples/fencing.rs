@@ -1,60 +1,71 @@
-//! Fencing tokens end to end: a paused holder's late write is rejected downstream.
+//! Fencing tokens end to end: a paused holder's late write is rejected where the data is
+//! stored.
 //!
-//! Worker A takes a lock with a short TTL, checks it holds it, and is then paused (think of
-//! a long garbage-collection pause) past the TTL. Worker B takes the lock over and writes
-//! with its larger fence. When A wakes up it still sends the write it had prepared; the
-//! downstream store remembers the highest fence it accepted and rejects A's stale one.
+//! Worker A takes a lock with a short TTL, writes, and is then paused (think of a long
+//! garbage-collection pause) past the TTL. Worker B takes the lock over and writes with its
+//! larger fence. When A wakes up it still sends the write it had prepared, and the store of
+//! the data rejects it:
 //!
-//! Run: `cargo run --example fencing -p lockwright`
+//! - by default, with locks in memory and an in-memory stand-in for the data's store that
+//!   remembers the highest fence it accepted: `cargo run --example fencing -p lockwright`;
+//! - with `--mongo`, with locks and data in MongoDB (`MONGODB_URI`, a replica set): the data
+//!   is a document in a collection of the user's, written through `LockGuard::fenced`, and
+//!   the server itself refuses A's write: `MONGODB_URI=... cargo run --example fencing -p
+//!   lockwright --features mongo -- --mongo`.
+//!
+//! Exits with an error if A's stale write got through.
 
 use std::time::Duration;
 
-use lockwright::{Client, Error, LockOptions, Locker, LockerConfig, MemStore};
-use lockwright_testkit::{FencedStore, Verdict};
+use lockwright::{Client, Error, LockDetails, LockOptions, LockStore, Locker, LockerConfig};
 
-/// Writes `value` to `key` of the downstream store with `fence`, saying what happened.
-fn write(
-    downstream: &FencedStore<&'static str>,
-    key: &'static str,
-    fence: u64,
-    value: &str,
-) -> Result<(), String> {
-    match downstream.write(key, fence) {
-        Verdict::Rejected { highest } => Err(format!(
-            "rejected {value:?}: fence {fence} is older than {highest}"
-        )),
-        Verdict::Accepted | Verdict::AcceptedStale { .. } => {
-            println!("  downstream accepted {value:?} with fence {fence}");
-            Ok(())
-        }
-    }
-}
+/// How long A holds its lock, and how long it pauses.
+const TTL: Duration = Duration::from_millis(300);
+const PAUSE: Duration = Duration::from_millis(500);
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Error> {
-    let downstream = FencedStore::new();
-    let client = Client::with_renew_margin(MemStore::new(), Duration::from_millis(20))?;
-    let mut config = LockerConfig::default();
-    config.drift_margin = Duration::from_millis(30);
-    let locker = Locker::new(client.clone(), config)?;
-
-    // A: a plain lock without renewal, so that its pause costs it the lock.
-    let a_id = lockwright::generate_lock_id();
-    let ttl = Duration::from_millis(300);
+/// A lock without renewal for A (so that its pause costs it the lock), a `Locker` for B.
+async fn a_then_b<S: LockStore + 'static>(
+    client: &Client<S>,
+) -> Result<(lockwright::LockStatus, Locker<S>), Error> {
     let a = client
         .xlock(
             "invoice-42",
-            &a_id,
-            &lockwright::LockDetails::new().ttl(ttl),
+            lockwright::generate_lock_id(),
+            &LockDetails::new().ttl(TTL),
         )
         .await?;
     println!("A holds invoice-42 with fence {}", a.fence);
-    write(&downstream, "invoice-42", a.fence, "A: draft")
-        .map_err(|e| Error::invalid("example", e))?;
-    println!("A prepares its next write... and pauses for 500 ms");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut config = LockerConfig::default();
+    config.drift_margin = Duration::from_millis(30);
+    Ok((a, Locker::new(client.clone(), config)?))
+}
 
-    // Meanwhile the lock expired; B takes it over and writes.
+fn failed(what: &str) -> Error {
+    Error::invalid("example", format!("fencing failed: {what}"))
+}
+
+#[cfg(feature = "mem")]
+async fn in_memory() -> Result<(), Error> {
+    use lockwright::MemStore;
+    use lockwright_testkit::{FencedStore, Verdict};
+
+    let downstream = FencedStore::new();
+    let write = |fence: u64, value: &str| match downstream.write("invoice-42", fence) {
+        Verdict::Rejected { highest } => {
+            println!("  rejected {value:?}: fence {fence} is older than {highest}");
+            false
+        }
+        Verdict::Accepted | Verdict::AcceptedStale { .. } => {
+            println!("  downstream accepted {value:?} with fence {fence}");
+            true
+        }
+    };
+    let client = Client::with_renew_margin(MemStore::new(), Duration::from_millis(20))?;
+    let (a, locker) = a_then_b(&client).await?;
+    write(a.fence, "A: draft");
+    println!("A prepares its next write... and pauses for {PAUSE:?}");
+    tokio::time::sleep(PAUSE).await;
+
     let b = locker
         .acquire(
             "invoice-42",
@@ -62,14 +73,101 @@ async fn main() -> Result<(), Error> {
         )
         .await?;
     println!("B took invoice-42 over with fence {}", b.fence());
-    write(&downstream, "invoice-42", b.fence(), "B: final")
-        .map_err(|e| Error::invalid("example", e))?;
+    write(b.fence(), "B: final");
 
-    // A wakes up and sends the write it prepared before its pause.
-    match write(&downstream, "invoice-42", a.fence, "A: stale") {
-        Ok(()) => println!("A's stale write got through: fencing failed"),
-        Err(why) => println!("A's late write: {why}"),
-    }
+    println!("A wakes up and sends the write it prepared:");
+    let stale_accepted = write(a.fence, "A: stale");
     b.release().await?;
+    if stale_accepted {
+        return Err(failed("A's stale write got through"));
+    }
     Ok(())
+}
+
+#[cfg(feature = "mongo")]
+async fn on_mongodb() -> Result<(), Error> {
+    use lockwright::{FencedCollection, MongoStore};
+    use mongodb::bson::{Document, doc, oid::ObjectId};
+
+    let uri = std::env::var("MONGODB_URI")
+        .map_err(|_| Error::invalid("MONGODB_URI", "--mongo needs a replica set's URI"))?;
+    // Collections of their own, dropped at the end.
+    let name = format!("fencing_example_{}", ObjectId::new().to_hex());
+    let store = MongoStore::connect(&uri, "lockwright_examples", &name)
+        .await?
+        .with_takeover_grace(Duration::from_millis(100))?;
+    let orders = store
+        .client()
+        .database("lockwright_examples")
+        .collection::<Document>(&format!("{name}_invoices"));
+    let locks = store.collection().clone();
+    let client = Client::with_renew_margin(store, Duration::from_millis(20))?;
+    client.create_indexes().await?;
+
+    let outcome = async {
+        let (a, locker) = a_then_b(&client).await?;
+        let a_writes = FencedCollection::new(&orders, a.resource.clone(), a.fence);
+        a_writes
+            .upsert_one(doc! {"_id": 42}, doc! {"$set": {"text": "A: draft"}})
+            .await?;
+        println!("  the server accepted A's draft with fence {}", a.fence);
+        println!("A prepares its next write... and pauses for {PAUSE:?}");
+        tokio::time::sleep(PAUSE).await;
+
+        let b = locker
+            .acquire(
+                "invoice-42",
+                &LockOptions::exclusive(Duration::from_secs(2)),
+            )
+            .await?;
+        println!("B took invoice-42 over with fence {}", b.fence());
+        b.fenced(&orders)
+            .update_one(doc! {"_id": 42}, doc! {"$set": {"text": "B: final"}})
+            .await?;
+        println!("  the server accepted B's write with fence {}", b.fence());
+
+        println!("A wakes up and sends the write it prepared:");
+        let late = a_writes
+            .update_one(doc! {"_id": 42}, doc! {"$set": {"text": "A: stale"}})
+            .await;
+        b.release().await?;
+        match late {
+            Err(e @ Error::Fenced { .. }) => println!("  the server refused it: {e}"),
+            Ok(_) => return Err(failed("the server accepted A's stale write")),
+            Err(e) => return Err(e),
+        }
+        let kept = orders.find_one(doc! {"_id": 42}).await.ok().flatten();
+        let text = kept.as_ref().and_then(|d| d.get_str("text").ok());
+        println!("  the invoice reads {text:?}");
+        if text != Some("B: final") {
+            return Err(failed("the invoice lost B's write"));
+        }
+        Ok(())
+    }
+    .await;
+    // Clean up whatever happened; the outcome is what counts.
+    let _ = orders.drop().await;
+    let _ = locks.drop().await;
+    outcome
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Error> {
+    let mongo = std::env::args().skip(1).any(|a| a == "--mongo");
+    if mongo {
+        #[cfg(feature = "mongo")]
+        return on_mongodb().await;
+        #[cfg(not(feature = "mongo"))]
+        return Err(Error::invalid(
+            "--mongo",
+            "build the example with --features mongo",
+        ));
+    }
+    #[cfg(feature = "mem")]
+    return in_memory().await;
+    #[cfg(not(feature = "mem"))]
+    Err(Error::invalid(
+        "backend",
+        "without the `mem` feature, run the example with --mongo",
+    ))
 }

@@ -11,7 +11,9 @@
 //!   signal and fencing tokens on each [`LockGuard`];
 //! - [`Purger`] — removes expired lock groups at an interval;
 //! - [`MemStore`] (feature `mem`, on by default) — the embedded in-memory backend;
-//! - `MongoStore` (feature `mongo`) — the MongoDB backend.
+//! - `MongoStore` (feature `mongo`) — the MongoDB backend;
+//! - `FencedCollection` (feature `mongo`) — writes to the user's own MongoDB collections
+//!   that the server refuses once a higher fence has written the document.
 //!
 //! The rules, and the `Locker`'s sans-IO state machine (`LockerCore`, for whoever drives it
 //! in a runtime of their own), live in the crate `lockwright-engine`; this crate re-exports
@@ -63,6 +65,11 @@ pub use lockwright_store_mem::{self as store_mem, MemStore};
 /// The MongoDB backend.
 #[cfg(feature = "mongo")]
 pub use lockwright_store_mongo::{self as store_mongo, MongoStore};
+
+/// Fenced writes to the user's own MongoDB collections: a write applies only if no higher
+/// fence of its resource has written the document (see [`LockGuard::fenced`]).
+#[cfg(feature = "mongo")]
+pub use lockwright_store_mongo::{DEFAULT_FENCE_FIELD, FencedCollection, fenced::InSession};
 
 /// The README's examples, compiled and run as doc tests (they use every backend).
 #[cfg(all(doctest, feature = "mem", feature = "mongo"))]

@@ -300,6 +300,34 @@ impl<S: LockStore> LockGuard<S> {
         self.status.fence
     }
 
+    /// The user's `collection`, written under this grant's fence: each write applies only
+    /// if no higher fence of this resource has written the document, in the same single
+    /// command, and a refused write is [`Error::Fenced`] (feature `mongo`). Kept after the
+    /// lock is lost, its writes are refused once a successor has written.
+    ///
+    /// ```no_run
+    /// # async fn f(locker: lockwright::Locker<lockwright::MongoStore>, orders: mongodb::Collection<mongodb::bson::Document>) -> Result<(), lockwright::Error> {
+    /// use lockwright::LockOptions;
+    /// use mongodb::bson::doc;
+    /// use std::time::Duration;
+    ///
+    /// let guard = locker.acquire("order-7", &LockOptions::exclusive(Duration::from_secs(30))).await?;
+    /// guard.fenced(&orders).update_one(doc! {"_id": 7}, doc! {"$set": {"state": "paid"}}).await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "mongo")]
+    pub fn fenced<T: Send + Sync>(
+        &self,
+        collection: &mongodb::Collection<T>,
+    ) -> lockwright_store_mongo::FencedCollection<T> {
+        lockwright_store_mongo::FencedCollection::new(
+            collection,
+            self.status.resource.clone(),
+            self.status.fence,
+        )
+    }
+
     /// The lock as granted.
     pub fn status(&self) -> &LockStatus {
         &self.status

@@ -533,6 +533,26 @@ pub struct SeedReport {
     pub violations: Vec<Violation>,
     /// Everything that happened (only when recorded).
     pub timeline: Vec<TimelineEntry>,
+    /// Every write that reached the downstream store, in the order it arrived: the
+    /// schedule a test replays against a real fenced store.
+    pub writes: Vec<DownstreamWrite>,
+}
+
+/// A write that reached the downstream store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DownstreamWrite {
+    /// Virtual real time of its arrival, in ms.
+    pub at: u64,
+    /// The client that sent it.
+    pub client: usize,
+    /// The resource it was written under (its lock's resource; the downstream keeps one
+    /// record per resource).
+    pub resource: usize,
+    /// The fence it carried.
+    pub fence: u64,
+    /// Whether the downstream accepted it (with fencing on: its fence was at least every
+    /// fence accepted before for the resource).
+    pub accepted: bool,
 }
 
 /// What a seed counted, or a sweep summed.

@@ -44,6 +44,7 @@
 //! `lastFence` is below that floor, so fences keep increasing across deletion and failover.
 
 mod failure;
+pub mod fenced;
 mod group;
 mod hints;
 mod names;
@@ -67,6 +68,7 @@ use mongodb::options::{ClientOptions, CollectionOptions, WriteConcern};
 use mongodb::{Client, Collection};
 
 pub use failure::MongoFailure;
+pub use fenced::{DEFAULT_FENCE_FIELD, FencedCollection};
 use lockwright_engine::{
     DEFAULT_TAKEOVER_GRACE, Error, Filter, HintStream, LockId, LockRequest, LockStatus, LockStore,
     ManualClock, Renewal, Resource, Result, SharedLimit, Timestamp, Ttl,

@@ -281,6 +281,13 @@ impl World {
 
     pub(super) fn downstream(&mut self, client: usize, resource: usize, fence: u64) {
         let verdict = self.fenced.write(resource, fence);
+        self.report.writes.push(crate::DownstreamWrite {
+            at: self.now,
+            client,
+            resource,
+            fence,
+            accepted: !matches!(verdict, Verdict::Rejected { .. }),
+        });
         if let Verdict::Rejected { highest } = verdict {
             self.report.tally.writes_rejected += 1;
             self.note(

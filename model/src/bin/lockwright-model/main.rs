@@ -135,6 +135,8 @@ fn list_mutants() -> ExitCode {
             "locker"
         } else if m.is_queue() {
             "queue"
+        } else if m.is_fenced_write() {
+            "fenced_write"
         } else {
             "engine"
         };

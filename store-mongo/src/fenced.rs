@@ -1,0 +1,808 @@
+//! Fenced writes to the user's own collections: a write applies only if no higher fence has
+//! written the document.
+//!
+//! A fence protects data only where the data is stored: the store must refuse a write that
+//! carries a lower fence than one it has already accepted. [`FencedCollection`] makes that
+//! check part of the user's own write, in the same single command:
+//!
+//! - every write it makes stamps the document with `{resource, fence}` in the fence field
+//!   (`_fence` unless [`FencedCollection::with_field`] names another);
+//! - every update, replacement and delete carries the condition "the document has no fence
+//!   field, or its stamp names the same resource with a fence no higher than this one" in
+//!   its filter, so the server applies it only then, atomically with its other conditions;
+//! - when a write matched no document, one read with the caller's filter tells a refusal
+//!   ([`Error::Fenced`], naming the stamp seen) from a filter that matched nothing (an
+//!   ordinary result with `matched_count` 0), so a refused write is never a silent no-op.
+//!
+//! Equal fences pass: a holder may write the same document many times. Fences of different
+//! resources cannot be compared, so a document stamped under one resource refuses writes
+//! under another. A shared lock's holders have different fences: after one of them writes
+//! a document, the holders with lower fences may no longer write it, although their locks
+//! are live (fence exclusive locks' writes, or give each shared holder documents of its
+//! own).
+//!
+//! What a fence field cannot protect: a deleted document leaves no stamp, so a stale
+//! holder's insert after its successor's delete is accepted. Where that matters, mark
+//! documents deleted with a fenced update instead.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use mongodb::bson::{Bson, Document, doc};
+use mongodb::options::UpdateModifications;
+use mongodb::results::{DeleteResult, InsertOneResult, UpdateResult};
+use mongodb::{ClientSession, Collection};
+use serde::Serialize;
+
+use lockwright_engine::error::Escaped;
+use lockwright_engine::{Error, MalformedDocument, Resource};
+
+use crate::failure;
+use crate::setup::command_code;
+
+/// The field a [`FencedCollection`] stamps unless told otherwise.
+pub const DEFAULT_FENCE_FIELD: &str = "_fence";
+
+/// The server code of a duplicate-key error.
+const DUPLICATE_KEY: i32 = 11000;
+
+/// The user's collection, written under one lock's fence: each write applies only if no
+/// higher fence of the same resource has written the document (see the
+/// [module](crate::fenced) for the rules).
+///
+/// Build one from a guard (`LockGuard::fenced` in the `lockwright` crate) or from a
+/// resource and fence with [`FencedCollection::new`]. Writes run in the caller's session,
+/// and so in its transaction, through [`FencedCollection::in_session`].
+///
+/// ```no_run
+/// # async fn f(orders: mongodb::Collection<mongodb::bson::Document>) -> Result<(), lockwright_engine::Error> {
+/// use lockwright_engine::{Error, Resource};
+/// use lockwright_store_mongo::FencedCollection;
+/// use mongodb::bson::doc;
+///
+/// let fenced = FencedCollection::new(&orders, Resource::new("order-7")?, 42);
+/// match fenced.update_one(doc! {"_id": 7}, doc! {"$set": {"state": "paid"}}).await {
+///     Ok(done) => assert_eq!(done.matched_count, 1),
+///     Err(Error::Fenced { seen_fence, .. }) => eprintln!("taken over: fence {seen_fence} wrote since"),
+///     Err(e) => return Err(e),
+/// }
+/// # Ok(()) }
+/// ```
+pub struct FencedCollection<T> {
+    /// The user's collection, untyped: the writes add a field to the user's documents.
+    docs: Collection<Document>,
+    resource: Resource,
+    fence: u64,
+    field: String,
+    /// The type of the user's documents, which `replace_one` and `insert_one` take.
+    documents: PhantomData<fn(&T)>,
+}
+
+impl<T> Clone for FencedCollection<T> {
+    fn clone(&self) -> Self {
+        FencedCollection {
+            docs: self.docs.clone(),
+            resource: self.resource.clone(),
+            fence: self.fence,
+            field: self.field.clone(),
+            documents: PhantomData,
+        }
+    }
+}
+
+impl<T> fmt::Debug for FencedCollection<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FencedCollection")
+            .field("collection", &self.docs.namespace())
+            .field("resource", &self.resource)
+            .field("fence", &self.fence)
+            .field("field", &self.field)
+            .finish()
+    }
+}
+
+impl<T> FencedCollection<T> {
+    /// Writes to `collection` under `fence`, a fencing token of a grant on `resource`.
+    pub fn new(collection: &Collection<T>, resource: Resource, fence: u64) -> Self
+    where
+        T: Send + Sync,
+    {
+        FencedCollection {
+            docs: collection.clone_with_type(),
+            resource,
+            fence,
+            field: DEFAULT_FENCE_FIELD.to_owned(),
+            documents: PhantomData,
+        }
+    }
+
+    /// Stamps `field` instead of [`DEFAULT_FENCE_FIELD`]: a top-level field name, not empty,
+    /// without `.` and not starting with `$`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for any other name.
+    pub fn with_field(mut self, field: &str) -> Result<Self, Error> {
+        if field.is_empty() || field.starts_with('$') || field.contains('.') || field.contains('\0')
+        {
+            return Err(Error::invalid(
+                "fence field",
+                format!(
+                    "`{}` is not a top-level field name (not empty, no `.`, not starting with `$`)",
+                    Escaped(field)
+                ),
+            ));
+        }
+        field.clone_into(&mut self.field);
+        Ok(self)
+    }
+
+    /// The field this collection stamps.
+    pub fn field(&self) -> &str {
+        &self.field
+    }
+
+    /// The resource whose fence the writes carry.
+    pub fn resource(&self) -> &Resource {
+        &self.resource
+    }
+
+    /// The fence the writes carry.
+    pub fn fence(&self) -> u64 {
+        self.fence
+    }
+
+    /// The same writes, in `session` (and so in its transaction, if one is started).
+    pub fn in_session<'a>(&'a self, session: &'a mut ClientSession) -> InSession<'a, T> {
+        InSession {
+            fenced: self,
+            session,
+        }
+    }
+
+    /// Updates one document that matches `filter` and that no higher fence has written,
+    /// with `update` (update operators, or a pipeline), and stamps it with this fence.
+    /// `matched_count` 0 means no document matched `filter`.
+    ///
+    /// # Errors
+    /// [`Error::Fenced`] when documents match `filter` but a fence this one may not
+    /// overtake has written them; [`Error::InvalidArgument`] for an update that is a
+    /// replacement document or that changes the fence field itself; [`Error::Backend`] for
+    /// a failure of the server or the connection (its outcome says whether the update may
+    /// have been applied); [`Error::Malformed`] for a fence field this library did not write.
+    #[tracing::instrument(name = "mongo.fenced.update_one", skip_all, fields(resource = %self.resource, fence = self.fence))]
+    pub async fn update_one(
+        &self,
+        filter: Document,
+        update: impl Into<UpdateModifications>,
+    ) -> Result<UpdateResult, Error> {
+        self.update(None, filter, update.into(), false).await
+    }
+
+    /// As [`update_one`](Self::update_one), inserting the document when none matches
+    /// `filter`. The filter must name the document's `_id` (an equality), so that an
+    /// existing document the fence refuses is not mistaken for a missing one: the server
+    /// then tries to insert a second document with that `_id`, fails, and the failure is
+    /// reported as [`Error::Fenced`].
+    ///
+    /// # Errors
+    /// As [`update_one`](Self::update_one), and [`Error::InvalidArgument`] for a filter
+    /// without an `_id` equality.
+    #[tracing::instrument(name = "mongo.fenced.upsert_one", skip_all, fields(resource = %self.resource, fence = self.fence))]
+    pub async fn upsert_one(
+        &self,
+        filter: Document,
+        update: impl Into<UpdateModifications>,
+    ) -> Result<UpdateResult, Error> {
+        self.update(None, filter, update.into(), true).await
+    }
+
+    /// Replaces one document that matches `filter` and that no higher fence has written
+    /// with `replacement`, stamped with this fence (a fence field in `replacement`, such as
+    /// one read back with the document, is overwritten).
+    ///
+    /// # Errors
+    /// As [`update_one`](Self::update_one).
+    #[tracing::instrument(name = "mongo.fenced.replace_one", skip_all, fields(resource = %self.resource, fence = self.fence))]
+    pub async fn replace_one(
+        &self,
+        filter: Document,
+        replacement: &T,
+    ) -> Result<UpdateResult, Error>
+    where
+        T: Serialize,
+    {
+        self.replace(None, filter, replacement).await
+    }
+
+    /// Inserts `document`, stamped with this fence. When a document with its `_id` exists
+    /// already and a fence this one may not overtake wrote it, the error is
+    /// [`Error::Fenced`]; any other duplicate is the server's duplicate-key error.
+    ///
+    /// # Errors
+    /// [`Error::Fenced`], or [`Error::Backend`] (a duplicate key among them).
+    #[tracing::instrument(name = "mongo.fenced.insert_one", skip_all, fields(resource = %self.resource, fence = self.fence))]
+    pub async fn insert_one(&self, document: &T) -> Result<InsertOneResult, Error>
+    where
+        T: Serialize,
+    {
+        self.insert(None, document).await
+    }
+
+    /// Deletes one document that matches `filter` and that no higher fence has written.
+    /// `deleted_count` 0 means no document matched `filter`.
+    ///
+    /// # Errors
+    /// As [`update_one`](Self::update_one).
+    #[tracing::instrument(name = "mongo.fenced.delete_one", skip_all, fields(resource = %self.resource, fence = self.fence))]
+    pub async fn delete_one(&self, filter: Document) -> Result<DeleteResult, Error> {
+        self.delete(None, filter).await
+    }
+
+    /// The fence as BSON stores it.
+    fn fence_i64(&self, op: &'static str) -> Result<i64, Error> {
+        i64::try_from(self.fence).map_err(|_| {
+            Error::invalid(
+                "fence",
+                format!(
+                    "{op}: fence {} does not fit a BSON 64-bit integer",
+                    self.fence
+                ),
+            )
+        })
+    }
+
+    /// The stamp a write leaves: `{resource, fence}`.
+    fn stamp(&self, op: &'static str) -> Result<Document, Error> {
+        Ok(doc! {"resource": self.resource.as_str(), "fence": self.fence_i64(op)?})
+    }
+
+    /// `filter`, and "no fence this one may not overtake has written the document".
+    fn guarded(&self, op: &'static str, filter: Document) -> Result<Document, Error> {
+        let fence = self.fence_i64(op)?;
+        #[cfg(lockwright_mutants)]
+        if lockwright_engine::mutants::active(
+            lockwright_engine::mutants::Mutant::FencedWriteUnconditional,
+        ) {
+            let _ = fence;
+            return Ok(filter);
+        }
+        let field = &self.field;
+        let condition = doc! {"$or": [
+            {field.as_str(): {"$exists": false}},
+            {format!("{field}.resource"): self.resource.as_str(), format!("{field}.fence"): {"$lte": fence}},
+        ]};
+        Ok(doc! {"$and": [filter, condition]})
+    }
+
+    async fn update(
+        &self,
+        session: Option<&mut ClientSession>,
+        filter: Document,
+        update: UpdateModifications,
+        upsert: bool,
+    ) -> Result<UpdateResult, Error> {
+        let op = if upsert {
+            "fenced upsert_one"
+        } else {
+            "fenced update_one"
+        };
+        if upsert && !names_id(&filter) {
+            return Err(Error::invalid(
+                "filter",
+                "a fenced upsert's filter must name the document's `_id` (an equality), so \
+                 that a document the fence refuses is not taken for a missing one",
+            ));
+        }
+        let update = self.stamped_update(op, update)?;
+        let guarded = self.guarded(op, filter.clone())?;
+        let mut session = session;
+        let mut duplicates = 0;
+        loop {
+            let action = self
+                .docs
+                .update_one(guarded.clone(), update.clone())
+                .upsert(upsert);
+            let result = match session.as_deref_mut() {
+                Some(s) => action.session(s).await,
+                None => action.await,
+            };
+            return match result {
+                Ok(done) if done.matched_count == 0 && done.upserted_id.is_none() => {
+                    self.refused_or(op, session, &filter, done).await
+                }
+                Ok(done) => Ok(done),
+                Err(e) if upsert && command_code(&e) == Some(DUPLICATE_KEY) => {
+                    // The document exists, and either the fence condition did not match it
+                    // or a concurrent upsert inserted it first. In a transaction the error
+                    // has aborted it, so read outside the session.
+                    match self.find_stamp(op, None, &filter).await? {
+                        Some(stamp) => Err(self.refusal(op, stamp)?),
+                        // Inserted by a concurrent upsert whose stamp lets this one through:
+                        // once more, now as an update (not in an aborted transaction).
+                        None if duplicates == 0 && session.is_none() => {
+                            duplicates += 1;
+                            continue;
+                        }
+                        None => Err(failure::backend(op, &e)),
+                    }
+                }
+                Err(e) => Err(write_failure(op, &e)),
+            };
+        }
+    }
+
+    async fn replace(
+        &self,
+        session: Option<&mut ClientSession>,
+        filter: Document,
+        replacement: &T,
+    ) -> Result<UpdateResult, Error>
+    where
+        T: Serialize,
+    {
+        let op = "fenced replace_one";
+        let replacement = self.stamped_document(op, replacement)?;
+        let guarded = self.guarded(op, filter.clone())?;
+        let action = self.docs.replace_one(guarded, replacement);
+        let mut session = session;
+        let result = match session.as_deref_mut() {
+            Some(s) => action.session(s).await,
+            None => action.await,
+        };
+        match result {
+            Ok(done) if done.matched_count == 0 => {
+                self.refused_or(op, session, &filter, done).await
+            }
+            Ok(done) => Ok(done),
+            Err(e) => Err(write_failure(op, &e)),
+        }
+    }
+
+    async fn insert(
+        &self,
+        session: Option<&mut ClientSession>,
+        document: &T,
+    ) -> Result<InsertOneResult, Error>
+    where
+        T: Serialize,
+    {
+        let op = "fenced insert_one";
+        let document = self.stamped_document(op, document)?;
+        let id = document.get("_id").cloned();
+        let action = self.docs.insert_one(document);
+        let result = match session {
+            Some(s) => action.session(s).await,
+            None => action.await,
+        };
+        match result {
+            Ok(done) => Ok(done),
+            Err(e) if command_code(&e) == Some(DUPLICATE_KEY) => match id {
+                Some(id) => self.duplicate(op, &doc! {"_id": id}, &e).await,
+                None => Err(failure::backend(op, &e)),
+            },
+            Err(e) => Err(write_failure(op, &e)),
+        }
+    }
+
+    async fn delete(
+        &self,
+        session: Option<&mut ClientSession>,
+        filter: Document,
+    ) -> Result<DeleteResult, Error> {
+        let op = "fenced delete_one";
+        let guarded = self.guarded(op, filter.clone())?;
+        let action = self.docs.delete_one(guarded);
+        let mut session = session;
+        let result = match session.as_deref_mut() {
+            Some(s) => action.session(s).await,
+            None => action.await,
+        };
+        match result {
+            Ok(done) if done.deleted_count == 0 => {
+                self.refused_or(op, session, &filter, done).await
+            }
+            Ok(done) => Ok(done),
+            Err(e) => Err(write_failure(op, &e)),
+        }
+    }
+
+    /// `update` with the stamp added: to `$set` for update operators, as a last `$set`
+    /// stage for a pipeline.
+    fn stamped_update(
+        &self,
+        op: &'static str,
+        update: UpdateModifications,
+    ) -> Result<UpdateModifications, Error> {
+        let stamp = self.stamp(op)?;
+        let field = self.field.as_str();
+        match update {
+            UpdateModifications::Document(mut operators) => {
+                for (operator, fields) in &operators {
+                    if !operator.starts_with('$') {
+                        return Err(Error::invalid(
+                            "update",
+                            format!(
+                                "`{}` is not an update operator: use replace_one to replace a document",
+                                Escaped(operator)
+                            ),
+                        ));
+                    }
+                    let touches = |path: &String| {
+                        path == field
+                            || path.strip_prefix(field).is_some_and(|r| r.starts_with('.'))
+                    };
+                    if let Bson::Document(fields) = fields
+                        && fields.keys().any(touches)
+                    {
+                        return Err(Error::invalid(
+                            "update",
+                            format!(
+                                "`{operator}` changes the fence field `{}`, which the fenced write sets itself",
+                                Escaped(field)
+                            ),
+                        ));
+                    }
+                }
+                match operators.get_mut("$set") {
+                    Some(Bson::Document(set)) => {
+                        set.insert(field, stamp);
+                    }
+                    Some(_) => return Err(Error::invalid("update", "`$set` is not a document")),
+                    None => {
+                        operators.insert("$set", doc! {field: stamp});
+                    }
+                }
+                Ok(UpdateModifications::Document(operators))
+            }
+            UpdateModifications::Pipeline(mut stages) => {
+                stages.push(doc! {"$set": {field: {"$literal": stamp}}});
+                Ok(UpdateModifications::Pipeline(stages))
+            }
+            _ => Err(Error::invalid(
+                "update",
+                "a fenced write takes update operators or a pipeline",
+            )),
+        }
+    }
+
+    /// `document` as BSON, stamped with this fence.
+    fn stamped_document(&self, op: &'static str, document: &T) -> Result<Document, Error>
+    where
+        T: Serialize,
+    {
+        let mut document = mongodb::bson::to_document(document)
+            .map_err(|e| Error::invalid("document", format!("{op}: not a BSON document: {e}")))?;
+        document.insert(self.field.as_str(), self.stamp(op)?);
+        Ok(document)
+    }
+
+    /// After a write that matched nothing: [`Error::Fenced`] if a document matches `filter`
+    /// under a stamp this fence may not overtake, else the write's own result.
+    async fn refused_or<R>(
+        &self,
+        op: &'static str,
+        session: Option<&mut ClientSession>,
+        filter: &Document,
+        done: R,
+    ) -> Result<R, Error> {
+        let found = self.find_stamp(op, session, filter).await?;
+        match found {
+            Some(stamp) => Err(self.refusal(op, stamp)?),
+            None => Ok(done),
+        }
+    }
+
+    /// After a duplicate key from an insert: [`Error::Fenced`] if the existing document's
+    /// stamp refuses this fence, else the duplicate-key error itself.
+    async fn duplicate<R>(
+        &self,
+        op: &'static str,
+        filter: &Document,
+        e: &mongodb::error::Error,
+    ) -> Result<R, Error> {
+        match self.find_stamp(op, None, filter).await? {
+            Some(stamp) => Err(self.refusal(op, stamp)?),
+            None => Err(failure::backend(op, e)),
+        }
+    }
+
+    /// The fence field of a document that matches `filter` and whose stamp refuses this
+    /// fence, if there is one.
+    async fn find_stamp(
+        &self,
+        op: &'static str,
+        session: Option<&mut ClientSession>,
+        filter: &Document,
+    ) -> Result<Option<Document>, Error> {
+        let fence = self.fence_i64(op)?;
+        let field = self.field.as_str();
+        let refusing = doc! {"$and": [filter.clone(), {"$nor": [
+            {field: {"$exists": false}},
+            {format!("{field}.resource"): self.resource.as_str(), format!("{field}.fence"): {"$lte": fence}},
+        ]}]};
+        let action = self
+            .docs
+            .find_one(refusing)
+            .projection(doc! {"_id": 1, field: 1});
+        let found = match session {
+            Some(s) => action.session(s).await,
+            None => action.await,
+        }
+        .map_err(|e| failure::backend(op, &e))?;
+        Ok(found)
+    }
+
+    /// The error for a write refused by the stamp in `document`.
+    fn refusal(&self, op: &'static str, document: Document) -> Result<Error, Error> {
+        let field = self.field.as_str();
+        let malformed = |reason: &str| {
+            Error::from(MalformedDocument {
+                resource: document
+                    .get("_id")
+                    .map_or_else(|| "(no _id)".to_owned(), |id| format!("_id {id}")),
+                field: field.to_owned(),
+                reason: format!("{op}: {reason}"),
+            })
+        };
+        let Some(Bson::Document(stamp)) = document.get(field) else {
+            return Err(malformed(
+                "the fence field is not a document {resource, fence}",
+            ));
+        };
+        let seen_resource = match stamp.get("resource") {
+            Some(Bson::String(r)) => r.clone(),
+            _ => return Err(malformed("the stamp's `resource` is not a string")),
+        };
+        let seen_fence = match stamp.get("fence") {
+            Some(Bson::Int64(f)) => u64::try_from(*f).ok(),
+            Some(Bson::Int32(f)) => u64::try_from(*f).ok(),
+            _ => None,
+        }
+        .ok_or_else(|| malformed("the stamp's `fence` is not a non-negative integer"))?;
+        Ok(Error::Fenced {
+            resource: self.resource.clone(),
+            fence: self.fence,
+            seen_resource,
+            seen_fence,
+        })
+    }
+}
+
+/// A [`FencedCollection`]'s writes in the caller's session: in its transaction, if one is
+/// started. The methods are those of [`FencedCollection`].
+pub struct InSession<'a, T> {
+    fenced: &'a FencedCollection<T>,
+    session: &'a mut ClientSession,
+}
+
+impl<T> fmt::Debug for InSession<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InSession")
+            .field("fenced", self.fenced)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> InSession<'_, T> {
+    /// [`FencedCollection::update_one`], in the session.
+    ///
+    /// # Errors
+    /// As [`FencedCollection::update_one`].
+    pub async fn update_one(
+        &mut self,
+        filter: Document,
+        update: impl Into<UpdateModifications>,
+    ) -> Result<UpdateResult, Error> {
+        let fenced = self.fenced;
+        fenced
+            .update(Some(self.session), filter, update.into(), false)
+            .await
+    }
+
+    /// [`FencedCollection::upsert_one`], in the session. A refused upsert aborts the
+    /// session's transaction (the server's duplicate-key error does), as any failed write
+    /// in a transaction does.
+    ///
+    /// # Errors
+    /// As [`FencedCollection::upsert_one`].
+    pub async fn upsert_one(
+        &mut self,
+        filter: Document,
+        update: impl Into<UpdateModifications>,
+    ) -> Result<UpdateResult, Error> {
+        let fenced = self.fenced;
+        fenced
+            .update(Some(self.session), filter, update.into(), true)
+            .await
+    }
+
+    /// [`FencedCollection::replace_one`], in the session.
+    ///
+    /// # Errors
+    /// As [`FencedCollection::replace_one`].
+    pub async fn replace_one(
+        &mut self,
+        filter: Document,
+        replacement: &T,
+    ) -> Result<UpdateResult, Error>
+    where
+        T: Serialize,
+    {
+        let fenced = self.fenced;
+        fenced
+            .replace(Some(self.session), filter, replacement)
+            .await
+    }
+
+    /// [`FencedCollection::insert_one`], in the session.
+    ///
+    /// # Errors
+    /// As [`FencedCollection::insert_one`].
+    pub async fn insert_one(&mut self, document: &T) -> Result<InsertOneResult, Error>
+    where
+        T: Serialize,
+    {
+        let fenced = self.fenced;
+        fenced.insert(Some(self.session), document).await
+    }
+
+    /// [`FencedCollection::delete_one`], in the session.
+    ///
+    /// # Errors
+    /// As [`FencedCollection::delete_one`].
+    pub async fn delete_one(&mut self, filter: Document) -> Result<DeleteResult, Error> {
+        let fenced = self.fenced;
+        fenced.delete(Some(self.session), filter).await
+    }
+}
+
+/// Whether `filter` pins the document's `_id` with an equality (a value, not operators).
+fn names_id(filter: &Document) -> bool {
+    match filter.get("_id") {
+        None => false,
+        Some(Bson::Document(d)) => !d.keys().any(|k| k.starts_with('$')),
+        Some(_) => true,
+    }
+}
+
+/// A failed write: whether it may have been applied, as the driver's error says.
+fn write_failure(op: &'static str, e: &mongodb::error::Error) -> Error {
+    if failure::outcome_unknown(e) {
+        failure::unknown(op, e)
+    } else {
+        failure::backend(op, e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fenced() -> FencedCollection<Document> {
+        let client = mongodb::Client::with_options(
+            mongodb::options::ClientOptions::builder()
+                .hosts(vec![mongodb::options::ServerAddress::Tcp {
+                    host: "localhost".into(),
+                    port: Some(1),
+                }])
+                .build(),
+        )
+        .expect("a client is made without connecting");
+        FencedCollection::new(
+            &client.database("d").collection("c"),
+            Resource::new("r").expect("a valid name"),
+            7,
+        )
+    }
+
+    #[test]
+    fn field_names_are_checked() {
+        for bad in ["", "$x", "a.b", "a\0b"] {
+            assert!(
+                matches!(
+                    fenced().with_field(bad),
+                    Err(Error::InvalidArgument {
+                        field: "fence field",
+                        ..
+                    })
+                ),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            fenced().with_field("owner").expect("valid").field(),
+            "owner"
+        );
+    }
+
+    #[test]
+    fn the_stamp_joins_set_or_ends_a_pipeline() {
+        let f = fenced();
+        let stamp = doc! {"resource": "r", "fence": 7_i64};
+        let UpdateModifications::Document(d) = f
+            .stamped_update("t", doc! {"$set": {"a": 1}, "$inc": {"n": 1}}.into())
+            .expect("valid")
+        else {
+            panic!("not a document")
+        };
+        assert_eq!(
+            d,
+            doc! {"$set": {"a": 1, "_fence": stamp.clone()}, "$inc": {"n": 1}}
+        );
+        let UpdateModifications::Pipeline(p) = f
+            .stamped_update("t", vec![doc! {"$set": {"a": 1}}].into())
+            .expect("valid")
+        else {
+            panic!("not a pipeline")
+        };
+        assert_eq!(
+            p.last(),
+            Some(&doc! {"$set": {"_fence": {"$literal": stamp}}})
+        );
+    }
+
+    #[test]
+    fn updates_that_touch_the_fence_or_replace_are_refused() {
+        let f = fenced();
+        for bad in [
+            doc! {"$unset": {"_fence": ""}},
+            doc! {"$set": {"_fence.fence": 99}},
+            doc! {"a": 1},
+        ] {
+            assert!(
+                matches!(
+                    f.stamped_update("t", bad.clone().into()),
+                    Err(Error::InvalidArgument {
+                        field: "update",
+                        ..
+                    })
+                ),
+                "{bad}"
+            );
+        }
+        // A field that only starts with the fence field's name is the user's.
+        assert!(
+            f.stamped_update("t", doc! {"$set": {"_fenced": 1}}.into())
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn upserts_need_an_id_equality() {
+        assert!(names_id(&doc! {"_id": 3}));
+        assert!(names_id(&doc! {"_id": {"a": 1}, "x": 2}));
+        assert!(!names_id(&doc! {"_id": {"$gt": 3}}));
+        assert!(!names_id(&doc! {"x": 3}));
+    }
+
+    #[test]
+    fn fences_beyond_bson_are_refused() {
+        let f = FencedCollection {
+            fence: u64::MAX,
+            ..fenced()
+        };
+        assert!(matches!(
+            f.guarded("t", doc! {}),
+            Err(Error::InvalidArgument { field: "fence", .. })
+        ));
+    }
+
+    #[test]
+    fn a_refusal_names_the_stamp_and_a_foreign_field_is_malformed() {
+        let f = fenced();
+        let e = f
+            .refusal(
+                "t",
+                doc! {"_id": 1, "_fence": {"resource": "r", "fence": 9_i64}},
+            )
+            .expect("a stamp");
+        assert!(
+            matches!(&e, Error::Fenced { fence: 7, seen_fence: 9, seen_resource, .. } if seen_resource == "r"),
+            "{e:?}"
+        );
+        let bad = f
+            .refusal("t", doc! {"_id": 1, "_fence": "yes"})
+            .expect_err("not a stamp");
+        assert!(matches!(bad, Error::Malformed { .. }), "{bad:?}");
+    }
+}
