@@ -39,6 +39,10 @@
 //!   with hints on and off (`benches/waiting` and `waiting.rs`; benches/README.md says what
 //!   each measures). Skipped when criterion's filter selects neither setting's id.
 //!
+//! - `update_unfenced`, `update_fenced` (also interleaved with the unfenced one) and
+//!   `update_fenced_refused`: a user's document updated without a fence, through
+//!   `FencedCollection`, and by a stale fence (`fenced.rs`).
+//!
 //! Diagnostics (rows whose note starts with "diagnostic"), to explain a missed target:
 //! `baseline_noop` / `xlock_refused` (the same commands writing nothing, so no journal
 //! wait), `baseline_w1` / `xlock_w1` (write concern w:1), `baseline_after_unlock` (the
@@ -66,6 +70,7 @@ mod cycle;
 mod diagnostics;
 mod documents;
 mod explain;
+mod fenced;
 mod filter;
 mod grants;
 mod groups;
@@ -168,6 +173,9 @@ fn store_mongo(c: &mut Criterion) {
     diagnostics::without_journal_wait(&single, &mut group, &client);
     stores.push(single.latency);
 
+    // Fenced writes to a user's collection, against the same write without a fence.
+    let fenced = fenced::fenced_writes(&bench, &mut group, &client, &plain_client);
+
     // Group operations of K locks.
     stores.push(groups::renew(&bench, &mut group, &client, ks));
     stores.push(groups::unlock(&bench, &mut group, &client, ks));
@@ -198,10 +206,15 @@ fn store_mongo(c: &mut Criterion) {
     waiting::waiting(&bench);
 
     rt.block_on(async {
+        // Best effort: a leftover collection in the test database harms nothing.
         for store in &stores {
-            // Best effort: a leftover collection in the test database harms nothing.
             let _ = store.collection().drop().await;
         }
+        let _ = bench
+            .db
+            .collection::<mongodb::bson::Document>(&fenced)
+            .drop()
+            .await;
         client.shutdown().await;
         plain_client.shutdown().await;
     });

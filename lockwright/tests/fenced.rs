@@ -326,6 +326,7 @@ async fn the_simulators_stale_writers_are_refused_by_the_server() {
         rejected > 0 && replayed > rejected,
         "{rejected} of {replayed}"
     );
+    println!("replayed {replayed} writes of 3 seeds, {rejected} of them stale and refused");
     // Each document's log is the fences accepted, in order: never a lower after a higher.
     let all: Vec<Document> = orders
         .find(doc! {})
@@ -422,4 +423,46 @@ async fn racing_holders_never_write_behind_a_higher_fence() {
         "the race produced no stale write (seed {seed:#x}): it checked nothing"
     );
     done(client.store(), &orders).await;
+}
+
+/// The write README.md shows for scripts (`mongosh` enforcing `LOCKWRIGHT_FENCE`), sent as
+/// written there: it agrees with the library's stamps both ways.
+#[tokio::test]
+async fn the_documented_script_write_agrees_with_the_library() {
+    activate_mutant();
+    let store = fresh_store(None).await;
+    let orders = user_collection(&store);
+    let script = async |fence: i64| {
+        let (r, f) = ("invoice-42", fence);
+        orders
+            .update_one(
+                doc! {"_id": 42, "$or": [{"_fence": {"$exists": false}}, {"_fence.resource": r, "_fence.fence": {"$lte": f}}]},
+                doc! {"$set": {"state": "paid", "_fence": {"resource": r, "fence": f}}},
+            )
+            .await
+            .unwrap()
+            .matched_count
+    };
+    let library =
+        |fence: u64| FencedCollection::new(&orders, Resource::new("invoice-42").unwrap(), fence);
+    library(5)
+        .upsert_one(doc! {"_id": 42}, doc! {"$set": {"state": "new"}})
+        .await
+        .unwrap();
+    assert_eq!(
+        script(4).await,
+        0,
+        "the script refuses a lower fence than the library's"
+    );
+    assert_eq!(script(6).await, 1, "and takes a higher one");
+    let e = library(5)
+        .update_one(doc! {"_id": 42}, doc! {"$set": {"state": "late"}})
+        .await
+        .unwrap_err();
+    assert_eq!(
+        fenced_by(&e),
+        Some(6),
+        "the library refuses a lower fence than the script's"
+    );
+    done(&store, &orders).await;
 }
