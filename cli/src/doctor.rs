@@ -158,8 +158,20 @@ fn deployment(report: &mut Report, hello: &Document) {
 /// The unique index on `resource`, judged by the store itself; created with `--fix`.
 async fn index(report: &mut Report, store: &MongoStore, fix: bool) {
     let ns = store.collection().namespace();
+    if !fix && collection_exists(store).await == Some(false) {
+        // Checked without creating it: the first lock operation does that.
+        report.line(
+            &Verdict::Ok,
+            &format!(
+                "collection {ns} does not exist yet: the first lock operation creates it with \
+                 its unique index on `resource` (or run `lockwright doctor --fix`)"
+            ),
+        );
+        return;
+    }
     let client = Client::new(store_clone(store));
-    // Any operation runs the store's set-up check first; status on one name reads little.
+    // Any operation runs the store's set-up check first (which makes the index of a
+    // collection never used); status on one name reads little.
     let probe = Filter::new().resource("lockwright-doctor-probe");
     let mut checked = client.status(&probe).await;
     if fix && matches!(checked, Err(Error::Misconfigured { .. })) {
@@ -193,6 +205,20 @@ async fn index(report: &mut Report, store: &MongoStore, fix: bool) {
         ),
         Err(e) => report.line(&Verdict::Fail, &CliError::from(e).message),
     }
+}
+
+/// Whether the lock collection exists; `None` when that cannot be read (the probe that
+/// follows reports why).
+async fn collection_exists(store: &MongoStore) -> Option<bool> {
+    let ns = store.collection().namespace();
+    let names = store
+        .client()
+        .database(&ns.db)
+        .list_collection_names()
+        .filter(mongodb::bson::doc! {"name": &ns.coll})
+        .await
+        .ok()?;
+    Some(!names.is_empty())
 }
 
 /// A second store on the same collection (its set-up check is its own).

@@ -1,9 +1,12 @@
 //! The client: validated lock operations on any backend.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use lockwright_engine::time::validate_margin;
+
+use crate::metrics::Labels;
 use lockwright_engine::{
     Error, Filter, LockDetails, LockId, LockRequest, LockStatus, LockStore, Resource, SharedLimit,
     Ttl, Waiter,
@@ -43,6 +46,7 @@ pub const DEFAULT_RENEW_MARGIN: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub struct Client<S> {
     inner: Arc<Inner<S>>,
+    labels: Labels,
 }
 
 #[derive(Debug)]
@@ -55,6 +59,7 @@ impl<S> Clone for Client<S> {
     fn clone(&self) -> Self {
         Client {
             inner: Arc::clone(&self.inner),
+            labels: self.labels,
         }
     }
 }
@@ -67,6 +72,7 @@ impl<S: LockStore> Client<S> {
                 store,
                 renew_margin: DEFAULT_RENEW_MARGIN,
             }),
+            labels: Labels::default(),
         }
     }
 
@@ -81,6 +87,7 @@ impl<S: LockStore> Client<S> {
                 store,
                 renew_margin,
             }),
+            labels: Labels::default(),
         })
     }
 
@@ -92,6 +99,35 @@ impl<S: LockStore> Client<S> {
     /// The renew margin in force.
     pub fn renew_margin(&self) -> Duration {
         self.inner.renew_margin
+    }
+
+    /// Labels what this client (and a `Locker` on it) records through the `metrics` facade
+    /// with the resource's name too (`resource`), where an operation has one. Off by
+    /// default: every resource name is a time series of each metric it labels, so turn it
+    /// on only for a bounded set of names. Lock ids are never recorded.
+    #[must_use]
+    pub fn with_resource_labels(mut self, on: bool) -> Self {
+        self.labels.resources = on;
+        self
+    }
+
+    pub(crate) fn labels(&self) -> Labels {
+        self.labels
+    }
+
+    /// Runs `op` (named `operation`, on `resource` if it has one) and records its outcome
+    /// and round trip.
+    async fn metered<T>(
+        &self,
+        operation: &'static str,
+        resource: Option<&Resource>,
+        op: impl Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        let started = tokio::time::Instant::now();
+        let result = op.await;
+        self.labels
+            .operation(operation, resource, &result, started.elapsed());
+        result
     }
 
     /// Takes an exclusive lock on `resource` for the group `lock_id`.
@@ -110,7 +146,9 @@ impl<S: LockStore> Client<S> {
         details: &LockDetails,
     ) -> Result<LockStatus, Error> {
         let request = LockRequest::new(resource, lock_id.as_ref(), details)?;
-        self.inner.store.xlock(&request).await
+        let store = &self.inner.store;
+        self.metered("xlock", Some(&request.resource), store.xlock(&request))
+            .await
     }
 
     /// Takes a shared lock on `resource` for the group `lock_id`, with at most `limit` live
@@ -128,7 +166,13 @@ impl<S: LockStore> Client<S> {
     ) -> Result<LockStatus, Error> {
         let request = LockRequest::new(resource, lock_id.as_ref(), details)?;
         let limit = limit.map(SharedLimit::new).transpose()?;
-        self.inner.store.slock(&request, limit).await
+        let store = &self.inner.store;
+        self.metered(
+            "slock",
+            Some(&request.resource),
+            store.slock(&request, limit),
+        )
+        .await
     }
 
     /// Releases every lock of the group, live or expired, and returns each as it was, newest
@@ -138,7 +182,8 @@ impl<S: LockStore> Client<S> {
     /// `InvalidArgument` (`lock_id`) or a backend error (never an empty list on failure).
     pub async fn unlock(&self, lock_id: impl AsRef<str>) -> Result<Vec<LockStatus>, Error> {
         let lock_id = LockId::new(lock_id.as_ref())?;
-        self.inner.store.unlock(&lock_id).await
+        self.metered("unlock", None, self.inner.store.unlock(&lock_id))
+            .await
     }
 
     /// Sets every lock of the group to expire `ttl` from now (locks without a TTL included)
@@ -155,10 +200,11 @@ impl<S: LockStore> Client<S> {
     ) -> Result<Vec<LockStatus>, Error> {
         let lock_id = LockId::new(lock_id.as_ref())?;
         let ttl = Ttl::new(ttl)?;
-        self.inner
+        let renewed = self
+            .inner
             .store
-            .renew(&lock_id, ttl, self.inner.renew_margin)
-            .await
+            .renew(&lock_id, ttl, self.inner.renew_margin);
+        self.metered("renew", None, renewed).await
     }
 
     /// Renews exactly `lock` (a grant's resource and lock id), not the rest of its group:
@@ -170,9 +216,11 @@ impl<S: LockStore> Client<S> {
     /// expires within the renew margin, `InvalidArgument` (`ttl`), or a backend error.
     pub async fn renew_one(&self, lock: &LockStatus, ttl: Duration) -> Result<LockStatus, Error> {
         let renewal = lock.renewal(Ttl::new(ttl)?);
-        self.inner
+        let renewed = self
+            .inner
             .store
-            .renew_one(&renewal, self.inner.renew_margin)
+            .renew_one(&renewal, self.inner.renew_margin);
+        self.metered("renew_one", Some(&lock.resource), renewed)
             .await
     }
 
@@ -184,9 +232,8 @@ impl<S: LockStore> Client<S> {
     /// A backend error, or `Malformed` when the resource's document cannot be read (it is
     /// left as it is).
     pub async fn unlock_one(&self, lock: &LockStatus) -> Result<Option<LockStatus>, Error> {
-        self.inner
-            .store
-            .unlock_one(&lock.resource, &lock.lock_id)
+        let released = self.inner.store.unlock_one(&lock.resource, &lock.lock_id);
+        self.metered("unlock_one", Some(&lock.resource), released)
             .await
     }
 
@@ -206,7 +253,8 @@ impl<S: LockStore> Client<S> {
             Error::InvalidArgument { reason, .. } => Error::invalid("ticket", reason),
             other => other,
         })?;
-        self.inner.store.leave_queue(&resource, &ticket).await
+        let left = self.inner.store.leave_queue(&resource, &ticket);
+        self.metered("leave_queue", Some(&resource), left).await
     }
 
     /// The fair waiters queued on `resource`, first come first (live places only, without
@@ -216,7 +264,12 @@ impl<S: LockStore> Client<S> {
     /// `InvalidArgument` for a bad resource; a backend error.
     pub async fn waiters(&self, resource: &str) -> Result<Vec<Waiter>, Error> {
         let resource = Resource::new(resource)?;
-        self.inner.store.waiters(&resource).await
+        self.metered(
+            "waiters",
+            Some(&resource),
+            self.inner.store.waiters(&resource),
+        )
+        .await
     }
 
     /// The locks matching every set field of `filter`, oldest first.
@@ -226,7 +279,8 @@ impl<S: LockStore> Client<S> {
     /// error.
     pub async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>, Error> {
         filter.validate()?;
-        self.inner.store.status(filter).await
+        self.metered("status", None, self.inner.store.status(filter))
+            .await
     }
 
     /// Removes the groups that hold an expired lock (locks created after the purge began are
@@ -235,7 +289,7 @@ impl<S: LockStore> Client<S> {
     /// # Errors
     /// A backend error; `PurgeIncomplete` lists what was removed before a failure.
     pub async fn purge(&self) -> Result<Vec<LockStatus>, Error> {
-        self.inner.store.purge().await
+        self.metered("purge", None, self.inner.store.purge()).await
     }
 
     /// Creates the indexes the backend needs. Idempotent.
@@ -243,7 +297,8 @@ impl<S: LockStore> Client<S> {
     /// # Errors
     /// A backend error.
     pub async fn create_indexes(&self) -> Result<(), Error> {
-        self.inner.store.create_indexes().await
+        self.metered("create_indexes", None, self.inner.store.create_indexes())
+            .await
     }
 }
 

@@ -39,6 +39,7 @@
 
 mod client;
 mod locker;
+pub mod metrics;
 mod options;
 mod purger;
 

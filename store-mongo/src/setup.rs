@@ -1,5 +1,6 @@
 //! The set-up check every operation makes once: a replica set (or sharded cluster), a
-//! collection name MongoDB allows, and a unique index on `resource` that can be trusted;
+//! collection name MongoDB allows, and a unique index on `resource` that can be trusted
+//! (made on first use when the collection does not exist yet, or is empty with no index);
 //! and `create_indexes`, which makes that index.
 
 use std::sync::{Arc, PoisonError};
@@ -16,6 +17,9 @@ use crate::{MongoFailure, MongoStore, failure, names, schema};
 
 /// The server code of a command naming a collection that does not exist.
 pub(crate) const NAMESPACE_NOT_FOUND: i32 = 26;
+
+/// The server code of a command the user is not allowed to run.
+const UNAUTHORIZED: i32 = 13;
 
 /// The server codes of an index that conflicts with an existing one of the same name or keys.
 const INDEX_CONFLICT: [i32; 2] = [85, 86];
@@ -90,8 +94,29 @@ impl MongoStore {
     }
 
     /// The name of a unique index on `resource` that keeps one document per resource name.
+    /// A collection that does not exist yet, or that is empty and has no index but `_id`'s,
+    /// is first made ready with [`create_indexes`] (first use needs no set-up); any other
+    /// collection without a trusted index is refused.
     async fn trusted_resource_index(&self, op: &'static str) -> Result<String, Error> {
-        let indexes = self.indexes(op).await?;
+        let mut indexes = self.indexes(op).await?;
+        if self.unused(op, &indexes).await? {
+            match create_indexes(self).await {
+                Ok(()) => {
+                    tracing::info!(
+                        collection = %self.coll.namespace(),
+                        "first use: created the lock collection's indexes"
+                    );
+                    indexes = self.indexes(op).await?;
+                }
+                // Not allowed to (a user with read-only rights, say): refused as any
+                // collection without the index is, below, with the same advice.
+                Err(Error::Backend { source, .. })
+                    if source
+                        .downcast_ref::<MongoFailure>()
+                        .is_some_and(|f| f.code() == Some(UNAUTHORIZED)) => {}
+                Err(e) => return Err(e),
+            }
+        }
         let mut untrusted = None;
         for index in &indexes {
             match judge_resource_index(index) {
@@ -120,6 +145,32 @@ impl MongoStore {
                 ),
             },
         })
+    }
+}
+
+impl MongoStore {
+    /// Whether the lock collection was never used: it does not exist (no indexes at all),
+    /// or it has only the `_id` index and no document.
+    async fn unused(&self, op: &'static str, indexes: &[IndexModel]) -> Result<bool, Error> {
+        let only_id = indexes.iter().all(|i| {
+            i.options
+                .as_ref()
+                .and_then(|o| o.name.as_deref())
+                .is_some_and(|n| n == "_id_")
+        });
+        if !only_id {
+            return Ok(false);
+        }
+        if indexes.is_empty() {
+            return Ok(true);
+        }
+        let any = self
+            .coll
+            .find_one(doc! {})
+            .projection(doc! {"_id": 1})
+            .await
+            .map_err(|e| failure::backend(op, &e))?;
+        Ok(any.is_none())
     }
 }
 

@@ -288,7 +288,7 @@ fn doctor_passes_on_the_test_set_and_names_a_missing_index() {
         );
     }
 
-    let fresh = Coll::without_index();
+    let fresh = Coll::used_without_index();
     let out = fresh.run(&["doctor"]);
     let report = text(&out.stdout);
     assert_eq!(code(&out), 78, "{report}");
@@ -331,6 +331,25 @@ fn doctor_passes_on_the_test_set_and_names_a_missing_index() {
     assert_eq!(code(&out), 0, "{}", text(&out.stdout));
     assert!(text(&out.stdout).contains("created the unique index"));
     assert_eq!(code(&fresh.run(&["run", "r", "--", "true"])), 0);
+}
+
+/// First use needs no set-up: against a collection that does not exist yet, doctor says
+/// so (and creates nothing), and `run` works at once, making the unique index.
+#[test]
+fn first_run_needs_no_set_up() {
+    let c = Coll::missing();
+    let out = c.run(&["doctor"]);
+    let report = text(&out.stdout);
+    assert_eq!(code(&out), 0, "{report}{}", text(&out.stderr));
+    assert!(report.contains("does not exist yet"), "{report}");
+    let out = c.run(&["run", "r", "--", "true"]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let out = c.run(&["doctor"]);
+    let report = text(&out.stdout);
+    assert!(
+        report.contains("has a unique index on `resource`"),
+        "{report}"
+    );
 }
 
 /// Doctor reads every member's clock: on a three-member set of its own whose member 2 runs

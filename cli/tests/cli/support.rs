@@ -1,6 +1,7 @@
 //! Test support: a fresh lock collection per test on the MongoDB at `MONGODB_URI`, the
 //! `lockwright` binary pointed at it, processes killed on drop, and polling.
 
+use std::future::IntoFuture as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -31,14 +32,29 @@ pub struct Coll {
 impl Coll {
     /// A fresh collection with the unique index in place.
     pub fn new() -> Self {
-        let coll = Self::without_index();
+        let coll = Self::missing();
         coll.block_on(coll.client.create_indexes())
             .expect("create_indexes");
         coll
     }
 
-    /// A fresh collection without any index.
-    pub fn without_index() -> Self {
+    /// A collection someone already uses without the unique index: it holds a document
+    /// that is not a lock, and no index but `_id`'s.
+    pub fn used_without_index() -> Self {
+        let coll = Self::missing();
+        coll.block_on(
+            coll.client
+                .store()
+                .collection()
+                .insert_one(mongodb::bson::doc! {"note": "not a lock"})
+                .into_future(),
+        )
+        .expect("insert");
+        coll
+    }
+
+    /// A collection that does not exist yet.
+    pub fn missing() -> Self {
         let uri = mongodb_uri();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()

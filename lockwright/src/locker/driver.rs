@@ -11,14 +11,16 @@ use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use lockwright_engine::lease::LeaseKey;
-use lockwright_engine::locker::{Ended, Event, LockerCore, Reply, RequestId, Transmit};
-use lockwright_engine::{Error, Hint, HintStream, LockStore};
+use lockwright_engine::locker::{
+    Access, Ended, Event, LockerCore, Reply, Request, RequestId, Transmit,
+};
+use lockwright_engine::{Error, Hint, HintStream, LocalMs, LockStatus, LockStore, Mode, Resource};
 use rand_core::{OsRng, UnwrapErr};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use super::{Command, Inner, LeaseView, LockGuard, Locker};
-use crate::Client;
+use crate::{Client, metrics};
 
 type InFlight = Pin<Box<dyn Future<Output = Option<(RequestId, Reply)>> + Send>>;
 
@@ -26,10 +28,41 @@ type InFlight = Pin<Box<dyn Future<Output = Option<(RequestId, Reply)>> + Send>>
 /// counts it as unanswered).
 fn perform<S: LockStore>(client: Client<S>, t: Transmit, deadline: Instant) -> InFlight {
     Box::pin(async move {
+        let started = Instant::now();
         let work = t.request.send_to(client.store());
         let reply = tokio::time::timeout_at(deadline, work).await.ok()?;
+        record_request(&client, &t.request, &reply, started.elapsed());
         Some((t.id, reply))
     })
+}
+
+/// A request's outcome and round trip, in the client's metrics.
+fn record_request<S: LockStore>(
+    client: &Client<S>,
+    request: &Request,
+    reply: &Reply,
+    took: Duration,
+) {
+    let (operation, resource) = match request {
+        Request::Lock { request, access } => (
+            match access {
+                Access::Exclusive => "xlock",
+                Access::Shared(_) => "slock",
+            },
+            Some(&request.resource),
+        ),
+        Request::Renew { lock, .. } => ("renew_one", Some(&lock.resource)),
+        Request::RenewMany { .. } => ("renew_many", None),
+        Request::Unlock { resource, .. } => ("unlock_one", Some(resource)),
+        Request::LeaveQueue { resource, .. } => ("leave_queue", Some(resource)),
+    };
+    let result = match reply {
+        Reply::Refused(e) | Reply::Failed(e) => Err(e),
+        Reply::Granted(_) | Reply::Done | Reply::Each(_) => Ok(()),
+    };
+    client
+        .labels()
+        .operation_outcome(operation, resource, result, took);
 }
 
 /// What the task keeps per acquire and lease, beside the core.
@@ -37,6 +70,30 @@ struct Outlets<S: LockStore> {
     acquiring: HashMap<LeaseKey, oneshot::Sender<Result<LockGuard<S>, Error>>>,
     signals: HashMap<LeaseKey, watch::Sender<LeaseView>>,
     releasing: HashMap<LeaseKey, oneshot::Sender<Result<(), Error>>>,
+    /// For the metrics: what each acquire asks for, and since when.
+    asked: HashMap<LeaseKey, Asked>,
+    /// For the metrics: each lease's lock, and since when it is held.
+    holding: HashMap<LeaseKey, Holding>,
+    /// For the metrics: when this locker last released each resource (a grant of it since
+    /// is a handover); at most [`RELEASES_KEPT`].
+    released: HashMap<Resource, Instant>,
+}
+
+/// The most releases [`Outlets::released`] remembers: a release that no grant of this
+/// locker follows is forgotten when the map is full.
+const RELEASES_KEPT: usize = 1_024;
+
+struct Asked {
+    resource: Resource,
+    mode: Mode,
+    since: Instant,
+}
+
+struct Holding {
+    resource: Resource,
+    mode: Mode,
+    ttl: Option<Duration>,
+    since: Instant,
 }
 
 /// The one background task: feeds the core commands, replies and timer expiry; sends its
@@ -51,6 +108,9 @@ pub(super) async fn drive<S: LockStore>(
         acquiring: HashMap::new(),
         signals: HashMap::new(),
         releasing: HashMap::new(),
+        asked: HashMap::new(),
+        holding: HashMap::new(),
+        released: HashMap::new(),
     };
     let mut in_flight: FuturesUnordered<InFlight> = FuturesUnordered::new();
     let mut watch = Watch::default();
@@ -67,10 +127,12 @@ pub(super) async fn drive<S: LockStore>(
         while let Some(event) = core.poll_event() {
             deliver(&shared, &mut core, &commands, &mut outlets, event);
         }
+        let stats = core.stats();
         *shared
             .stats
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = core.stats();
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = stats;
+        metrics::gauges(outlets.asked.len(), stats.held);
         if !open && core.is_idle() && in_flight.is_empty() {
             break;
         }
@@ -91,10 +153,19 @@ pub(super) async fn drive<S: LockStore>(
             command = inbox.recv(), if open => match command {
                 Some(Command::Acquire { key, ask, wait, reply }) => {
                     outlets.acquiring.insert(key, reply);
+                    let mode = match ask.access {
+                        Access::Exclusive => Mode::Exclusive,
+                        Access::Shared(_) => Mode::Shared,
+                    };
+                    let (resource, since) = (ask.resource.clone(), Instant::now());
+                    outlets.asked.insert(key, Asked { resource, mode, since });
                     core.acquire(key, ask, wait, shared.now());
                 }
                 Some(Command::Cancel { key }) => {
                     outlets.acquiring.remove(&key);
+                    if let Some(a) = outlets.asked.remove(&key) {
+                        shared.client.labels().acquire(a.mode, &a.resource, Err("cancelled"), a.since.elapsed());
+                    }
                     core.cancel(key);
                 }
                 Some(Command::Release { key, reply }) => {
@@ -111,8 +182,12 @@ pub(super) async fn drive<S: LockStore>(
                 }
             }
             hint = next_hint(&mut watch.hints), if watch.hints.is_some() => match hint {
-                Some(hint) => core.handle_hint(&hint, shared.now()),
+                Some(hint) => {
+                    metrics::hint();
+                    core.handle_hint(&hint, shared.now());
+                }
                 None => {
+                    metrics::hint_stream("ended");
                     // The store stopped sending hints: some may have been lost on the way.
                     watch.ended(&shared);
                     core.hints_ended(shared.now());
@@ -149,6 +224,8 @@ impl Watch {
                 self.hints = shared.client.store().hints();
                 if self.hints.is_none() {
                     self.not_before = Some(now + linger);
+                } else {
+                    metrics::hint_stream("opened");
                 }
             }
         } else if self.hints.is_some() {
@@ -200,6 +277,7 @@ fn deliver<S: LockStore>(
             trust_until,
         } => {
             let caller = outlets.acquiring.remove(&key);
+            record_grant(shared, outlets, key, &status);
             // A caller exists only while a handle does, so the sender upgrades.
             let (Some(caller), Some(commands)) = (caller, commands.upgrade()) else {
                 core.release(key, shared.now());
@@ -232,11 +310,25 @@ fn deliver<S: LockStore>(
             let _ = caller.send(Ok(guard));
         }
         Event::AcquireFailed { key, error } => {
+            if let Some(a) = outlets.asked.remove(&key) {
+                let outcome = Err(metrics::outcome(&error));
+                shared
+                    .client
+                    .labels()
+                    .acquire(a.mode, &a.resource, outcome, a.since.elapsed());
+            }
             if let Some(caller) = outlets.acquiring.remove(&key) {
                 let _ = caller.send(Err(error));
             }
         }
         Event::Renewed { key, trust_until } => {
+            if let (Some(signal), Some(ttl)) = (
+                outlets.signals.get(&key),
+                outlets.holding.get(&key).and_then(|h| h.ttl),
+            ) {
+                let previous = signal.borrow().trust_until;
+                metrics::renewal_lag(renewal_lag(&shared.config, previous, ttl, shared.now()));
+            }
             if let Some(signal) = outlets.signals.get(&key) {
                 signal.send_modify(|v| v.trust_until = trust_until);
             }
@@ -254,6 +346,21 @@ fn deliver<S: LockStore>(
         Event::Ended { key, how } => {
             if matches!(how, Ended::Refused | Ended::Expired) {
                 tracing::warn!(lease = key, cause = %how, "lock lost");
+            }
+            if let Some(h) = outlets.holding.remove(&key) {
+                let lost = match how {
+                    Ended::Refused => Some("refused"),
+                    Ended::Expired => Some("expired"),
+                    _ => None,
+                };
+                let labels = shared.client.labels();
+                labels.ended(h.mode, &h.resource, h.since.elapsed(), lost);
+                if how == Ended::Released {
+                    if outlets.released.len() >= RELEASES_KEPT {
+                        outlets.released.clear();
+                    }
+                    outlets.released.insert(h.resource, Instant::now());
+                }
             }
             if let Some(signal) = outlets.signals.remove(&key) {
                 signal.send_modify(|v| v.ended = Some(how));
@@ -273,6 +380,50 @@ fn deliver<S: LockStore>(
             }
         }
     }
+}
+
+/// A grant's metrics: the acquire's wait, and the handover from this locker's last release
+/// of the resource.
+fn record_grant<S: LockStore>(
+    shared: &Inner<S>,
+    outlets: &mut Outlets<S>,
+    key: LeaseKey,
+    status: &LockStatus,
+) {
+    let labels = shared.client.labels();
+    let now = Instant::now();
+    if let Some(a) = outlets.asked.remove(&key) {
+        labels.acquire(a.mode, &a.resource, Ok(()), now.duration_since(a.since));
+    }
+    if let Some(released) = outlets.released.remove(&status.resource) {
+        labels.handover(&status.resource, now.duration_since(released));
+    }
+    outlets.holding.insert(
+        key,
+        Holding {
+            resource: status.resource.clone(),
+            mode: status.mode,
+            ttl: status.ttl,
+            since: now,
+        },
+    );
+}
+
+/// How long after it fell due a renewal was confirmed at `now`: the lease's previous
+/// trust deadline is `sent + ttl - drift_margin` of the request before, and the renewal
+/// fell due at `sent + ttl * renew_fraction`. Zero for one sent early (in a batch).
+fn renewal_lag(
+    config: &lockwright_engine::locker::LockerConfig,
+    previous: LocalMs,
+    ttl: Duration,
+    now: LocalMs,
+) -> Duration {
+    let sent = previous
+        .saturating_add(config.drift_margin)
+        .as_millis()
+        .saturating_sub(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
+    let due = LocalMs::from_millis(sent).saturating_add(ttl.mul_f64(config.renew_fraction));
+    now.saturating_duration_since(due)
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

@@ -2,21 +2,59 @@
 //! `$` strings, write concerns, renew's transaction.
 
 use super::*;
+use mongodb::bson::oid::ObjectId;
 
+/// A collection someone already uses (it holds a document) without the unique index is
+/// refused, and so is an empty one with an index of its own; nothing is created in either.
 #[tokio::test]
 async fn refuses_to_run_without_the_unique_index() {
     let client = Client::with_options(options().await).unwrap();
-    let coll = client
-        .database("lockwright_test")
-        .collection(&format!("noindex_{}", mongodb::bson::oid::ObjectId::new()));
-    let store = MongoStore::from_collection(coll);
-    match store.xlock(&request("r", "a", None)).await {
-        Err(Error::Misconfigured { reason }) => {
-            assert!(reason.contains("create_indexes"), "{reason}")
+    let db = client.database(&lockwright_store_mongo::test_support::test_database());
+    let used = db.collection::<Document>(&format!("noindex_{}", ObjectId::new()));
+    used.insert_one(doc! {"note": "not a lock"}).await.unwrap();
+    let indexed = db.collection::<Document>(&format!("otherindex_{}", ObjectId::new()));
+    indexed
+        .create_index(
+            mongodb::IndexModel::builder()
+                .keys(doc! {"owner": 1})
+                .build(),
+        )
+        .await
+        .unwrap();
+    for coll in [used, indexed] {
+        let store = MongoStore::from_collection(coll.clone());
+        match store.xlock(&request("r", "a", None)).await {
+            Err(Error::Misconfigured { reason }) => {
+                assert!(reason.contains("create_indexes"), "{reason}")
+            }
+            other => panic!("expected Misconfigured, got {other:?}"),
         }
-        other => panic!("expected Misconfigured, got {other:?}"),
+        let names = coll.list_index_names().await.unwrap();
+        assert!(!names.iter().any(|n| n.contains("resource")), "{names:?}");
+        let _ = coll.drop().await;
     }
-    teardown(&store).await;
+    client.shutdown().await;
+}
+
+/// First use needs no set-up: a collection that does not exist yet, or that exists empty
+/// with only its `_id` index, is given the trusted index by the first operation, which
+/// then runs.
+#[tokio::test]
+async fn first_use_creates_the_collection_and_its_index() {
+    let client = Client::with_options(options().await).unwrap();
+    let db = client.database(&lockwright_store_mongo::test_support::test_database());
+    let missing = db.collection::<Document>(&format!("firstuse_{}", ObjectId::new()));
+    let empty = db.collection::<Document>(&format!("firstuse_empty_{}", ObjectId::new()));
+    db.create_collection(empty.name()).await.unwrap();
+    for coll in [missing, empty] {
+        let store = MongoStore::from_collection(coll.clone());
+        let granted = store.xlock(&request("r", "a", None)).await.unwrap();
+        assert_eq!(granted.resource.as_str(), "r");
+        let names = coll.list_index_names().await.unwrap();
+        assert!(names.iter().any(|n| n == "resource_1"), "{names:?}");
+        let _ = coll.drop().await;
+    }
+    client.shutdown().await;
 }
 
 /// A collection name MongoDB refuses is reported as such, not as a missing index (whose

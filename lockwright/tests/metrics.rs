@@ -1,0 +1,316 @@
+//! What the client and the `Locker` record through the `metrics` facade, read back exactly
+//! from a debugging recorder after a scripted scenario on the in-memory store and tokio's
+//! paused clock (so every duration is exact); and that no lock id reaches a metric.
+
+#![cfg(feature = "mem")]
+// A test that cannot unwrap has failed: panicking is how it says so.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use lockwright::{Client, Error, LockDetails, LockOptions, Locker, LockerConfig, MemStore};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+/// A metric as the test reads it: name and sorted labels.
+type Series = (String, Vec<(String, String)>);
+
+/// Runs `scenario` on a current-thread runtime with a paused clock, recording into a
+/// recorder of its own; returns every series and its value (counters and gauges as one
+/// number, histograms as their samples).
+fn recorded(
+    scenario: impl AsyncFnOnce() -> Vec<String>,
+) -> (BTreeMap<Series, Vec<f64>>, Vec<String>) {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let secrets = metrics::with_local_recorder(&recorder, || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap()
+            .block_on(scenario())
+    });
+    let mut series = BTreeMap::new();
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let key = key.key();
+        let mut labels: Vec<(String, String)> = key
+            .labels()
+            .map(|l| (l.key().to_owned(), l.value().to_owned()))
+            .collect();
+        labels.sort();
+        let values = match value {
+            #[allow(clippy::cast_precision_loss)]
+            DebugValue::Counter(n) => vec![n as f64],
+            DebugValue::Gauge(g) => vec![g.into_inner()],
+            DebugValue::Histogram(h) => h.into_iter().map(|v| v.into_inner()).collect(),
+        };
+        series.insert((key.name().to_owned(), labels), values);
+    }
+    (series, secrets)
+}
+
+fn get<'a>(m: &'a BTreeMap<Series, Vec<f64>>, name: &str, labels: &[(&str, &str)]) -> &'a [f64] {
+    let mut labels: Vec<(String, String)> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    labels.sort();
+    m.get(&(name.to_owned(), labels.clone()))
+        .unwrap_or_else(|| panic!("no series {name} {labels:?} among {:#?}", m.keys()))
+}
+
+/// A waiter that polls once an hour: only the store's hint wakes it, at the release's
+/// instant.
+fn hint_only() -> LockerConfig {
+    let mut config = LockerConfig::default();
+    config.initial_backoff = Duration::from_secs(3_600);
+    config.max_backoff = Duration::from_secs(3_600);
+    config
+}
+
+/// The scenario: A holds `job` for 100 ms while B waits, then B for 50 ms (a handover at
+/// the release's instant); a lease of 10 s on `renewed` held for 12 s (two renewals); and
+/// the client alone: a grant, a refusal, an unlock and a renewal of a lock id that holds
+/// nothing. Returns the lock ids the client used.
+async fn scenario() -> Vec<String> {
+    let client = Client::new(MemStore::new()).with_resource_labels(true);
+    let locker = Locker::new(client.clone(), hint_only()).unwrap();
+    let options = LockOptions::exclusive(Duration::from_secs(30));
+    let a = locker.acquire("job", &options).await.unwrap();
+    let waiting = {
+        let (locker, options) = (locker.clone(), options.clone());
+        tokio::spawn(async move { locker.acquire("job", &options).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    a.release().await.unwrap();
+    let b = waiting.await.unwrap().unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    b.release().await.unwrap();
+
+    let short = LockOptions::exclusive(Duration::from_secs(10));
+    let renewed = locker.acquire("renewed", &short).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    renewed.release().await.unwrap();
+
+    let (id, other) = (
+        lockwright::generate_lock_id(),
+        lockwright::generate_lock_id(),
+    );
+    client
+        .xlock("direct", &id, &LockDetails::new())
+        .await
+        .unwrap();
+    let refused = client.xlock("direct", &other, &LockDetails::new()).await;
+    assert!(matches!(refused, Err(Error::AlreadyLocked { .. })));
+    client.unlock(&id).await.unwrap();
+    let gone = client.renew(&other, Duration::from_secs(1)).await;
+    assert!(matches!(gone, Err(Error::LockNotFound)));
+    locker.shutdown();
+    vec![id.as_str().to_owned(), other.as_str().to_owned()]
+}
+
+#[test]
+fn a_scripted_scenario_records_exactly_what_happened() {
+    let (m, _) = recorded(scenario);
+    let ops = "lockwright_operations_total";
+    let x = ("mode", "exclusive");
+    // The Locker's requests and the client's calls, by outcome.
+    assert_eq!(
+        get(
+            &m,
+            ops,
+            &[
+                ("operation", "xlock"),
+                ("outcome", "ok"),
+                ("resource", "job")
+            ]
+        ),
+        [2.0]
+    );
+    // B's first attempt; its next, on the hint of A's release, is granted.
+    assert_eq!(
+        get(
+            &m,
+            ops,
+            &[
+                ("operation", "xlock"),
+                ("outcome", "already_locked"),
+                ("resource", "job")
+            ]
+        ),
+        [1.0]
+    );
+    assert_eq!(
+        get(
+            &m,
+            ops,
+            &[
+                ("operation", "xlock"),
+                ("outcome", "ok"),
+                ("resource", "direct")
+            ]
+        ),
+        [1.0]
+    );
+    assert_eq!(
+        get(
+            &m,
+            ops,
+            &[
+                ("operation", "unlock_one"),
+                ("outcome", "ok"),
+                ("resource", "renewed")
+            ]
+        ),
+        [1.0]
+    );
+    // Every round trip timed: three xlocks on `job`, one on `renewed`, two by the client;
+    // on the paused clock the in-memory store answers in no time.
+    assert_eq!(
+        get(
+            &m,
+            "lockwright_operation_duration_seconds",
+            &[("operation", "xlock")]
+        ),
+        [0.0; 6]
+    );
+    assert_eq!(
+        get(
+            &m,
+            ops,
+            &[
+                ("operation", "unlock_one"),
+                ("outcome", "ok"),
+                ("resource", "job")
+            ]
+        ),
+        [2.0]
+    );
+    assert_eq!(
+        get(
+            &m,
+            ops,
+            &[
+                ("operation", "renew_one"),
+                ("outcome", "ok"),
+                ("resource", "renewed")
+            ]
+        ),
+        [2.0]
+    );
+    assert_eq!(
+        get(
+            &m,
+            ops,
+            &[
+                ("operation", "xlock"),
+                ("outcome", "already_locked"),
+                ("resource", "direct")
+            ]
+        ),
+        [1.0]
+    );
+    assert_eq!(
+        get(&m, ops, &[("operation", "unlock"), ("outcome", "ok")]),
+        [1.0]
+    );
+    assert_eq!(
+        get(
+            &m,
+            ops,
+            &[("operation", "renew"), ("outcome", "lock_not_found")]
+        ),
+        [1.0]
+    );
+    // Acquires: A at once, B after A's 100 ms; held 100 and 50 ms; B granted at the
+    // release's instant.
+    assert_eq!(
+        get(
+            &m,
+            "lockwright_acquires_total",
+            &[x, ("outcome", "granted"), ("resource", "job")]
+        ),
+        [2.0]
+    );
+    assert_eq!(
+        get(
+            &m,
+            "lockwright_acquire_wait_seconds",
+            &[x, ("resource", "job")]
+        ),
+        [0.0, 0.1]
+    );
+    assert_eq!(
+        get(&m, "lockwright_hold_seconds", &[x, ("resource", "job")]),
+        [0.1, 0.05]
+    );
+    assert_eq!(
+        get(&m, "lockwright_handover_seconds", &[("resource", "job")]),
+        [0.0]
+    );
+    // The 10 s lease: renewed at 5 and 10 s, each confirmed when it fell due.
+    assert_eq!(get(&m, "lockwright_renewal_lag_seconds", &[]), [0.0, 0.0]);
+    assert_eq!(
+        get(&m, "lockwright_hold_seconds", &[x, ("resource", "renewed")]),
+        [12.0]
+    );
+    // Nothing lost, nothing waiting or held at the end.
+    assert!(
+        !m.keys()
+            .any(|(name, _)| name == "lockwright_locks_lost_total")
+    );
+    assert_eq!(get(&m, "lockwright_waiting_acquires", &[]), [0.0]);
+    assert_eq!(get(&m, "lockwright_held_leases", &[]), [0.0]);
+    // One subscription, opened for B's wait and kept (its linger is an hour).
+    assert_eq!(
+        get(&m, "lockwright_hint_streams_total", &[("event", "opened")]),
+        [1.0]
+    );
+    // Hints: the in-memory store tells every subscriber of every change.
+    assert!(get(&m, "lockwright_hints_total", &[])[0] >= 1.0);
+}
+
+#[test]
+fn no_lock_id_reaches_a_metric() {
+    let (m, secrets) = recorded(scenario);
+    let allowed_keys = ["operation", "outcome", "mode", "resource", "cause", "event"];
+    for (name, labels) in m.keys() {
+        assert!(name.starts_with("lockwright_"), "{name}");
+        for (k, v) in labels {
+            assert!(allowed_keys.contains(&k.as_str()), "{name}: label {k}");
+            if k == "resource" {
+                assert!(
+                    ["job", "renewed", "direct"].contains(&v.as_str()),
+                    "{name}: {v}"
+                );
+            }
+            for secret in &secrets {
+                assert!(!v.contains(secret.as_str()) && !name.contains(secret.as_str()));
+            }
+        }
+    }
+    // Without the opt-in, no resource either.
+    let (plain, _) = recorded(async || {
+        let client = Client::new(MemStore::new());
+        let locker = Locker::new(client, LockerConfig::default()).unwrap();
+        let options = LockOptions::exclusive(Duration::from_secs(30));
+        locker
+            .acquire("job", &options)
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+        locker.shutdown();
+        Vec::new()
+    });
+    assert!(!plain.is_empty());
+    assert!(
+        plain
+            .keys()
+            .all(|(_, labels)| labels.iter().all(|(k, _)| k != "resource")),
+        "{:#?}",
+        plain.keys()
+    );
+}
