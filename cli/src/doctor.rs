@@ -158,18 +158,30 @@ fn deployment(report: &mut Report, hello: &Document) {
 /// The unique index on `resource`, judged by the store itself; created with `--fix`.
 async fn index(report: &mut Report, store: &MongoStore, fix: bool) {
     let ns = store.collection().namespace();
-    if !fix && collection_exists(store).await == Some(false) {
-        // Checked without creating it: the first lock operation does that.
-        report.line(
-            &Verdict::Ok,
-            &format!(
-                "collection {ns} does not exist yet: the first lock operation creates it with \
-                 its unique index on `resource` (or run `lockwright doctor --fix`)"
-            ),
-        );
-        return;
-    }
     let client = Client::new(store_clone(store));
+    if collection_exists(store).await == Some(false) {
+        if !fix {
+            // Checked without creating it: the first lock operation does that.
+            report.line(
+                &Verdict::Ok,
+                &format!(
+                    "collection {ns} does not exist yet: the first lock operation creates it \
+                     with its unique index on `resource` (or run `lockwright doctor --fix`)"
+                ),
+            );
+            return;
+        }
+        match client.create_indexes().await {
+            Ok(()) => report.line(
+                &Verdict::Ok,
+                &format!("created the unique index on `resource` in {ns}"),
+            ),
+            Err(e) => report.line(
+                &Verdict::Fail,
+                &format!("creating the index: {}", exit::chain(&e)),
+            ),
+        }
+    }
     // Any operation runs the store's set-up check first (which makes the index of a
     // collection never used); status on one name reads little.
     let probe = Filter::new().resource("lockwright-doctor-probe");

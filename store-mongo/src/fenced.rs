@@ -695,8 +695,8 @@ mod tests {
         )
     }
 
-    #[test]
-    fn field_names_are_checked() {
+    #[tokio::test]
+    async fn field_names_are_checked() {
         for bad in ["", "$x", "a.b", "a\0b"] {
             assert!(
                 matches!(
@@ -715,8 +715,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_stamp_joins_set_or_ends_a_pipeline() {
+    #[tokio::test]
+    async fn the_stamp_joins_set_or_ends_a_pipeline() {
         let f = fenced();
         let stamp = doc! {"resource": "r", "fence": 7_i64};
         let UpdateModifications::Document(d) = f
@@ -741,8 +741,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn updates_that_touch_the_fence_or_replace_are_refused() {
+    #[tokio::test]
+    async fn updates_that_touch_the_fence_or_replace_are_refused() {
         let f = fenced();
         for bad in [
             doc! {"$unset": {"_fence": ""}},
@@ -767,16 +767,16 @@ mod tests {
         );
     }
 
-    #[test]
-    fn upserts_need_an_id_equality() {
+    #[tokio::test]
+    async fn upserts_need_an_id_equality() {
         assert!(names_id(&doc! {"_id": 3}));
         assert!(names_id(&doc! {"_id": {"a": 1}, "x": 2}));
         assert!(!names_id(&doc! {"_id": {"$gt": 3}}));
         assert!(!names_id(&doc! {"x": 3}));
     }
 
-    #[test]
-    fn fences_beyond_bson_are_refused() {
+    #[tokio::test]
+    async fn fences_beyond_bson_are_refused() {
         let f = FencedCollection {
             fence: u64::MAX,
             ..fenced()
@@ -787,8 +787,8 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn a_refusal_names_the_stamp_and_a_foreign_field_is_malformed() {
+    #[tokio::test]
+    async fn a_refusal_names_the_stamp_and_a_foreign_field_is_malformed() {
         let f = fenced();
         let e = f
             .refusal(

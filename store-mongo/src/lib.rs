@@ -89,6 +89,10 @@ pub struct MongoStore {
     purge_batch: usize,
     /// The name of the trusted unique index on `resource`, once the set-up was checked.
     ready: Mutex<Option<Arc<str>>>,
+    /// Whether the set-up check ever passed: from then on the collection is in use, and a
+    /// collection found missing (dropped) is refused, never created afresh under holders
+    /// that still trust their locks.
+    was_ready: std::sync::atomic::AtomicBool,
     /// The longest a lock operation runs: the server selection timeout plus [`RETRY_WINDOW`].
     bound: Duration,
     /// How long past its expiry a lock that was not released still blocks other grants.
@@ -149,6 +153,7 @@ impl MongoStore {
             clock: None,
             purge_batch: DEFAULT_PURGE_BATCH,
             ready: Mutex::new(None),
+            was_ready: std::sync::atomic::AtomicBool::new(false),
             bound: DEFAULT_SERVER_SELECTION_TIMEOUT.saturating_add(RETRY_WINDOW),
             grace: DEFAULT_TAKEOVER_GRACE,
             hints: hints::HintSource::new(),

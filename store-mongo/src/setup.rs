@@ -3,6 +3,7 @@
 //! (made on first use when the collection does not exist yet, or is empty with no index);
 //! and `create_indexes`, which makes that index.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 
 use futures_util::TryStreamExt;
@@ -60,6 +61,7 @@ impl MongoStore {
         }
         let index: Arc<str> = self.trusted_resource_index(op).await?.into();
         *self.ready.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&index));
+        self.was_ready.store(true, Ordering::SeqCst);
         Ok(index)
     }
 
@@ -150,8 +152,12 @@ impl MongoStore {
 
 impl MongoStore {
     /// Whether the lock collection was never used: it does not exist (no indexes at all),
-    /// or it has only the `_id` index and no document.
+    /// or it has only the `_id` index and no document; and this store never found it ready
+    /// (one that did and finds it gone was dropped while in use, and is refused).
     async fn unused(&self, op: &'static str, indexes: &[IndexModel]) -> Result<bool, Error> {
+        if self.was_ready.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
         let only_id = indexes.iter().all(|i| {
             i.options
                 .as_ref()
