@@ -169,7 +169,6 @@ impl<T> FencedCollection<T> {
     /// replacement document or that changes the fence field itself; [`Error::Backend`] for
     /// a failure of the server or the connection (its outcome says whether the update may
     /// have been applied); [`Error::Malformed`] for a fence field this library did not write.
-    #[tracing::instrument(name = "mongo.fenced.update_one", skip_all, fields(resource = %self.resource, fence = self.fence))]
     pub async fn update_one(
         &self,
         filter: Document,
@@ -187,7 +186,6 @@ impl<T> FencedCollection<T> {
     /// # Errors
     /// As [`update_one`](Self::update_one), and [`Error::InvalidArgument`] for a filter
     /// without an `_id` equality.
-    #[tracing::instrument(name = "mongo.fenced.upsert_one", skip_all, fields(resource = %self.resource, fence = self.fence))]
     pub async fn upsert_one(
         &self,
         filter: Document,
@@ -202,7 +200,6 @@ impl<T> FencedCollection<T> {
     ///
     /// # Errors
     /// As [`update_one`](Self::update_one).
-    #[tracing::instrument(name = "mongo.fenced.replace_one", skip_all, fields(resource = %self.resource, fence = self.fence))]
     pub async fn replace_one(
         &self,
         filter: Document,
@@ -220,7 +217,6 @@ impl<T> FencedCollection<T> {
     ///
     /// # Errors
     /// [`Error::Fenced`], or [`Error::Backend`] (a duplicate key among them).
-    #[tracing::instrument(name = "mongo.fenced.insert_one", skip_all, fields(resource = %self.resource, fence = self.fence))]
     pub async fn insert_one(&self, document: &T) -> Result<InsertOneResult, Error>
     where
         T: Serialize,
@@ -233,7 +229,6 @@ impl<T> FencedCollection<T> {
     ///
     /// # Errors
     /// As [`update_one`](Self::update_one).
-    #[tracing::instrument(name = "mongo.fenced.delete_one", skip_all, fields(resource = %self.resource, fence = self.fence))]
     pub async fn delete_one(&self, filter: Document) -> Result<DeleteResult, Error> {
         self.delete(None, filter).await
     }
@@ -274,6 +269,7 @@ impl<T> FencedCollection<T> {
         Ok(doc! {"$and": [filter, condition]})
     }
 
+    #[tracing::instrument(name = "mongo.fenced.update", skip_all, fields(resource = %self.resource, fence = self.fence))]
     async fn update(
         &self,
         session: Option<&mut ClientSession>,
@@ -331,6 +327,7 @@ impl<T> FencedCollection<T> {
         }
     }
 
+    #[tracing::instrument(name = "mongo.fenced.replace", skip_all, fields(resource = %self.resource, fence = self.fence))]
     async fn replace(
         &self,
         session: Option<&mut ClientSession>,
@@ -358,6 +355,7 @@ impl<T> FencedCollection<T> {
         }
     }
 
+    #[tracing::instrument(name = "mongo.fenced.insert", skip_all, fields(resource = %self.resource, fence = self.fence))]
     async fn insert(
         &self,
         session: Option<&mut ClientSession>,
@@ -384,6 +382,7 @@ impl<T> FencedCollection<T> {
         }
     }
 
+    #[tracing::instrument(name = "mongo.fenced.delete", skip_all, fields(resource = %self.resource, fence = self.fence))]
     async fn delete(
         &self,
         session: Option<&mut ClientSession>,
