@@ -150,6 +150,15 @@ pub(crate) fn unknown(operation: &'static str, e: &mongodb::error::Error) -> Err
     Error::backend(operation, MongoFailure::new(e))
 }
 
+/// The error for a failed write: [`unknown`] if it may have been applied, else [`backend`].
+pub(crate) fn write_failed(operation: &'static str, e: &mongodb::error::Error) -> Error {
+    if outcome_unknown(e) {
+        unknown(operation, e)
+    } else {
+        backend(operation, e)
+    }
+}
+
 /// Whether a failed write may have been applied: anything but an error the server
 /// answered for a command it did not run.
 pub(crate) fn outcome_unknown(e: &mongodb::error::Error) -> bool {

@@ -38,13 +38,10 @@ use lockwright_engine::error::Escaped;
 use lockwright_engine::{Error, MalformedDocument, Resource};
 
 use crate::failure;
-use crate::setup::command_code;
+use crate::setup::{DUPLICATE_KEY, command_code};
 
 /// The field a [`FencedCollection`] stamps unless told otherwise.
 pub const DEFAULT_FENCE_FIELD: &str = "_fence";
-
-/// The server code of a duplicate-key error.
-const DUPLICATE_KEY: i32 = 11000;
 
 /// The user's collection, written under one lock's fence: each write applies only if no
 /// higher fence of the same resource has written the document (see the
@@ -116,18 +113,23 @@ impl<T> FencedCollection<T> {
         }
     }
 
-    /// Stamps `field` instead of [`DEFAULT_FENCE_FIELD`]: a top-level field name, not empty,
-    /// without `.` and not starting with `$`.
+    /// Stamps `field` instead of [`DEFAULT_FENCE_FIELD`]: a top-level field name other than
+    /// `_id`, not empty, without `.` and not starting with `$`.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for any other name.
     pub fn with_field(mut self, field: &str) -> Result<Self, Error> {
-        if field.is_empty() || field.starts_with('$') || field.contains('.') || field.contains('\0')
+        if field.is_empty()
+            || field == "_id"
+            || field.starts_with('$')
+            || field.contains('.')
+            || field.contains('\0')
         {
             return Err(Error::invalid(
                 "fence field",
                 format!(
-                    "`{}` is not a top-level field name (not empty, no `.`, not starting with `$`)",
+                    "`{}` is not a top-level field name other than `_id` (not empty, no `.`, not \
+                     starting with `$`)",
                     Escaped(field)
                 ),
             ));
@@ -322,7 +324,7 @@ impl<T> FencedCollection<T> {
                         None => Err(failure::backend(op, &e)),
                     }
                 }
-                Err(e) => Err(write_failure(op, &e)),
+                Err(e) => Err(failure::write_failed(op, &e)),
             };
         }
     }
@@ -351,7 +353,7 @@ impl<T> FencedCollection<T> {
                 self.refused_or(op, session, &filter, done).await
             }
             Ok(done) => Ok(done),
-            Err(e) => Err(write_failure(op, &e)),
+            Err(e) => Err(failure::write_failed(op, &e)),
         }
     }
 
@@ -378,7 +380,7 @@ impl<T> FencedCollection<T> {
                 Some(id) => self.duplicate(op, &doc! {"_id": id}, &e).await,
                 None => Err(failure::backend(op, &e)),
             },
-            Err(e) => Err(write_failure(op, &e)),
+            Err(e) => Err(failure::write_failed(op, &e)),
         }
     }
 
@@ -401,7 +403,7 @@ impl<T> FencedCollection<T> {
                 self.refused_or(op, session, &filter, done).await
             }
             Ok(done) => Ok(done),
-            Err(e) => Err(write_failure(op, &e)),
+            Err(e) => Err(failure::write_failed(op, &e)),
         }
     }
 
@@ -664,15 +666,6 @@ fn names_id(filter: &Document) -> bool {
     }
 }
 
-/// A failed write: whether it may have been applied, as the driver's error says.
-fn write_failure(op: &'static str, e: &mongodb::error::Error) -> Error {
-    if failure::outcome_unknown(e) {
-        failure::unknown(op, e)
-    } else {
-        failure::backend(op, e)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -696,7 +689,7 @@ mod tests {
 
     #[tokio::test]
     async fn field_names_are_checked() {
-        for bad in ["", "$x", "a.b", "a\0b"] {
+        for bad in ["", "_id", "$x", "a.b", "a\0b"] {
             assert!(
                 matches!(
                     fenced().with_field(bad),

@@ -18,11 +18,8 @@ use lockwright_engine::{
 use crate::failure::{outcome_unknown, retryable};
 use crate::read::lossy;
 use crate::retry::{RETRY_PAUSE, RETRY_WINDOW};
-use crate::setup::{NAMESPACE_NOT_FOUND, command_code};
+use crate::setup::{DUPLICATE_KEY, NAMESPACE_NOT_FOUND, command_code};
 use crate::{MongoStore, failure, pipeline, schema};
-
-/// The server code of a duplicate-key error.
-const DUPLICATE_KEY: i32 = 11000;
 
 /// The server code of a bad value, such as a hint naming an index that does not exist.
 const BAD_VALUE: i32 = 2;
@@ -199,10 +196,7 @@ impl MongoStore {
                 tokio::time::sleep(RETRY_PAUSE).await;
                 continue;
             }
-            if outcome_unknown(&e) {
-                return Err(failure::unknown(op, &e));
-            }
-            return Err(failure::backend(op, &e));
+            return Err(failure::write_failed(op, &e));
         }
     }
 }

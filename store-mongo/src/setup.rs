@@ -22,6 +22,9 @@ pub(crate) const NAMESPACE_NOT_FOUND: i32 = 26;
 /// The server code of a command the user is not allowed to run.
 const UNAUTHORIZED: i32 = 13;
 
+/// The server code of a duplicate-key error.
+pub(crate) const DUPLICATE_KEY: i32 = 11000;
+
 /// The server codes of an index that conflicts with an existing one of the same name or keys.
 const INDEX_CONFLICT: [i32; 2] = [85, 86];
 
