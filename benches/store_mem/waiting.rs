@@ -66,6 +66,10 @@ impl LockStore for SharedMem {
         self.0.waiters(resource).await
     }
 
+    async fn summary(&self) -> Result<lockwright_engine::Summary> {
+        self.0.summary().await
+    }
+
     async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>> {
         self.0.status(filter).await
     }

@@ -170,6 +170,10 @@ impl LockStore for Watched {
         self.inner.waiters(resource).await
     }
 
+    async fn summary(&self) -> Result<lockwright_engine::Summary> {
+        self.inner.summary().await
+    }
+
     async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>> {
         self.inner.status(filter).await
     }

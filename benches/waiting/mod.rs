@@ -165,6 +165,10 @@ impl<S: LockStore> LockStore for Tallied<S> {
         self.inner.waiters(resource).await
     }
 
+    async fn summary(&self) -> Result<lockwright_engine::Summary> {
+        self.inner.summary().await
+    }
+
     async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>> {
         self.calls.add("status");
         self.inner.status(filter).await

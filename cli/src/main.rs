@@ -14,6 +14,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod connect;
+mod contention;
 mod doctor;
 mod exit;
 mod progress;
@@ -62,7 +63,8 @@ enum Command {
     /// itself is killed with SIGKILL, CMD keeps running and the lock expires after --ttl.
     #[command(after_help = EXIT_CODES)]
     Run(RunArgs),
-    /// List locks: a table with counts at the bottom, or JSON lines with --json.
+    /// List locks: a table with counts and waiters at the bottom, or JSON lines with --json;
+    /// or watch the most contended resources (--watch), or export gauges (--prometheus).
     #[command(after_help = EXIT_CODES)]
     Status(StatusArgs),
     /// Remove the expired locks, once or every --every with --watch.
@@ -142,6 +144,22 @@ struct StatusArgs {
     /// One JSON object per lock and line, without the counts.
     #[arg(long)]
     json: bool,
+    /// Instead of the locks, a view of the resources, most contended first (most waiters,
+    /// longest wait, most holders), refreshed every --every until SIGINT or SIGTERM.
+    #[arg(long, conflicts_with_all = ["json", "prometheus", "resource", "owner", "mode", "expiring_within"])]
+    watch: bool,
+    /// With --watch: the time between refreshes.
+    #[arg(long, value_name = "DURATION", default_value = "2s", requires = "watch",
+          value_parser = duration)]
+    every: Duration,
+    /// Instead of the locks, the collection's state as Prometheus gauges in the text format
+    /// (for a scrape job or a textfile collector): totals, and the --top most contended
+    /// resources labelled by name.
+    #[arg(long, conflicts_with_all = ["json", "resource", "owner", "mode", "expiring_within"])]
+    prometheus: bool,
+    /// With --watch or --prometheus: how many of the most contended resources to show.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    top: usize,
 }
 
 /// A lock mode on the command line.

@@ -4,17 +4,24 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use comfy_table::{ContentArrangement, Table, presets};
-use lockwright::{Client, Error, Filter, LockStatus, Mode, Timestamp, Waiter};
+use lockwright::{Client, Error, Filter, LockStatus, Mode, ResourceSummary, Timestamp, Waiter};
 use lockwright_engine::error::Escaped;
 use serde::Serialize;
 
 use crate::connect::{ConnArgs, connect};
+use crate::contention;
 use crate::exit::{self, CliError};
 use crate::{ModeArg, StatusArgs};
 
 /// Runs `lockwright status`.
 pub async fn status(conn: &ConnArgs, args: &StatusArgs) -> Result<u8, CliError> {
     let client = Client::new(connect(conn).await?);
+    if args.watch {
+        return contention::watch(&client, conn, args).await;
+    }
+    if args.prometheus {
+        return contention::prometheus(&client.summary().await?, conn, args.top);
+    }
     let mut filter = Filter::new();
     if let Some(r) = &args.resource {
         filter = filter.resource(r.clone());
@@ -53,6 +60,12 @@ pub async fn status(conn: &ConnArgs, args: &StatusArgs) -> Result<u8, CliError> 
         print_table(&locks);
         if let Some(r) = &args.resource {
             print_waiters(r, &client.waiters(r).await?);
+        } else {
+            // Malformed documents are already named by the listing's error.
+            let summary = client.summary().await?;
+            if let Some(line) = waiting_line(&summary.resources) {
+                println!("{line}");
+            }
         }
     }
     match problem {
@@ -150,6 +163,34 @@ fn print_waiters(resource: &str, waiters: &[Waiter]) {
     }
 }
 
+/// `waiting: 3 for `jobs` (longest 4.2s), 1 for `tenant-7` (longest 850ms)`, the five
+/// resources with the most waiters named, or `None` when nobody waits.
+fn waiting_line(resources: &[ResourceSummary]) -> Option<String> {
+    let waited: Vec<&ResourceSummary> = resources.iter().filter(|r| r.waiting() > 0).collect();
+    if waited.is_empty() {
+        return None;
+    }
+    let named: Vec<String> = waited
+        .iter()
+        .take(5)
+        .map(|r| {
+            format!(
+                "{} for `{}` (longest {})",
+                r.waiting(),
+                escaped(r.resource.as_str()),
+                r.longest_wait.map_or_else(|| "-".to_owned(), format_ttl)
+            )
+        })
+        .collect();
+    let more = waited.len().saturating_sub(5);
+    let more = if more > 0 {
+        format!(", and {more} more resource(s)")
+    } else {
+        String::new()
+    };
+    Some(format!("waiting: {}{more}", named.join(", ")))
+}
+
 /// A stored string as printed: control characters escaped, so it cannot forge a line.
 fn escaped(s: &str) -> String {
     Escaped(s).to_string()
@@ -176,7 +217,8 @@ fn counts(locks: &[LockStatus]) -> String {
     )
 }
 
-/// A remaining TTL: `expired`, `850ms`, `12.3s`, or `4m 10s` (whole seconds from a minute).
+/// A remaining TTL or a wait: `expired` (zero), `850ms`, `12.3s`, or `4m 10s` (whole
+/// seconds from a minute).
 pub fn format_ttl(ttl: Duration) -> String {
     if ttl.is_zero() {
         "expired".to_owned()

@@ -3,6 +3,8 @@
 
 #[path = "cli/admin.rs"]
 mod admin;
+#[path = "cli/contention.rs"]
+mod contention;
 #[path = "cli/run.rs"]
 mod run;
 #[path = "cli/support.rs"]

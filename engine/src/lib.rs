@@ -9,7 +9,8 @@
 //!
 //! - [`LockTable::xlock`] and [`LockTable::slock`] grant locks on one resource;
 //! - [`table::unlock`], [`table::renew`], [`table::status`] and [`table::purge`] work on a
-//!   group of locks across one or more tables (shards);
+//!   group of locks across one or more tables (shards), and [`Summary::of`] says how
+//!   contended each resource is;
 //! - [`LockStore`] is the port that backends implement.
 //!
 //! ```
@@ -58,5 +59,5 @@ pub use names::{LockId, Resource};
 pub use port::{Hint, HintStream, LockStore};
 pub use queue::{QueueEntry, Queued, Ticket, Waiter};
 pub use rules::{DEFAULT_TAKEOVER_GRACE, MAX_TAKEOVER_GRACE, check_takeover_grace};
-pub use table::{LockTable, ResourceState};
+pub use table::{LockTable, ResourceState, ResourceSummary, Summary};
 pub use time::{LocalMs, ManualClock, Timestamp, Ttl};

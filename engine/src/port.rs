@@ -12,6 +12,7 @@ use crate::filter::Filter;
 use crate::lock::{LockRequest, LockStatus, Renewal, SharedLimit};
 use crate::names::{LockId, Resource};
 use crate::queue::Waiter;
+use crate::table::Summary;
 use crate::time::Ttl;
 
 /// A place where locks live (in memory, in MongoDB). Implementations apply the rules of
@@ -83,6 +84,12 @@ pub trait LockStore: Send + Sync + 'static {
 
     /// Reports matching locks ([`crate::table::status`]).
     fn status(&self, filter: &Filter) -> impl Future<Output = Result<Vec<LockStatus>>> + Send;
+
+    /// Every resource's contention at the store's `now`, most contended first
+    /// ([`Summary::of`]): held locks, abandoned ones and live waiters per resource. One
+    /// read where the backend allows; documents it cannot decode are listed in
+    /// [`Summary::skipped`], not silently left out.
+    fn summary(&self) -> impl Future<Output = Result<Summary>> + Send;
 
     /// Purges the groups holding an abandoned lock ([`crate::table::purge`]).
     fn purge(&self) -> impl Future<Output = Result<Vec<LockStatus>>> + Send;

@@ -9,7 +9,7 @@ use lockwright_engine::time::validate_margin;
 use crate::metrics::Labels;
 use lockwright_engine::{
     Error, Filter, LockDetails, LockId, LockRequest, LockStatus, LockStore, Resource, SharedLimit,
-    Ttl, Waiter,
+    Summary, Ttl, Waiter,
 };
 
 /// The renew margin used unless [`Client::with_renew_margin`] sets another.
@@ -280,6 +280,32 @@ impl<S: LockStore> Client<S> {
     pub async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>, Error> {
         filter.validate()?;
         self.metered("status", None, self.inner.store.status(filter))
+            .await
+    }
+
+    /// Every resource's contention at the store's `now`, most contended first: held and
+    /// abandoned locks, live fair waiters and the longest wait per resource. One read on
+    /// MongoDB. Documents that cannot be decoded are listed in [`Summary::skipped`] (the
+    /// others are summarised): report them.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lockwright::Error> {
+    /// use lockwright::{Client, LockDetails, MemStore};
+    ///
+    /// let client = Client::new(MemStore::new());
+    /// client.xlock("reports", "worker-1", &LockDetails::new()).await?;
+    /// let summary = client.summary().await?;
+    /// assert_eq!(summary.resources[0].resource.as_str(), "reports");
+    /// assert_eq!(summary.resources[0].held_exclusive, 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// A backend error.
+    pub async fn summary(&self) -> Result<Summary, Error> {
+        self.metered("summary", None, self.inner.store.summary())
             .await
     }
 

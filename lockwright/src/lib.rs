@@ -51,7 +51,7 @@ pub use purger::{Purger, PurgerHandle, PurgerReport};
 pub use lockwright_engine::{
     DEFAULT_TAKEOVER_GRACE, Error, Filter, Hint, HintStream, Holder, LockDetails, LockId,
     LockRequest, LockStatus, LockStore, MAX_TAKEOVER_GRACE, MalformedDocument, Mode, Outcome,
-    Renewal, Resource, SharedLimit, Timestamp, Ttl, Waiter,
+    Renewal, Resource, ResourceSummary, SharedLimit, Summary, Timestamp, Ttl, Waiter,
 };
 
 /// A clock that moves only when told to: hand it to `MemStore::with_clock` to drive expiry

@@ -22,7 +22,13 @@
 //! | `lockwright_hints_total` | counter | | wake-up hints the `Locker`s heard from their stores |
 //! | `lockwright_hint_streams_total` | counter | `event` | hint subscriptions `opened` and `ended` (each end is followed by a reopening while acquires wait) |
 //!
+//! These are one process's view. The state every client of a collection shares (held and
+//! abandoned locks, fair waiters, the longest wait, per resource) is read from the store by
+//! [`Client::summary`] in one read, and exported as gauges by `lockwright status
+//! --prometheus`.
+//!
 //! [`Client::with_resource_labels`]: crate::Client::with_resource_labels
+//! [`Client::summary`]: crate::Client::summary
 
 use std::time::Duration;
 

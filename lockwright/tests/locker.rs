@@ -118,6 +118,10 @@ impl<S: LockStore> LockStore for Faulty<S> {
         self.inner.waiters(resource).await
     }
 
+    async fn summary(&self) -> Result<lockwright::Summary, Error> {
+        self.inner.summary().await
+    }
+
     async fn unlock_one(&self, r: &Resource, id: &LockId) -> Result<Option<LockStatus>, Error> {
         self.unlock_calls.fetch_add(1, Ordering::SeqCst);
         let fail = self

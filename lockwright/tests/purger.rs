@@ -112,6 +112,10 @@ impl LockStore for HalfBrokenStore {
         self.inner.waiters(resource).await
     }
 
+    async fn summary(&self) -> Result<lockwright::Summary, Error> {
+        self.inner.summary().await
+    }
+
     async fn status(&self, f: &Filter) -> Result<Vec<LockStatus>, Error> {
         self.inner.status(f).await
     }

@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use lockwright_engine::{
     Filter, HintStream, LockId, LockRequest, LockStatus, LockStore, LockTable, Renewal, Resource,
-    Result, SharedLimit, Ttl, Waiter, table,
+    Result, SharedLimit, Summary, Ttl, Waiter, table,
 };
 
 pub use clock::{Clock, SystemClock};
@@ -261,6 +261,12 @@ impl LockStore for MemStore {
         filter.validate()?;
         let shards = self.lock_all();
         Ok(table::status(&shards, filter, self.clock.now()))
+    }
+
+    async fn summary(&self) -> Result<Summary> {
+        let _span = tracing::debug_span!("mem.summary").entered();
+        let shards = self.lock_all();
+        Ok(Summary::of(&shards, self.clock.now(), Vec::new()))
     }
 
     async fn purge(&self) -> Result<Vec<LockStatus>> {

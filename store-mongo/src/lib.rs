@@ -372,6 +372,11 @@ impl LockStore for MongoStore {
         status::status(self, filter).await
     }
 
+    #[tracing::instrument(name = "mongo.summary", skip_all)]
+    async fn summary(&self) -> Result<lockwright_engine::Summary> {
+        self.bounded("summary", status::summary(self)).await
+    }
+
     #[tracing::instrument(name = "mongo.purge", skip_all)]
     async fn purge(&self) -> Result<Vec<LockStatus>> {
         purge::purge(self).await

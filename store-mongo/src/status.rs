@@ -1,9 +1,10 @@
-//! `status`: the locks matching a filter, read in one command.
+//! `status` (the locks matching a filter) and `summary` (every resource's contention),
+//! each read in one command.
 
-use mongodb::bson::RawDocumentBuf;
+use mongodb::bson::{RawDocumentBuf, doc};
 
 use lockwright_engine::table;
-use lockwright_engine::{Error, Filter, LockStatus};
+use lockwright_engine::{Error, Filter, LockStatus, Summary, Timestamp};
 
 use crate::read::{CURSOR_BATCH, Read, all_rows, lossy, unless_skipped};
 use crate::{MongoStore, pipeline};
@@ -45,4 +46,26 @@ pub(crate) async fn status(store: &MongoStore, filter: &Filter) -> Result<Vec<Lo
         return unless_skipped(Vec::new(), read.skipped);
     };
     unless_skipped(table::status(&[&read.table], filter, now), read.skipped)
+}
+
+/// `summary`: every document and the server's `now` in one aggregation, summarised by the
+/// engine with the store's takeover grace (the rule its grants follow). Idle documents are
+/// read too, so that a malformed one is reported rather than filtered out unseen.
+pub(crate) async fn summary(store: &MongoStore) -> Result<Summary, Error> {
+    let op = "summary";
+    store.ready(op).await?;
+    let aggregate = store
+        .coll
+        .aggregate(pipeline::read_with_now(doc! {}, &store.now_expr()))
+        .with_type::<RawDocumentBuf>()
+        .batch_size(CURSOR_BATCH);
+    let docs = all_rows(op, aggregate)
+        .await?
+        .iter()
+        .map(|r| lossy(op, r))
+        .collect::<Result<Vec<_>, _>>()?;
+    let read = Read::from_docs(&docs, store.grace);
+    // Without a `now` no document was read, and the table is empty: any instant will do.
+    let now = read.now.unwrap_or(Timestamp::from_millis(0));
+    Ok(Summary::of(&[&read.table], now, read.skipped))
 }

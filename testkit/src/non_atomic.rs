@@ -108,6 +108,15 @@ impl LockStore for NonAtomicStore {
             .unwrap_or_default())
     }
 
+    async fn summary(&self) -> Result<lockwright_engine::Summary> {
+        let now = self.clock.now();
+        Ok(lockwright_engine::Summary::of(
+            &[self.table()],
+            now,
+            Vec::new(),
+        ))
+    }
+
     async fn renew_many(
         &self,
         locks: &[Renewal],

@@ -104,6 +104,20 @@ impl Coll {
         Proc(Some(child))
     }
 
+    /// `lockwright ARGS` started in the background, its standard output written to the
+    /// scratch file `out` (to be read while it runs), standard error captured.
+    pub fn spawn_to_file(&self, args: &[&str], out: &str) -> Proc {
+        let file = std::fs::File::create(self.path(out)).expect("create the output file");
+        let child = self
+            .lw()
+            .args(args)
+            .stdout(file)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn lockwright");
+        Proc(Some(child))
+    }
+
     /// A path in the scratch directory.
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)

@@ -8,6 +8,7 @@
 mod group;
 mod index;
 mod purge;
+mod summary;
 #[cfg(test)]
 mod tests;
 
@@ -25,6 +26,7 @@ use crate::time::Timestamp;
 pub use self::group::{renew, status, unlock};
 use self::index::GroupResources;
 pub use self::purge::{delete_empty, expired_groups, purge, purge_groups, sort_purged};
+pub use self::summary::{ResourceSummary, Summary};
 pub use crate::rules::{FENCES_PER_MS, ResourceState, Rule, fence_floor};
 
 /// Every lock of a store: resources by name, plus an index from lock id to the resources its

@@ -74,6 +74,9 @@ async fn round_trips_per_operation() {
     assert_eq!(commands.take(), ["aggregate"], "status is one command");
     store.status(&Filter::new().resource("x")).await.unwrap();
     assert_eq!(commands.take(), ["aggregate"], "status of a resource too");
+    let summary = store.summary().await.unwrap();
+    assert!(!summary.resources.is_empty());
+    assert_eq!(commands.take(), ["aggregate"], "a summary is one command");
     store
         .status(&Filter::new().ttl_lt(Duration::from_secs(30)))
         .await

@@ -229,6 +229,26 @@ async fn malformed_documents_are_named_left_alone_and_isolated() {
             ]
         )
     );
+    // The summary too: the readable resource summarised, each unreadable document named.
+    let summary = store.summary().await.unwrap();
+    let summarised: Vec<&str> = summary
+        .resources
+        .iter()
+        .map(|s| s.resource.as_str())
+        .collect();
+    assert_eq!(summarised, ["fine"]);
+    let named: Vec<(String, String)> = summary
+        .skipped
+        .into_iter()
+        .map(|m| (m.resource, m.field))
+        .collect();
+    assert_eq!(
+        named,
+        [
+            pair("bad-count", "shared.count"),
+            pair("bad-date", "exclusive.createdAt")
+        ]
+    );
     assert_eq!(
         skipped(store.status(&Filter::new().resource("bad-date")).await),
         (vec![], vec![pair("bad-date", "exclusive.createdAt")])

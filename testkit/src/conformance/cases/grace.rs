@@ -172,4 +172,31 @@ cases! {
         assert_eq!(locks[0].ttl, Some(Duration::ZERO));
         cx.teardown().await;
     }
+
+    async fn summary_counts_an_expired_lock_as_held_until_grace_passes(_cx) {
+        let cx = graced::<B>().await;
+        cx.client.xlock("x", generate_lock_id(), &ttl(secs(1))).await.expect("grant");
+        cx.client.slock("s", generate_lock_id(), &ttl(secs(3)), None).await.expect("grant");
+        cx.clock.advance(secs(1) + GRACE - ms(1));
+        let summary = cx.client.summary().await.expect("summary");
+        let counts: Vec<(&str, u32, u32, u32, Option<Duration>)> = summary
+            .resources
+            .iter()
+            .map(|s| {
+                (s.resource.as_str(), s.held_exclusive, s.held_shared, s.abandoned, s.next_expiry)
+            })
+            .collect();
+        // Both held; the expired one has no remaining TTL; more holders first, then by name.
+        assert_eq!(counts, vec![("s", 0, 1, 0, Some(ms(1))), ("x", 1, 0, 0, None)]);
+        cx.clock.advance(ms(1));
+        let summary = cx.client.summary().await.expect("summary");
+        let x = summary.resources.iter().find(|s| s.resource.as_str() == "x").expect("x");
+        assert_eq!((x.held(), x.abandoned), (0, 1), "abandoned, not yet purged");
+        cx.client.purge().await.expect("purge");
+        let summary = cx.client.summary().await.expect("summary");
+        let left: Vec<&str> = summary.resources.iter().map(|s| s.resource.as_str()).collect();
+        assert_eq!(left, vec!["s"], "a purged resource is idle, and left out");
+        assert!(summary.skipped.is_empty());
+        cx.teardown().await;
+    }
 }

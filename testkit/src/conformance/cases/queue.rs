@@ -265,4 +265,28 @@ cases! {
         assert_eq!(waiting(cx, "r").await, vec![], "nothing was written");
         assert!(all(cx).await.is_empty());
     }
+
+    async fn summary_counts_live_waiters_and_the_longest_wait(cx) {
+        let holder = generate_lock_id();
+        cx.client.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
+        let (tw, tr) = (generate_lock_id(), generate_lock_id());
+        queued(cx.client.xlock("r", generate_lock_id(), &fair(&tw, ms(500))).await);
+        cx.clock.advance(ms(100));
+        queued(cx.client.slock("r", generate_lock_id(), &fair(&tr, LEASE), None).await);
+        cx.client.xlock("quiet", generate_lock_id(), &ttl(secs(30))).await.expect("grant");
+        cx.clock.advance(ms(300));
+        let summary = cx.client.summary().await.expect("summary");
+        let names: Vec<&str> = summary.resources.iter().map(|s| s.resource.as_str()).collect();
+        assert_eq!(names, vec!["r", "quiet"], "the resource with waiters first");
+        let r = &summary.resources[0];
+        assert_eq!((r.held_exclusive, r.waiting_exclusive, r.waiting_shared), (1, 1, 1));
+        assert_eq!(r.longest_wait, Some(ms(400)));
+        assert_eq!(r.next_expiry, Some(secs(30) - ms(400)));
+        // The writer's place lapses at 500 ms: the reader is then the longest waiter.
+        cx.clock.advance(ms(100));
+        let summary = cx.client.summary().await.expect("summary");
+        let r = &summary.resources[0];
+        assert_eq!((r.waiting_exclusive, r.waiting_shared), (0, 1));
+        assert_eq!(r.longest_wait, Some(ms(400)));
+    }
 }
