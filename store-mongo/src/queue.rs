@@ -3,13 +3,12 @@
 //! their own pipelines (`pipeline::grant`), and purge drops the dead ones.
 
 use mongodb::bson::oid::ObjectId;
-use mongodb::bson::{Bson, Document, RawDocumentBuf, doc};
+use mongodb::bson::{Bson, doc};
 use mongodb::options::ReturnDocument;
 
 use lockwright_engine::{Error, LockId, Resource, Waiter};
 
 use crate::one_lock::Modified;
-use crate::read::{CURSOR_BATCH, Read, all_rows, lossy};
 use crate::{MongoStore, pipeline, schema};
 
 /// `leave_queue`: removes `ticket`'s place in `resource`'s queue, and the dead places, in
@@ -47,20 +46,8 @@ pub(crate) async fn leave_queue(
 /// `Malformed` when the resource's document cannot be decided on; `Backend` when the server
 /// fails.
 pub(crate) async fn waiters(store: &MongoStore, resource: &Resource) -> Result<Vec<Waiter>, Error> {
-    let op = "waiters";
-    store.ready(op).await?;
     let filter = doc! { schema::RESOURCE: resource.as_str() };
-    let aggregate = store
-        .coll
-        .aggregate(pipeline::read_with_now(filter, &store.now_expr()))
-        .with_type::<RawDocumentBuf>()
-        .batch_size(CURSOR_BATCH);
-    let docs = all_rows(op, aggregate)
-        .await?
-        .iter()
-        .map(|raw| lossy(op, raw))
-        .collect::<Result<Vec<Document>, _>>()?;
-    let read = Read::from_docs(&docs, store.grace);
+    let read = store.read_with_now("waiters", filter).await?;
     if let Some(m) = read.skipped.into_iter().next() {
         return Err(m.into());
     }

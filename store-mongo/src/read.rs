@@ -35,6 +35,30 @@ impl MongoStore {
     }
 }
 
+impl MongoStore {
+    /// The documents `filter` matches and the server's `now`, in one aggregation outside a
+    /// transaction, decoded with the store's takeover grace (after checking the collection
+    /// is ready for `op`).
+    pub(crate) async fn read_with_now(
+        &self,
+        op: &'static str,
+        filter: Document,
+    ) -> Result<Read, Error> {
+        self.ready(op).await?;
+        let aggregate = self
+            .coll
+            .aggregate(pipeline::read_with_now(filter, &self.now_expr()))
+            .with_type::<RawDocumentBuf>()
+            .batch_size(CURSOR_BATCH);
+        let docs = all_rows(op, aggregate)
+            .await?
+            .iter()
+            .map(|raw| lossy(op, raw))
+            .collect::<Result<Vec<Document>, _>>()?;
+        Ok(Read::from_docs(&docs, self.grace))
+    }
+}
+
 /// Every row of a `find` or `aggregate` run outside a transaction; a failure of the
 /// command or of a later batch is a backend error of `op`.
 pub(crate) async fn all_rows(

@@ -52,19 +52,7 @@ pub(crate) async fn status(store: &MongoStore, filter: &Filter) -> Result<Vec<Lo
 /// engine with the store's takeover grace (the rule its grants follow). Idle documents are
 /// read too, so that a malformed one is reported rather than filtered out unseen.
 pub(crate) async fn summary(store: &MongoStore) -> Result<Summary, Error> {
-    let op = "summary";
-    store.ready(op).await?;
-    let aggregate = store
-        .coll
-        .aggregate(pipeline::read_with_now(doc! {}, &store.now_expr()))
-        .with_type::<RawDocumentBuf>()
-        .batch_size(CURSOR_BATCH);
-    let docs = all_rows(op, aggregate)
-        .await?
-        .iter()
-        .map(|r| lossy(op, r))
-        .collect::<Result<Vec<_>, _>>()?;
-    let read = Read::from_docs(&docs, store.grace);
+    let read = store.read_with_now("summary", doc! {}).await?;
     // Without a `now` no document was read, and the table is empty: any instant will do.
     let now = read.now.unwrap_or(Timestamp::from_millis(0));
     Ok(Summary::of(&[&read.table], now, read.skipped))
