@@ -146,7 +146,8 @@ struct StatusArgs {
     json: bool,
     /// Instead of the locks, a view of the resources, most contended first (most waiters,
     /// longest wait, most holders), refreshed every --every until SIGINT or SIGTERM.
-    #[arg(long, conflicts_with_all = ["json", "prometheus", "resource", "owner", "mode", "expiring_within"])]
+    #[arg(long, group = "contention",
+          conflicts_with_all = ["json", "resource", "owner", "mode", "expiring_within"])]
     watch: bool,
     /// With --watch: the time between refreshes.
     #[arg(long, value_name = "DURATION", default_value = "2s", requires = "watch",
@@ -155,10 +156,11 @@ struct StatusArgs {
     /// Instead of the locks, the collection's state as Prometheus gauges in the text format
     /// (for a scrape job or a textfile collector): totals, and the --top most contended
     /// resources labelled by name.
-    #[arg(long, conflicts_with_all = ["json", "resource", "owner", "mode", "expiring_within"])]
+    #[arg(long, group = "contention",
+          conflicts_with_all = ["json", "resource", "owner", "mode", "expiring_within"])]
     prometheus: bool,
     /// With --watch or --prometheus: how many of the most contended resources to show.
-    #[arg(long, value_name = "N", default_value_t = 20)]
+    #[arg(long, value_name = "N", default_value_t = 20, requires = "contention")]
     top: usize,
 }
 

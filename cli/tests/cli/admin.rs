@@ -118,6 +118,25 @@ fn usage_errors_are_clear_and_exit_2() {
             "not a duration",
         ),
         (&["status", "--expiring-within", "soon"], "not a duration"),
+        (&["status", "--top", "5"], "--watch"),
+        (&["status", "--every", "1s"], "--watch"),
+        (
+            &["status", "--watch", "--every", "0s"],
+            "must be greater than zero",
+        ),
+        (
+            &["status", "--watch", "--prometheus"],
+            "cannot be used with",
+        ),
+        (&["status", "--watch", "--json"], "cannot be used with"),
+        (
+            &["status", "--prometheus", "--resource", "r"],
+            "cannot be used with",
+        ),
+        (
+            &["status", "--prometheus", "--top", "-1"],
+            "unexpected argument",
+        ),
         (&["run", "--limit", "2", "r", "--", "true"], "--shared"),
         (
             &["run", "--wait", "--wait-until", "1s", "r", "--", "true"],
