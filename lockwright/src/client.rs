@@ -288,7 +288,8 @@ impl<S: LockStore> Client<S> {
     /// MongoDB. Documents that cannot be decoded are listed in [`Summary::skipped`] (the
     /// others are summarised): report them.
     ///
-    /// ```
+    #[cfg_attr(feature = "mem", doc = "```")]
+    #[cfg_attr(not(feature = "mem"), doc = "```ignore")]
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), lockwright::Error> {
     /// use lockwright::{Client, LockDetails, MemStore};
