@@ -60,8 +60,10 @@ pub async fn status(conn: &ConnArgs, args: &StatusArgs) -> Result<u8, CliError> 
         print_table(&locks);
         if let Some(r) = &args.resource {
             print_waiters(r, &client.waiters(r).await?);
-        } else {
-            // Malformed documents are already named by the listing's error.
+        } else if args.owner.is_none() && args.mode.is_none() && args.expiring_within.is_none() {
+            // The whole collection's waiters, under a listing of the whole collection (a
+            // filtered listing would pair them with locks of other resources). Malformed
+            // documents are already named by the listing's error.
             let summary = client.summary().await?;
             if let Some(line) = waiting_line(&summary.resources) {
                 println!("{line}");

@@ -91,6 +91,12 @@ fn status_names_the_resources_with_waiters() {
     );
     assert!(!waiting.contains("readers") && !waiting.contains("quiet"));
     assert_no_lock_id(&c.locks(), &table);
+    // A filtered listing shows its locks alone.
+    let mine = text(&c.run(&["status", "--mode", "s"]).stdout);
+    assert!(
+        mine.ends_with("2 locks on 1 resource: 0 exclusive, 2 shared, 0 expired\n"),
+        "{mine}"
+    );
     // Nobody waiting: no such line.
     let calm = Coll::new();
     calm.block_on(
