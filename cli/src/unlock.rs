@@ -14,7 +14,7 @@ const MAX_STDIN: u64 = 64 * 1024;
 /// Runs `lockwright unlock`.
 pub async fn unlock(conn: &ConnArgs, args: &UnlockArgs) -> Result<u8, CliError> {
     let lock_id = read_lock_id(args).await?;
-    let lock_id = LockId::new(lock_id)?;
+    let lock_id = LockId::new(lock_id).map_err(lockwright::Error::from)?;
     let client = Client::new(connect(conn).await?);
     let released = client.unlock(lock_id.as_str()).await?;
     if released.is_empty() {

@@ -4,8 +4,10 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::lock::LockStatus;
+use crate::invalid::InvalidArgument;
+pub use crate::names::Escaped;
 use crate::names::Resource;
+use crate::status::{LockStatus, Queued};
 
 /// The result of lock operations: `Err` is this crate's [`Error`] unless `E` says otherwise.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -57,7 +59,7 @@ pub enum Error {
         /// kept: how many live waiters ahead of it it must let go first, as of which grant
         /// (see `lockwright_engine::queue`). `None` for a request that is not fair, or when
         /// the store cannot tell.
-        queued: Option<crate::queue::Queued>,
+        queued: Option<Queued>,
     },
     /// The lock id holds no lock: it was released, purged, taken over after it expired, or
     /// never granted. Retrying cannot help: the locks are gone.
@@ -228,6 +230,12 @@ impl fmt::Display for MalformedDocument {
     }
 }
 
+impl From<InvalidArgument> for Error {
+    fn from(InvalidArgument { field, reason }: InvalidArgument) -> Self {
+        Error::InvalidArgument { field, reason }
+    }
+}
+
 impl From<MalformedDocument> for Error {
     fn from(m: MalformedDocument) -> Self {
         Error::Malformed {
@@ -235,26 +243,6 @@ impl From<MalformedDocument> for Error {
             field: m.field,
             reason: m.reason,
         }
-    }
-}
-
-/// Shows a name with its control characters escaped (a newline as `\n`), so a name read
-/// from the store or given by a caller cannot forge a line of a log or a report.
-pub struct Escaped<'a>(pub &'a str);
-
-impl fmt::Display for Escaped<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use fmt::Write as _;
-        for c in self.0.chars() {
-            if c.is_control() {
-                for e in c.escape_default() {
-                    f.write_char(e)?;
-                }
-            } else {
-                f.write_char(c)?;
-            }
-        }
-        Ok(())
     }
 }
 

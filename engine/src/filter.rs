@@ -4,8 +4,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::access::Mode;
 use crate::error::Error;
-use crate::lock::{Mode, StoredLock};
+use crate::lock::StoredLock;
 use crate::names::{LockId, MAX_DETAIL_LEN, Resource, check_text};
 use crate::time::Timestamp;
 
@@ -110,17 +111,11 @@ impl Filter {
     /// # Errors
     /// `InvalidArgument` naming `filter.resource`, `filter.lock_id` or `filter.owner`.
     pub fn validate(&self) -> Result<(), Error> {
-        let rename = |field: &'static str| {
-            move |e: Error| match e {
-                Error::InvalidArgument { reason, .. } => Error::InvalidArgument { field, reason },
-                other => other,
-            }
-        };
         if let Some(r) = &self.resource {
-            Resource::new(r.as_str()).map_err(rename("filter.resource"))?;
+            Resource::new(r.as_str()).map_err(|e| e.about("filter.resource"))?;
         }
         if let Some(l) = &self.lock_id {
-            LockId::new(l.as_str()).map_err(rename("filter.lock_id"))?;
+            LockId::new(l.as_str()).map_err(|e| e.about("filter.lock_id"))?;
         }
         if let Some(o) = &self.owner {
             check_text("filter.owner", o, MAX_DETAIL_LEN)?;

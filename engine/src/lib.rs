@@ -33,9 +33,11 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod access;
 pub mod error;
 pub mod filter;
 pub mod holder;
+pub mod invalid;
 pub mod lease;
 pub mod lock;
 pub mod locker;
@@ -46,18 +48,22 @@ mod mutants;
 pub mod names;
 pub mod port;
 pub mod queue;
-mod rules;
+pub mod resource;
+pub mod status;
 pub mod table;
 pub mod time;
 
+pub use access::{Mode, SharedLimit};
 pub use error::{BoxError, Error, MalformedDocument, Outcome, Result};
 pub use filter::Filter;
-pub use lock::{
-    Holder, LockDetails, LockRequest, LockStatus, Mode, QueueAsk, Renewal, SharedLimit, StoredLock,
-};
+pub use invalid::InvalidArgument;
+pub use lock::{LockDetails, LockRequest, QueueAsk, StoredLock};
 pub use names::{LockId, Resource};
 pub use port::{Hint, HintStream, LockStore};
-pub use queue::{QueueEntry, Queued, Ticket, Waiter};
-pub use rules::{DEFAULT_TAKEOVER_GRACE, MAX_TAKEOVER_GRACE, check_takeover_grace};
-pub use table::{LockTable, ResourceState, ResourceSummary, Summary};
+pub use queue::{Queue, QueueEntry, Ticket, Waiter};
+pub use resource::{
+    DEFAULT_TAKEOVER_GRACE, MAX_TAKEOVER_GRACE, ResourceState, Rule, check_takeover_grace,
+};
+pub use status::{Holder, LockStatus, Queued, Renewal};
+pub use table::{LockTable, ResourceSummary, Summary};
 pub use time::{LocalMs, ManualClock, Timestamp, Ttl};

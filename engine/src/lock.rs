@@ -1,69 +1,16 @@
-//! Locks: what a caller asks for, what a store keeps, and what it reports.
+//! Locks: what a caller asks for, and what a store keeps.
 
 use std::fmt;
-use std::num::NonZeroU32;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::access::Mode;
 use crate::error::Error;
-use crate::names::{LockId, MAX_DETAIL_LEN, Resource, check_text};
+use crate::names::{LockId, Resource};
 use crate::queue::Ticket;
+use crate::status::{Holder, LockStatus};
 use crate::time::{Timestamp, Ttl};
-
-/// Exclusive or shared.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// At most one holder, and no shared holders beside it.
-    Exclusive,
-    /// Any number of holders (up to a limit the caller gives), and no exclusive holder.
-    Shared,
-}
-
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Mode::Exclusive => "exclusive",
-            Mode::Shared => "shared",
-        })
-    }
-}
-
-/// Who took a lock, from where, and why: text a store keeps with the lock and reports back.
-/// No lock rule reads it (a status filter may select by owner). Each field, when set, is
-/// non-empty and at most [`MAX_DETAIL_LEN`] bytes.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[non_exhaustive]
-pub struct Holder {
-    /// Who is taking the lock (a user or service name).
-    pub owner: Option<String>,
-    /// The host the lock is taken from.
-    pub host: Option<String>,
-    /// Free text, e.g. the job the lock protects.
-    pub comment: Option<String>,
-}
-
-impl Holder {
-    /// Checks every field, as a lock request does.
-    ///
-    /// # Errors
-    /// `InvalidArgument` naming the first bad field: `owner`, `host` or `comment` (empty or
-    /// over [`MAX_DETAIL_LEN`] bytes).
-    pub fn check(&self) -> Result<(), Error> {
-        let fields = [
-            ("owner", &self.owner),
-            ("host", &self.host),
-            ("comment", &self.comment),
-        ];
-        for (field, value) in fields {
-            if let Some(v) = value {
-                check_text(field, v, MAX_DETAIL_LEN)?;
-            }
-        }
-        Ok(())
-    }
-}
 
 /// Optional facts about a lock, as the caller gives them. Checked when a lock is requested.
 ///
@@ -168,7 +115,7 @@ impl LockDetails {
     ///
     /// # Errors
     /// `InvalidArgument` naming the first bad field: `owner`, `host`, `comment` (empty or
-    /// over [`MAX_DETAIL_LEN`] bytes), `ttl` (zero, under 1 ms, or over 100 years),
+    /// over [`MAX_DETAIL_LEN`](crate::names::MAX_DETAIL_LEN) bytes), `ttl` (zero, under 1 ms, or over 100 years),
     /// `ticket` (empty or too long) or `queue_ttl` (outside 100 ms to 10 minutes).
     pub fn check(&self) -> Result<(), Error> {
         self.holder.check()?;
@@ -179,24 +126,10 @@ impl LockDetails {
 
     fn ticket(&self) -> Option<Result<Ticket, Error>> {
         self.queue.as_ref().map(|QueueAsk { ticket, ttl }| {
-            let id = LockId::new(ticket.as_str()).map_err(|e| match e {
-                Error::InvalidArgument { reason, .. } => Error::invalid("ticket", reason),
-                other => other,
-            })?;
-            Ticket::new(id, *ttl)
+            let id = LockId::new(ticket.as_str()).map_err(|e| e.about("ticket"))?;
+            Ok(Ticket::new(id, *ttl)?)
         })
     }
-}
-
-/// One lock to renew in a batch: the lock `lock_id` holds on `resource`, for `ttl`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Renewal {
-    /// Where the lock is.
-    pub resource: Resource,
-    /// Its lock id.
-    pub lock_id: LockId,
-    /// The new lease.
-    pub ttl: Ttl,
 }
 
 /// A validated request for one lock; the mode comes from the operation.
@@ -243,42 +176,6 @@ impl LockRequest {
             ttl,
             fair,
         })
-    }
-}
-
-/// The most shared locks a resource may hold at once, as asked by one `slock` call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(try_from = "u32", into = "u32")]
-pub struct SharedLimit(NonZeroU32);
-
-impl SharedLimit {
-    /// Validates a limit.
-    ///
-    /// # Errors
-    /// `InvalidArgument` naming `limit` for zero (use `None` for "unlimited").
-    pub fn new(limit: u32) -> Result<Self, Error> {
-        NonZeroU32::new(limit)
-            .map(SharedLimit)
-            .ok_or_else(|| Error::invalid("limit", "must be at least 1 (use None for no limit)"))
-    }
-
-    /// The limit.
-    #[must_use]
-    pub fn get(self) -> u32 {
-        self.0.get()
-    }
-}
-
-impl TryFrom<u32> for SharedLimit {
-    type Error = Error;
-    fn try_from(v: u32) -> Result<Self, Error> {
-        SharedLimit::new(v)
-    }
-}
-
-impl From<SharedLimit> for u32 {
-    fn from(l: SharedLimit) -> u32 {
-        l.get()
     }
 }
 
@@ -343,50 +240,6 @@ impl StoredLock {
         !self.is_expired(now)
     }
 
-    /// Abandoned at `now` with the takeover `grace`: `expires_at + grace <= now`. The one
-    /// takeover predicate of every rule and store: until then the lock blocks every other
-    /// grant, counts towards a shared limit and is spared by purge, though it has expired,
-    /// so that a store whose clock runs up to `grace` ahead of the clock that wrote
-    /// `expires_at` (a new primary) cannot hand it to another holder early.
-    #[must_use]
-    pub fn is_abandoned(&self, now: Timestamp, grace: Duration) -> bool {
-        let now = if crate::mutants::active(crate::mutants::Mutant::TakeoverUnexpired) {
-            now.saturating_add(Duration::from_millis(1))
-        } else {
-            now
-        };
-        let grace = if crate::mutants::active(crate::mutants::Mutant::TakeoverIgnoresGrace) {
-            Duration::ZERO
-        } else {
-            grace
-        };
-        self.expires_at
-            .is_some_and(|e| e.saturating_add(grace) <= now)
-    }
-
-    /// Held at `now` with the takeover `grace`: not [abandoned](StoredLock::is_abandoned).
-    #[must_use]
-    pub fn is_held(&self, now: Timestamp, grace: Duration) -> bool {
-        !self.is_abandoned(now, grace)
-    }
-
-    /// Renewable at `now` with the renew `margin` and the takeover `grace`: nobody may take
-    /// it over before `now + margin`, that is `expires_at + grace > now + margin` (locks
-    /// without a TTL always are). So a lock whose expiry a store's clock has passed may
-    /// still be renewed inside the grace, by its own holder only: nobody else can have
-    /// taken it. The one renewal predicate of every rule and store; a lock that is not
-    /// renewable gives `NotRenewable`.
-    #[must_use]
-    pub fn is_renewable(&self, now: Timestamp, margin: Duration, grace: Duration) -> bool {
-        let margin = if crate::mutants::active(crate::mutants::Mutant::RenewWithoutMargin) {
-            Duration::ZERO
-        } else {
-            margin
-        };
-        self.expires_at
-            .is_none_or(|e| e.saturating_add(grace) > now.saturating_add(margin))
-    }
-
     /// The remaining TTL at `now`: `None` without a TTL, zero once expired.
     #[must_use]
     pub fn remaining_ttl(&self, now: Timestamp) -> Option<Duration> {
@@ -408,58 +261,4 @@ impl StoredLock {
             fence: self.fence,
         }
     }
-}
-
-/// What a store reports about one lock.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[non_exhaustive]
-pub struct LockStatus {
-    /// The locked resource.
-    pub resource: Resource,
-    /// The group the lock belongs to.
-    pub lock_id: LockId,
-    /// Exclusive or shared.
-    pub mode: Mode,
-    /// Who took it, from where, and why.
-    #[serde(flatten)]
-    pub holder: Holder,
-    /// When it was granted (the store's clock).
-    pub created_at: Timestamp,
-    /// When it was last renewed.
-    pub renewed_at: Option<Timestamp>,
-    /// When it expires; `None`: never.
-    pub expires_at: Option<Timestamp>,
-    /// Remaining time to live when reported: `None` without a TTL, zero once expired.
-    pub ttl: Option<Duration>,
-    /// The fencing token of the grant.
-    pub fence: u64,
-}
-
-impl LockStatus {
-    /// The renewal of this lock (its resource and lock id) for `ttl`.
-    #[must_use]
-    pub fn renewal(&self, ttl: Ttl) -> Renewal {
-        Renewal {
-            resource: self.resource.clone(),
-            lock_id: self.lock_id.clone(),
-            ttl,
-        }
-    }
-
-    /// The creation order of locks: by creation time, then resource name, then fence (the
-    /// per-resource grant sequence). Every operation that orders locks uses this key.
-    #[must_use]
-    pub fn creation_key(&self) -> (Timestamp, &Resource, u64) {
-        (self.created_at, &self.resource, self.fence)
-    }
-}
-
-/// Sorts oldest first by [`LockStatus::creation_key`].
-pub fn sort_oldest_first(locks: &mut [LockStatus]) {
-    locks.sort_by(|a, b| a.creation_key().cmp(&b.creation_key()));
-}
-
-/// Sorts newest first by [`LockStatus::creation_key`].
-pub fn sort_newest_first(locks: &mut [LockStatus]) {
-    locks.sort_by(|a, b| b.creation_key().cmp(&a.creation_key()));
 }

@@ -5,7 +5,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use smol_str::SmolStr;
 
-use crate::error::{Error, Escaped};
+use crate::invalid::InvalidArgument;
 
 /// The longest resource name accepted, in UTF-8 bytes.
 pub const MAX_RESOURCE_LEN: usize = 512;
@@ -14,12 +14,16 @@ pub const MAX_LOCK_ID_LEN: usize = 256;
 /// The longest owner, host or comment accepted, in UTF-8 bytes.
 pub const MAX_DETAIL_LEN: usize = 1024;
 
-pub(crate) fn check_text(field: &'static str, value: &str, max: usize) -> Result<(), Error> {
+pub(crate) fn check_text(
+    field: &'static str,
+    value: &str,
+    max: usize,
+) -> Result<(), InvalidArgument> {
     if value.is_empty() {
-        return Err(Error::invalid(field, "must not be empty"));
+        return Err(InvalidArgument::new(field, "must not be empty"));
     }
     if value.len() > max {
-        return Err(Error::invalid(
+        return Err(InvalidArgument::new(
             field,
             format!("must be at most {max} bytes, got {}", value.len()),
         ));
@@ -39,7 +43,7 @@ macro_rules! validated_name {
             ///
             /// # Errors
             #[doc = concat!("`InvalidArgument` naming `", $field, "` when empty or too long.")]
-            pub fn new(value: impl Into<String>) -> Result<Self, Error> {
+            pub fn new(value: impl Into<String>) -> Result<Self, InvalidArgument> {
                 let value = value.into();
                 check_text($field, &value, $max)?;
                 Ok($name(SmolStr::from(value)))
@@ -62,15 +66,15 @@ macro_rules! validated_name {
         }
 
         impl TryFrom<String> for $name {
-            type Error = Error;
-            fn try_from(value: String) -> Result<Self, Error> {
+            type Error = InvalidArgument;
+            fn try_from(value: String) -> Result<Self, InvalidArgument> {
                 $name::new(value)
             }
         }
 
         impl TryFrom<&str> for $name {
-            type Error = Error;
-            fn try_from(value: &str) -> Result<Self, Error> {
+            type Error = InvalidArgument;
+            fn try_from(value: &str) -> Result<Self, InvalidArgument> {
                 $name::new(value)
             }
         }
@@ -156,6 +160,26 @@ impl LockId {
     #[must_use]
     pub fn from_random(bits: u128) -> Self {
         LockId(smol_str::format_smolstr!("{bits:032x}"))
+    }
+}
+
+/// Shows a name with its control characters escaped (a newline as `\n`), so a name read
+/// from the store or given by a caller cannot forge a line of a log or a report.
+pub struct Escaped<'a>(pub &'a str);
+
+impl fmt::Display for Escaped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use fmt::Write as _;
+        for c in self.0.chars() {
+            if c.is_control() {
+                for e in c.escape_default() {
+                    f.write_char(e)?;
+                }
+            } else {
+                f.write_char(c)?;
+            }
+        }
+        Ok(())
     }
 }
 

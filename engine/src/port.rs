@@ -7,11 +7,13 @@ use std::time::Duration;
 use futures_core::Stream;
 use serde::{Deserialize, Serialize};
 
+use crate::access::SharedLimit;
 use crate::error::Result;
 use crate::filter::Filter;
-use crate::lock::{LockRequest, LockStatus, Renewal, SharedLimit};
+use crate::lock::LockRequest;
 use crate::names::{LockId, Resource};
 use crate::queue::Waiter;
+use crate::status::{LockStatus, Renewal};
 use crate::table::Summary;
 use crate::time::Ttl;
 

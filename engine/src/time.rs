@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::Error;
+use crate::invalid::InvalidArgument;
 
 /// The longest TTL (and renew margin) accepted: 100 years of 365.25 days.
 pub const MAX_TTL: Duration = Duration::from_secs(36_525 * 24 * 60 * 60);
@@ -38,12 +38,12 @@ impl Timestamp {
     ///
     /// # Errors
     /// `InvalidArgument` for times before the Unix epoch.
-    pub fn from_system_time(time: SystemTime) -> Result<Self, Error> {
+    pub fn from_system_time(time: SystemTime) -> Result<Self, InvalidArgument> {
         let since = time
             .duration_since(UNIX_EPOCH)
-            .map_err(|_| Error::invalid("timestamp", "must not be before the Unix epoch"))?;
+            .map_err(|_| InvalidArgument::new("timestamp", "must not be before the Unix epoch"))?;
         let ms = u64::try_from(since.as_millis())
-            .map_err(|_| Error::invalid("timestamp", "is too far in the future"))?;
+            .map_err(|_| InvalidArgument::new("timestamp", "is too far in the future"))?;
         Ok(Timestamp(ms))
     }
 
@@ -137,17 +137,17 @@ impl Ttl {
     ///
     /// # Errors
     /// `InvalidArgument` naming `ttl` when it is under one millisecond or over [`MAX_TTL`].
-    pub fn new(ttl: Duration) -> Result<Self, Error> {
+    pub fn new(ttl: Duration) -> Result<Self, InvalidArgument> {
         Self::validated("ttl", ttl)
     }
 
-    pub(crate) fn validated(field: &'static str, ttl: Duration) -> Result<Self, Error> {
+    pub(crate) fn validated(field: &'static str, ttl: Duration) -> Result<Self, InvalidArgument> {
         if ttl > MAX_TTL {
-            return Err(Error::invalid(field, "must be at most 100 years"));
+            return Err(InvalidArgument::new(field, "must be at most 100 years"));
         }
         let ms = duration_millis(ttl);
         if ms == 0 {
-            return Err(Error::invalid(field, "must be at least 1 ms"));
+            return Err(InvalidArgument::new(field, "must be at least 1 ms"));
         }
         Ok(Ttl(Duration::from_millis(ms)))
     }
@@ -166,8 +166,8 @@ impl Ttl {
 }
 
 impl TryFrom<Duration> for Ttl {
-    type Error = Error;
-    fn try_from(d: Duration) -> Result<Self, Error> {
+    type Error = InvalidArgument;
+    fn try_from(d: Duration) -> Result<Self, InvalidArgument> {
         Ttl::new(d)
     }
 }
@@ -182,9 +182,12 @@ impl From<Ttl> for Duration {
 ///
 /// # Errors
 /// `InvalidArgument` naming `renew_margin` when over [`MAX_TTL`].
-pub fn validate_margin(margin: Duration) -> Result<Duration, Error> {
+pub fn validate_margin(margin: Duration) -> Result<Duration, InvalidArgument> {
     if margin > MAX_TTL {
-        return Err(Error::invalid("renew_margin", "must be at most 100 years"));
+        return Err(InvalidArgument::new(
+            "renew_margin",
+            "must be at most 100 years",
+        ));
     }
     Ok(Duration::from_millis(duration_millis(margin)))
 }

@@ -249,10 +249,7 @@ impl<S: LockStore> Client<S> {
         ticket: impl AsRef<str>,
     ) -> Result<bool, Error> {
         let resource = Resource::new(resource)?;
-        let ticket = LockId::new(ticket.as_ref()).map_err(|e| match e {
-            Error::InvalidArgument { reason, .. } => Error::invalid("ticket", reason),
-            other => other,
-        })?;
+        let ticket = LockId::new(ticket.as_ref()).map_err(|e| e.about("ticket"))?;
         let left = self.inner.store.leave_queue(&resource, &ticket);
         self.metered("leave_queue", Some(&resource), left).await
     }

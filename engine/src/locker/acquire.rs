@@ -8,9 +8,10 @@ use super::{Event, Reply, Request};
 use crate::error::Error;
 use crate::holder::trust_until;
 use crate::lease::LeaseKey;
-use crate::lock::{Holder, LockRequest};
+use crate::lock::LockRequest;
 use crate::mutants::{self, Mutant};
 use crate::names::LockId;
+use crate::status::Holder;
 use crate::time::LocalMs;
 use crate::time::duration_millis;
 

@@ -26,7 +26,8 @@ use rand_core::RngCore;
 use super::{Acquire, LockerCore, Purpose, Request};
 use crate::locker::Access;
 use crate::names::LockId;
-use crate::queue::{Queued, Ticket};
+use crate::queue::Ticket;
+use crate::status::Queued;
 
 /// The most grant fences a waiter keeps while an attempt is in flight (more than a flight
 /// can see in practice; past it the count is corrected by the next attempt).

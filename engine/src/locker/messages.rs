@@ -7,12 +7,14 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{Access, RequestId};
+use crate::access::SharedLimit;
 use crate::error::Error;
 use crate::lease::LeaseKey;
-use crate::lock::{LockRequest, LockStatus, Renewal, SharedLimit};
+use crate::lock::LockRequest;
 use crate::mutants::{self, Mutant};
 use crate::names::{LockId, Resource};
 use crate::port::LockStore;
+use crate::status::{LockStatus, Renewal};
 use crate::time::LocalMs;
 
 /// A request for the store.
@@ -70,7 +72,7 @@ impl Request {
                 Access::Exclusive => store.xlock(request).await,
                 Access::Shared(limit) => match limit.map(SharedLimit::new).transpose() {
                     Ok(limit) => store.slock(request, limit).await,
-                    Err(e) => Err(e),
+                    Err(e) => Err(e.into()),
                 },
             }),
             Request::Renew { lock, margin } => {

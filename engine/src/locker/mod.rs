@@ -49,8 +49,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::Error;
 use crate::holder::trust_until;
 use crate::lease::{LeaseEvent, LeaseKey, LeaseSchedule};
-use crate::lock::{Holder, Renewal};
 use crate::names::{LockId, Resource};
+use crate::status::{Holder, Renewal};
 use crate::time::{LocalMs, Ttl, duration_millis, validate_margin};
 
 pub use self::config::{LockerConfig, LockerStats};
@@ -285,7 +285,7 @@ impl<R: RngCore> LockerCore<R> {
         } else if let Err(e) = ask.who.check() {
             // The core builds each attempt's request unchecked: owner, host and comment are
             // checked here, once.
-            Some(e)
+            Some(e.into())
         } else if ask.access == Access::Shared(Some(0)) {
             Some(Error::invalid(
                 "limit",

@@ -8,8 +8,8 @@ use rand_core::RngCore;
 use super::{Ended, Event, LockerCore, Purpose, Reply, Request};
 use crate::error::Error;
 use crate::lease::{LeaseEvent, LeaseKey, LostCause};
-use crate::lock::Renewal;
 use crate::mutants::{self, Mutant};
+use crate::status::Renewal;
 use crate::time::LocalMs;
 
 impl<R: RngCore> LockerCore<R> {

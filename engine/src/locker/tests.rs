@@ -662,7 +662,7 @@ fn refuse_queued(c: &mut LockerCore<StdRng>, t: &Transmit, ahead: u32, now: u64)
     let reply = Reply::Refused(Error::AlreadyLocked {
         resource: job(),
         retry_in: None,
-        queued: Some(crate::queue::Queued { ahead, fence: 0 }),
+        queued: Some(crate::Queued { ahead, fence: 0 }),
     });
     c.handle_reply(t.id, reply, ms(now));
     assert!(c.poll_transmit().is_none(), "nothing sent at the refusal");
@@ -875,7 +875,7 @@ fn grants_hinted_around_a_refusal_move_a_fair_waiter_by_their_fences() {
         let reply = Reply::Refused(Error::AlreadyLocked {
             resource: job(),
             retry_in: None,
-            queued: Some(crate::queue::Queued { ahead, fence }),
+            queued: Some(crate::Queued { ahead, fence }),
         });
         c.handle_reply(t.id, reply, ms(now));
     };

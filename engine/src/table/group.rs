@@ -5,10 +5,12 @@ use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
 use super::{GroupResources, LockTable, ResourceState};
+use crate::access::Mode;
 use crate::error::Error;
 use crate::filter::Filter;
-use crate::lock::{LockStatus, Mode, StoredLock, sort_newest_first, sort_oldest_first};
+use crate::lock::StoredLock;
 use crate::names::{LockId, Resource};
+use crate::status::{LockStatus, sort_newest_first, sort_oldest_first};
 use crate::time::{Timestamp, Ttl};
 
 impl LockTable {

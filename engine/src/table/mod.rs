@@ -18,16 +18,18 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
+use crate::access::{Mode, SharedLimit};
 use crate::error::Error;
-use crate::lock::{LockRequest, LockStatus, Mode, SharedLimit, StoredLock};
+use crate::lock::{LockRequest, StoredLock};
 use crate::names::{LockId, Resource};
+use crate::status::LockStatus;
 use crate::time::Timestamp;
 
 pub use self::group::{renew, status, unlock};
 use self::index::GroupResources;
 pub use self::purge::{delete_empty, expired_groups, purge, purge_groups, sort_purged};
 pub use self::summary::{ResourceSummary, Summary};
-pub use crate::rules::{FENCES_PER_MS, ResourceState, Rule, fence_floor};
+pub use crate::resource::{FENCES_PER_MS, ResourceState, Rule, fence_floor};
 
 /// Every lock of a store: resources by name, plus an index from lock id to the resources its
 /// group holds, the store's takeover grace, and its fence clock. `Clone + Eq + Hash`, so a
@@ -177,46 +179,27 @@ impl LockTable {
         now: Timestamp,
         rule: &Rule<'_>,
     ) -> Result<LockStatus, Error> {
-        let grace = self.grace;
-        let mode = rule.mode();
-        let refused = |state: &mut ResourceState| {
-            let queued = request.fair.as_ref().map(|ticket| {
-                state.enqueue(ticket, mode, now);
-                state.queued(rule, now)
-            });
-            Error::AlreadyLocked {
-                resource: request.resource.clone(),
-                retry_in: state.free_in(rule, now, grace),
-                queued,
-            }
-        };
-        let floor = self.tick(now);
-        let (status, taken_over) = match self.resources.entry(request.resource.clone()) {
-            Entry::Occupied(entry) => {
-                let state = entry.into_mut();
-                if !state.allows(rule, now, grace) {
-                    return Err(refused(state));
-                }
-                state.grant(mode, request, now, grace, floor)
-            }
+        let (grace, floor) = (self.grace, self.tick(now));
+        let resource = &request.resource;
+        let decided = match self.resources.entry(resource.clone()) {
+            Entry::Occupied(entry) => entry
+                .into_mut()
+                .decide(resource, request, rule, now, grace, floor),
             Entry::Vacant(entry) => {
                 let mut state = ResourceState::default();
-                if !state.allows(rule, now, grace) {
-                    let e = refused(&mut state);
-                    if !state.queue.is_empty() {
-                        entry.insert(state);
-                    }
-                    return Err(e);
+                let decided = state.decide(resource, request, rule, now, grace, floor);
+                // A refused request that is not fair leaves nothing to keep.
+                if decided.is_ok() || !state.queue.is_empty() {
+                    entry.insert(state);
                 }
-                let granted = state.grant(mode, request, now, grace, floor);
-                entry.insert(state);
-                granted
+                decided
             }
         };
+        let (status, taken_over) = decided?;
         for lock_id in &taken_over {
-            self.unindex(lock_id, &request.resource);
+            self.unindex(lock_id, resource);
         }
-        self.index(&request.lock_id, &request.resource);
+        self.index(&request.lock_id, resource);
         Ok(status)
     }
 

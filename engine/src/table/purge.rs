@@ -7,9 +7,11 @@ use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
 use super::LockTable;
-use crate::lock::{LockStatus, Mode, StoredLock};
+use crate::access::Mode;
+use crate::lock::StoredLock;
 use crate::mutants::{self, Mutant};
 use crate::names::LockId;
+use crate::status::LockStatus;
 use crate::time::Timestamp;
 
 impl LockTable {

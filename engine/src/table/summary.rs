@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::access::Mode;
 use crate::error::MalformedDocument;
-use crate::lock::Mode;
 use crate::names::Resource;
-use crate::rules::ResourceState;
+use crate::resource::ResourceState;
 use crate::time::Timestamp;
 
 use super::LockTable;

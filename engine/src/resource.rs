@@ -1,19 +1,44 @@
-//! The rules of one resource: when a lock may be granted, what a grant does to the locks
-//! already there (abandoned ones, expired for the takeover grace, are taken over), and the
-//! fence a grant carries.
+//! The rules of one resource, in one place: when a lock may be granted, what a refusal
+//! reports (`retry_in`, a fair request's place) and does to the queue, what a grant does to
+//! the locks already there (abandoned ones, expired for the takeover grace, are taken over)
+//! and to the queue, the fence a grant carries, and when a lock may be taken over or
+//! renewed.
 //!
 //! [`LockTable`](crate::LockTable) applies these rules to the resource a request names;
-//! the group operations in [`table`](crate::table) only find and remove locks.
+//! the group operations in [`table`](crate::table) only find and remove locks, asking
+//! [`StoredLock::is_abandoned`] and [`StoredLock::is_renewable`] here which ones.
+//!
+//! ## Fair requests
+//!
+//! A fair request that is refused takes a place at the back of the resource's [`Queue`],
+//! or keeps (and refreshes) the place it has, in the same write that refused it; a grant
+//! removes the winner's place. The grant rule with a queue: a request is granted iff the
+//! rule without a queue grants it **and** no live, conflicting place is ahead of its own
+//! ([`ResourceState::queue_allows`]). A request without a place of its own (every request
+//! that is not fair, and a fair request before its first refusal) has every place ahead of
+//! it: it may not overtake any waiter it conflicts with, but it takes no place when refused.
+//!
+//! - An exclusive request conflicts with every place ahead.
+//! - A shared request conflicts with an exclusive place ahead (writer preference: readers
+//!   that come after a waiting writer wait behind it); shared places ahead do not block it,
+//!   except under a limit, where they hold their slots first: with limit `m`, it is granted
+//!   only if the held shared locks plus the live shared places ahead are fewer than `m`.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::lock::{LockRequest, LockStatus, Mode, SharedLimit, StoredLock};
+use crate::access::{Mode, SharedLimit};
+use crate::error::Error;
+use crate::lock::{LockRequest, StoredLock};
 use crate::mutants::{self, Mutant};
-use crate::names::LockId;
-use crate::queue::QueueEntry;
+use crate::names::{LockId, Resource};
+use crate::queue::{Queue, QueueEntry, Ticket};
+use crate::status::{LockStatus, Queued};
 use crate::time::Timestamp;
+
+#[cfg(test)]
+mod tests;
 
 /// The takeover grace of a store that is not told otherwise: how long past its expiry a lock
 /// that was not released still blocks every other grant ([`StoredLock::is_abandoned`]).
@@ -37,9 +62,9 @@ pub const MAX_TAKEOVER_GRACE: Duration = Duration::from_secs(3600);
 ///
 /// # Errors
 /// `InvalidArgument` naming `takeover_grace` when it is above [`MAX_TAKEOVER_GRACE`].
-pub fn check_takeover_grace(grace: Duration) -> Result<Duration, crate::Error> {
+pub fn check_takeover_grace(grace: Duration) -> Result<Duration, Error> {
     if grace > MAX_TAKEOVER_GRACE {
-        return Err(crate::Error::invalid(
+        return Err(Error::invalid(
             "takeover_grace",
             format!(
                 "must be at most {} s, not {grace:?}",
@@ -125,7 +150,7 @@ pub struct ResourceState {
     pub shared: Vec<StoredLock>,
     /// The places of fair waiters, first come first ([`crate::queue`]); places whose lease
     /// ran out stay until the next write of the resource drops them.
-    pub queue: Vec<QueueEntry>,
+    pub queue: Queue,
 }
 
 impl ResourceState {
@@ -136,14 +161,14 @@ impl ResourceState {
             last_fence: fence,
             exclusive,
             shared,
-            queue: Vec::new(),
+            queue: Queue::new(),
         }
     }
 
     /// The same state with `queue` as its waiters' places (for stores that decode them).
     #[must_use]
     pub fn with_queue(mut self, queue: Vec<QueueEntry>) -> Self {
-        self.queue = queue;
+        self.queue = Queue::from(queue);
         self
     }
 
@@ -253,6 +278,129 @@ impl ResourceState {
         self.is_empty() && self.queue.is_empty() && self.last_fence < floor
     }
 
+    /// The live places of the queue at `now`, in order.
+    pub fn waiters(&self, now: Timestamp) -> impl Iterator<Item = &QueueEntry> {
+        self.queue.live(now)
+    }
+
+    /// The queue's part of the grant rule: whether no live place that conflicts with `rule`
+    /// is ahead of the request's own (see the [module documentation](self)).
+    #[must_use]
+    pub fn queue_allows(&self, rule: &Rule<'_>, now: Timestamp, grace: Duration) -> bool {
+        if mutants::active(Mutant::QueueIgnored) {
+            return true;
+        }
+        match rule {
+            Rule::Exclusive { ticket } => self.queue.ahead(*ticket, now).next().is_none(),
+            Rule::Shared { limit, ticket, .. } => {
+                let mut shared_ahead = 0usize;
+                for e in self.queue.ahead(*ticket, now) {
+                    match e.mode {
+                        Mode::Exclusive if !mutants::active(Mutant::SharedOvertakesWriter) => {
+                            return false;
+                        }
+                        Mode::Exclusive => {}
+                        Mode::Shared => shared_ahead += 1,
+                    }
+                }
+                // With nobody ahead this is the limit rule itself, which `can_slock` applies:
+                // only the slots the readers ahead hold first are the queue's to count.
+                shared_ahead == 0
+                    || limit.is_none_or(|m: SharedLimit| {
+                        self.held_shared(now, grace) + shared_ahead < m.get() as usize
+                    })
+            }
+        }
+    }
+
+    /// How many live places ahead of the request's own conflict with `rule` (every place
+    /// for an exclusive request or a limited shared one, the exclusive places for a shared
+    /// one without a limit): what a refusal reports as the waiter's place.
+    #[must_use]
+    pub fn queued(&self, rule: &Rule<'_>, now: Timestamp) -> Queued {
+        Queued {
+            ahead: self.conflicting_ahead(rule, now),
+            fence: self.last_fence,
+        }
+    }
+
+    /// See [`ResourceState::queued`].
+    #[must_use]
+    pub fn conflicting_ahead(&self, rule: &Rule<'_>, now: Timestamp) -> u32 {
+        let n = match rule {
+            Rule::Exclusive { ticket }
+            | Rule::Shared {
+                ticket,
+                limit: Some(_),
+                ..
+            } => self.queue.ahead(*ticket, now).count(),
+            Rule::Shared {
+                ticket,
+                limit: None,
+                ..
+            } => self
+                .queue
+                .ahead(*ticket, now)
+                .filter(|e| e.mode == Mode::Exclusive)
+                .count(),
+        };
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
+    /// Drops the places whose lease ran out at `now`.
+    pub fn drop_dead_waiters(&mut self, now: Timestamp) {
+        self.queue.drop_dead(now);
+    }
+
+    /// Removes `ticket`'s place (a waiter that stopped waiting), and the dead places.
+    /// Returns whether it had one.
+    pub fn leave_queue(&mut self, ticket: &LockId, now: Timestamp) -> bool {
+        let had = self.queue.remove(ticket);
+        self.queue.drop_dead(now);
+        had
+    }
+
+    /// Decides `request` under `rule` at `now` with the takeover `grace` and the fence clock
+    /// at `floor`: grants it if the rule allows, or refuses it.
+    /// A refusal leaves the locks as they were and says when the rule would allow the
+    /// request; a fair one takes or refreshes its place in the queue first, and reports it.
+    /// Returns the grant's status and the lock ids it took over.
+    ///
+    /// # Errors
+    /// `AlreadyLocked` when the rule refuses.
+    pub fn decide(
+        &mut self,
+        resource: &Resource,
+        request: &LockRequest,
+        rule: &Rule<'_>,
+        now: Timestamp,
+        grace: Duration,
+        floor: u64,
+    ) -> Result<(LockStatus, Vec<LockId>), Error> {
+        if self.allows(rule, now, grace) {
+            return Ok(self.grant(rule.mode(), request, now, grace, floor));
+        }
+        let queued = request.fair.as_ref().map(|ticket| {
+            self.queue.join(ticket, rule.mode(), now);
+            self.queued(rule, now)
+        });
+        Err(Error::AlreadyLocked {
+            resource: resource.clone(),
+            retry_in: self.free_in(rule, now, grace),
+            queued,
+        })
+    }
+
+    /// A grant removes the winner's place and the dead ones.
+    fn dequeue_granted(&mut self, ticket: Option<&Ticket>, now: Timestamp) {
+        self.queue.drop_dead(now);
+        if let Some(t) = ticket
+            && !mutants::active(Mutant::GrantLeavesEntry)
+        {
+            self.queue.remove(&t.id);
+        }
+    }
+
     /// Grants `request` in `mode` at `now` with the fence clock at `floor`, which the caller
     /// has checked is allowed: removes every abandoned lock (takeover), takes the next fence
     /// and stores the lock. Returns the new lock's status and the lock ids whose locks were
@@ -310,5 +458,54 @@ impl ResourceState {
             .iter()
             .position(|l| &l.lock_id == lock_id && pred(l))?;
         Some((Mode::Shared, self.shared.remove(i)))
+    }
+}
+
+/// The takeover and renewal predicates: every rule and store asks these (MongoDB's
+/// pipelines write the same comparisons in their own language, checked against these by
+/// the predicate tests).
+impl StoredLock {
+    /// Abandoned at `now` with the takeover `grace`: `expires_at + grace <= now`. The one
+    /// takeover predicate of every rule and store: until then the lock blocks every other
+    /// grant, counts towards a shared limit and is spared by purge, though it has expired,
+    /// so that a store whose clock runs up to `grace` ahead of the clock that wrote
+    /// `expires_at` (a new primary) cannot hand it to another holder early.
+    #[must_use]
+    pub fn is_abandoned(&self, now: Timestamp, grace: Duration) -> bool {
+        let now = if crate::mutants::active(crate::mutants::Mutant::TakeoverUnexpired) {
+            now.saturating_add(Duration::from_millis(1))
+        } else {
+            now
+        };
+        let grace = if crate::mutants::active(crate::mutants::Mutant::TakeoverIgnoresGrace) {
+            Duration::ZERO
+        } else {
+            grace
+        };
+        self.expires_at
+            .is_some_and(|e| e.saturating_add(grace) <= now)
+    }
+
+    /// Held at `now` with the takeover `grace`: not [abandoned](StoredLock::is_abandoned).
+    #[must_use]
+    pub fn is_held(&self, now: Timestamp, grace: Duration) -> bool {
+        !self.is_abandoned(now, grace)
+    }
+
+    /// Renewable at `now` with the renew `margin` and the takeover `grace`: nobody may take
+    /// it over before `now + margin`, that is `expires_at + grace > now + margin` (locks
+    /// without a TTL always are). So a lock whose expiry a store's clock has passed may
+    /// still be renewed inside the grace, by its own holder only: nobody else can have
+    /// taken it. The one renewal predicate of every rule and store; a lock that is not
+    /// renewable gives `NotRenewable`.
+    #[must_use]
+    pub fn is_renewable(&self, now: Timestamp, margin: Duration, grace: Duration) -> bool {
+        let margin = if crate::mutants::active(crate::mutants::Mutant::RenewWithoutMargin) {
+            Duration::ZERO
+        } else {
+            margin
+        };
+        self.expires_at
+            .is_none_or(|e| e.saturating_add(grace) > now.saturating_add(margin))
     }
 }
