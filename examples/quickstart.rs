@@ -5,7 +5,7 @@
 //! holding the lock, and A takes it over once B's TTL and the store's takeover grace (2 s)
 //! have run out.
 //!
-//! Run: `cargo run --example quickstart -p lockwright`
+//! Run: `cargo run --example quickstart`
 
 use std::time::{Duration, Instant};
 
