@@ -76,3 +76,8 @@ pub use lockwright_store_mongo::{DEFAULT_FENCE_FIELD, FencedCollection, fenced::
 #[cfg(all(doctest, feature = "mem", feature = "mongo"))]
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
+
+/// The fenced-write guide's examples, run as doc tests like the README's.
+#[cfg(all(doctest, feature = "mem", feature = "mongo"))]
+#[doc = include_str!("../../docs/fencing.md")]
+struct FencingDoctests;
