@@ -62,7 +62,8 @@ pub use names::{LockId, Resource};
 pub use port::{Hint, HintStream, LockStore};
 pub use queue::{Queue, QueueEntry, Ticket, Waiter};
 pub use resource::{
-    DEFAULT_TAKEOVER_GRACE, MAX_TAKEOVER_GRACE, ResourceState, Rule, check_takeover_grace,
+    ClusterTime, DEFAULT_TAKEOVER_GRACE, MAX_TAKEOVER_GRACE, ResourceState, Rule,
+    check_takeover_grace,
 };
 pub use status::{Holder, LockStatus, Queued, Renewal};
 pub use table::{LockTable, ResourceSummary, Summary};

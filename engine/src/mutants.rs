@@ -56,6 +56,9 @@ pub enum Mutant {
     PipelineTakeoverIgnoresGrace,
     /// MongoDB's grant pipelines reuse the last fence instead of a greater one.
     PipelineFenceNotIncremented,
+    /// MongoDB's fence floor counts 2^21 fences a second of cluster time, not the engine's
+    /// 2^22: the shipped floor expression differs from the rule.
+    PipelineFenceFloorHalved,
     /// MongoDB's purge deletes documents that still hold an exclusive lock.
     PipelinePurgeDeletesHeld,
     /// MongoDB's one-lock renewal ignores the renew margin.
@@ -103,7 +106,7 @@ pub enum Mutant {
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 36] = [
+    pub const ALL: [Mutant; 37] = [
         Mutant::PurgeIgnoresGroups,
         Mutant::PurgeIgnoresCreatedBefore,
         Mutant::RenewWithoutMargin,
@@ -120,6 +123,7 @@ impl Mutant {
         Mutant::PipelineTakeoverLive,
         Mutant::PipelineTakeoverIgnoresGrace,
         Mutant::PipelineFenceNotIncremented,
+        Mutant::PipelineFenceFloorHalved,
         Mutant::PipelinePurgeDeletesHeld,
         Mutant::PipelineRenewOneWithoutMargin,
         Mutant::PipelineRenewManyWholeDocuments,
@@ -162,6 +166,7 @@ impl Mutant {
             Mutant::PipelineTakeoverLive => "pipeline_takeover_live",
             Mutant::PipelineTakeoverIgnoresGrace => "pipeline_takeover_ignores_grace",
             Mutant::PipelineFenceNotIncremented => "pipeline_fence_not_incremented",
+            Mutant::PipelineFenceFloorHalved => "pipeline_fence_floor_halved",
             Mutant::PipelinePurgeDeletesHeld => "pipeline_purge_deletes_held",
             Mutant::PipelineRenewOneWithoutMargin => "pipeline_renew_one_without_margin",
             Mutant::PipelineRenewManyWholeDocuments => "pipeline_renew_many_whole_documents",
@@ -203,6 +208,7 @@ impl Mutant {
                 | Mutant::PipelineTakeoverLive
                 | Mutant::PipelineTakeoverIgnoresGrace
                 | Mutant::PipelineFenceNotIncremented
+                | Mutant::PipelineFenceFloorHalved
                 | Mutant::PipelinePurgeDeletesHeld
                 | Mutant::PipelineRenewOneWithoutMargin
                 | Mutant::PipelineRenewManyWholeDocuments

@@ -75,19 +75,58 @@ pub fn check_takeover_grace(grace: Duration) -> Result<Duration, Error> {
     Ok(grace)
 }
 
-/// Fences issued per millisecond of the clock before a resource's counter runs ahead of it.
-pub const FENCES_PER_MS: u64 = 1024;
+/// Fences per second of the fence clock: a reading's seconds are shifted by 22 bits, and its
+/// increment within the second fills the bits below, capped at `2^22 - 1`.
+pub const FENCES_PER_SECOND: u64 = 1 << 22;
 
-/// The fence floor of the store's clock at `now`: `now` in ms times [`FENCES_PER_MS`].
-///
-/// A grant's fence is `max(counter + 1, floor)`, where `floor` is the highest value this
-/// function gave for any `now` the table was used at (see [`LockTable`](crate::LockTable)'s
-/// fence clock), so it never goes back even when the clock does. Because of the floor, a
-/// resource may be deleted once its counter is below the floor: a later grant on the same
-/// resource starts at a floor at least as high, so fences keep increasing across deletion.
+/// A reading of a store's fence clock, in the shape of MongoDB's cluster time (a BSON
+/// timestamp): seconds, and an increment that orders the readings within a second. Every
+/// store takes its fence floor from such a reading by the one rule
+/// [`ClusterTime::fence_floor`]: MongoDB from the replica set's `$$CLUSTER_TIME`, which no
+/// failover moves back (its pipelines write the same rule in the server's language, held to
+/// this one by the differential and predicate tests); a store without a cluster time, such
+/// as the in-memory one, from its clock ([`ClusterTime::at`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ClusterTime {
+    /// Whole seconds since the Unix epoch.
+    pub seconds: u32,
+    /// The order of the reading within its second.
+    pub increment: u32,
+}
+
+impl ClusterTime {
+    /// The reading of a store without a cluster time at `now`: its seconds, and the
+    /// milliseconds within the second as the increment, so that the floor grows with `now`
+    /// (seconds past `u32::MAX`, in the year 2106, saturate).
+    #[must_use]
+    pub fn at(now: Timestamp) -> Self {
+        let ms = now.as_millis();
+        ClusterTime {
+            seconds: u32::try_from(ms / 1000).unwrap_or(u32::MAX),
+            increment: u32::try_from(ms % 1000).unwrap_or(0),
+        }
+    }
+
+    /// The fence floor of this reading: `seconds * 2^22 + min(increment, 2^22 - 1)`.
+    ///
+    /// A grant's fence is `max(counter + 1, floor)`, where `floor` is the highest value this
+    /// rule gave for any reading the store has made (see [`LockTable`](crate::LockTable)'s
+    /// fence clock), so it never goes back even when the clock does. Because of the floor, a
+    /// resource may be deleted once its counter is below the floor: a later grant on the same
+    /// resource starts at a floor at least as high, so fences keep increasing across
+    /// deletion. It stays below `i64::MAX` (BSON's largest integer) for every reading.
+    #[must_use]
+    pub fn fence_floor(self) -> u64 {
+        u64::from(self.seconds) * FENCES_PER_SECOND
+            + u64::from(self.increment).min(FENCES_PER_SECOND - 1)
+    }
+}
+
+/// The fence floor of a store without a cluster time, whose clock reads `now`:
+/// `ClusterTime::at(now).fence_floor()`.
 #[must_use]
 pub fn fence_floor(now: Timestamp) -> u64 {
-    now.as_millis().saturating_mul(FENCES_PER_MS)
+    ClusterTime::at(now).fence_floor()
 }
 
 /// The rule of a grant: exclusive, or shared by `lock_id` with a limit.

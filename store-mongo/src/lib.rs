@@ -260,15 +260,14 @@ impl MongoStore {
         }
     }
 
-    /// The fence floor inside pipelines: the cluster time's, or under the override the
-    /// engine's floor of the override's `now`.
+    /// The fence floor inside pipelines: the one rule on the cluster time, or under the
+    /// override on the engine's reading of it at the override's `now`.
     fn floor_expr(&self) -> Bson {
-        match &self.clock {
-            Some(c) => Bson::Int64(
-                i64::try_from(lockwright_engine::table::fence_floor(c.now())).unwrap_or(i64::MAX),
-            ),
-            None => pipeline::cluster_time_floor(),
-        }
+        let time = match &self.clock {
+            Some(c) => pipeline::cluster_time_at(c.now()),
+            None => Bson::String(pipeline::CLUSTER_TIME.to_owned()),
+        };
+        pipeline::cluster_time_floor(&time)
     }
 
     /// The tag of this store's places in queues (its change stream hears the wakes for them).

@@ -30,7 +30,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lockwright_engine::table::{FENCES_PER_MS, sort_purged};
+use lockwright_engine::table::{fence_floor, sort_purged};
 use lockwright_engine::{
     Error, LockDetails, LockId, LockRequest, LockStatus, LockStore, LockTable, ManualClock,
     Renewal, Resource, SharedLimit, Timestamp, Ttl,
@@ -317,7 +317,7 @@ fn document(resource: &str, held: &Held, c: &Case) -> Document {
     "shared": { "count": count, "locks": shared } };
     if let (false, Some((near_floor, k))) = (c.go_shape, c.last_fence) {
         let base = if near_floor {
-            now_ms() * i64::try_from(FENCES_PER_MS).unwrap()
+            i64::try_from(fence_floor(NOW)).unwrap()
         } else {
             3
         };

@@ -29,7 +29,7 @@ pub use self::group::{renew, status, unlock};
 use self::index::GroupResources;
 pub use self::purge::{delete_empty, expired_groups, purge, purge_groups, sort_purged};
 pub use self::summary::{ResourceSummary, Summary};
-pub use crate::resource::{FENCES_PER_MS, ResourceState, Rule, fence_floor};
+pub use crate::resource::{ClusterTime, FENCES_PER_SECOND, ResourceState, Rule, fence_floor};
 
 /// Every lock of a store: resources by name, plus an index from lock id to the resources its
 /// group holds, the store's takeover grace, and its fence clock. `Clone + Eq + Hash`, so a

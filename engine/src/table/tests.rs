@@ -96,8 +96,9 @@ fn a_grace_above_an_hour_is_refused() {
 #[test]
 fn emptied_resource_is_kept_until_the_floor_passes_its_counter() {
     let mut table = LockTable::new();
-    // Many grants within one millisecond push the counter past the floor.
-    for i in 0..(FENCES_PER_MS + 10) {
+    // Several grants within one millisecond push the counter past the floor (which grows by
+    // one a millisecond within a second).
+    for i in 0..10 {
         let id = format!("id{i}");
         table.slock(&req("r", &id, None), None, t(5)).unwrap();
         table.unlock(&LockId::new(id).unwrap(), t(5));
@@ -112,7 +113,12 @@ fn emptied_resource_is_kept_until_the_floor_passes_its_counter() {
         table.resources().contains_key(&Resource::new("r").unwrap()),
         "kept: counter ahead of floor"
     );
-    table.purge(t(7));
+    table.purge(t(5 + 9));
+    assert!(
+        table.resources().contains_key(&Resource::new("r").unwrap()),
+        "kept: counter (14) still at the floor"
+    );
+    table.purge(t(5 + 10));
     assert!(
         table.resources().is_empty(),
         "deleted once the floor passed the counter"

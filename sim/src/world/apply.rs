@@ -4,8 +4,10 @@
 //! while clients wait, the queues of fair waiters; the hints the operation gave the
 //! subscribers leave for their clients.
 
+use std::time::Duration;
+
 use lockwright_engine::locker::{Reply, Request};
-use lockwright_engine::table::{FENCES_PER_MS, fence_floor};
+use lockwright_engine::table::fence_floor;
 
 use super::{World, at_once};
 use crate::ViolationKind;
@@ -52,7 +54,7 @@ impl World {
                     );
                 }
                 self.granted[r] = self.granted[r].max(status.fence);
-                if status.fence >= fence_floor(store_now).saturating_add(FENCES_PER_MS) {
+                if status.fence >= fence_floor(store_now.saturating_add(Duration::from_millis(1))) {
                     self.report.tally.grants_behind_fence_clock += 1;
                 }
                 self.grants

@@ -14,6 +14,7 @@
 use mongodb::bson::{Bson, DateTime, Document, doc};
 
 use lockwright_engine::Timestamp;
+use lockwright_engine::table::{ClusterTime, FENCES_PER_SECOND};
 
 use crate::schema::{CREATED_AT, EXCLUSIVE, EXPIRES_AT, FENCE, LOCK_ID, RENEWED_AT, SHARED};
 
@@ -48,21 +49,34 @@ pub(crate) const SERVER_NOW: &str = "$$NOW";
 
 /// The replica set's cluster time inside a pipeline: a BSON timestamp (seconds, increment)
 /// that every member keeps monotonic, across failovers too.
-const CLUSTER_TIME: &str = "$$CLUSTER_TIME";
+pub(crate) const CLUSTER_TIME: &str = "$$CLUSTER_TIME";
 
-/// Fences per second of cluster time: the seconds are shifted by 22 bits, and the
-/// increment (writes within the second) fills the bits below, capped at `2^22 - 1`.
-pub(crate) const FENCES_PER_CLUSTER_SECOND: i64 = 1 << 22;
-
-/// The fence floor of the cluster time: `seconds * 2^22 + min(increment, 2^22 - 1)`. It never
-/// goes back (the cluster time does not), it is above every floor of the earlier
-/// `now_ms * 1024` rule at the same instant (`2^22 > 1000 * 1024`), and it stays below
-/// `i64::MAX` until the year 2^41 s after 1970, about 69,000 years.
-pub(crate) fn cluster_time_floor() -> Bson {
+/// The engine's fence floor rule ([`ClusterTime::fence_floor`]) on the cluster time `time`
+/// (`"$$CLUSTER_TIME"`, or under a test clock the engine's reading of it as a literal):
+/// `seconds * 2^22 + min(increment, 2^22 - 1)`. It never goes back (the cluster time does
+/// not), it is above every floor of the earlier `now_ms * 1024` rule at the same instant
+/// (`2^22 > 1000 * 1024`), and it stays below `i64::MAX` until the year 2^41 s after 1970,
+/// about 69,000 years.
+pub(crate) fn cluster_time_floor(time: &Bson) -> Bson {
+    let per_second = i64::try_from(FENCES_PER_SECOND).unwrap_or(i64::MAX);
+    let per_second = if mutated!(PipelineFenceFloorHalved) {
+        per_second / 2
+    } else {
+        per_second
+    };
     Bson::Document(doc! { "$add": [
-        { "$multiply": [ { "$toLong": { "$tsSecond": CLUSTER_TIME } }, FENCES_PER_CLUSTER_SECOND ] },
-        { "$min": [ { "$toLong": { "$tsIncrement": CLUSTER_TIME } }, FENCES_PER_CLUSTER_SECOND - 1 ] },
+        { "$multiply": [ { "$toLong": { "$tsSecond": time.clone() } }, per_second ] },
+        { "$min": [ { "$toLong": { "$tsIncrement": time.clone() } }, per_second - 1 ] },
     ] })
+}
+
+/// The engine's reading of the cluster time at `now`, for a store on a test clock
+/// ([`ClusterTime::at`]), as a literal BSON timestamp.
+pub(crate) fn cluster_time_at(now: Timestamp) -> Bson {
+    let ClusterTime { seconds, increment } = ClusterTime::at(now);
+    Bson::Document(
+        doc! { "$literal": Bson::Timestamp(mongodb::bson::Timestamp { time: seconds, increment }) },
+    )
 }
 
 /// What a pipeline reads time from.
