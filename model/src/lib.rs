@@ -20,6 +20,7 @@
 //!   `no_starvation` (bounded: see [`props::no_starvation`]) and `queue_places`, and the
 //!   `sometimes_*` properties showing that each is not vacuous.
 //! - [`symmetry`]: reduction over clients with equal clock rates.
+//! - [`verdict`]: what a step broke or witnessed, kept in the state it leads to.
 //! - [`trace`]: counterexamples as numbered, readable traces.
 //!
 //! # Modelling choices
@@ -104,6 +105,7 @@ pub mod props;
 pub mod state;
 pub mod symmetry;
 pub mod trace;
+pub mod verdict;
 
 pub use action::{Action, Effect};
 pub use config::{Config, ConfigError, Rate};
