@@ -56,6 +56,9 @@ impl Monitor {
     }
 }
 
+/// The commands a probe run sent, and the plans of those that touch documents.
+type Probe = (Vec<(String, Document)>, Vec<String>);
+
 /// A unique number per iteration across the whole run (for fresh lock ids).
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
@@ -131,7 +134,7 @@ impl Bench<'_> {
         check: impl Fn(&T),
     ) -> Option<Vec<(String, Document)>> {
         let monitor = self.monitor;
-        let mut probed: Option<(Vec<(String, Document)>, Vec<String>)> = None;
+        let mut probed: Option<Probe> = None;
         let (commands, ops) = (AtomicU64::new(0), AtomicU64::new(0));
         let (prepare, op, cleanup, commands_ref, ops_ref) =
             (&prepare, &op, &cleanup, &commands, &ops);

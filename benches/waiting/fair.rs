@@ -6,7 +6,7 @@
 //!   one hold); a writer Locker asks for the exclusive lock, `rounds` times, each time giving
 //!   up after the window. Sample: how long the writer waited (the window, when it was not
 //!   granted).
-//! - `fair_contended/N`: N Lockers in a worker loop on one resource, [`super::CONTENDED_HOLD`]
+//! - `fair_contended/N`: N Lockers in a worker loop on one resource, [`crate::CONTENDED_HOLD`]
 //!   holds (as `contended/N`): grants per Locker, Jain's fairness index, the longest wait,
 //!   and lock commands per grant (per handover).
 //! - `fair_one_process/N`: as `fair_contended/N`, with the N Lockers of one process: on one
