@@ -14,7 +14,7 @@
 //! a clone, for comparison: criterion prepares clones in batches, so the table it meets is
 //! out of the cache.
 //!
-//! Target (benches/README.md): well under 1 µs per transition. Purge and an unfiltered scan
+//! Target (docs/performance.md): well under 1 µs per transition. Purge and an unfiltered scan
 //! are linear in the table, so their throughput is per lock in the table.
 
 // A bench that cannot set up has failed: panicking is how it says so.
@@ -25,8 +25,7 @@ use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
 use criterion::{BatchSize, Bencher, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
-use lockwright_benches::results::load_average;
-use lockwright_benches::{Meta, Record, RunMode};
+use lockwright_benches::RunMode;
 use lockwright_engine::{
     Error, Filter, LockDetails, LockId, LockRequest, LockStatus, LockTable, SharedLimit, Timestamp,
     Ttl, table,
@@ -102,28 +101,17 @@ fn in_place(
 
 fn run(
     group: &mut BenchmarkGroup<'_, WallTime>,
-    mode: RunMode,
     function: &str,
     n: usize,
     elements: u64,
-    mut f: impl FnMut(&mut Bencher<'_>),
+    f: impl FnMut(&mut Bencher<'_>),
 ) {
-    let mut record = Record::new(GROUP, function, Some(n.to_string()), elements);
-    record.size = Some(n as u64);
     group.throughput(Throughput::Elements(elements));
-    let mut ran = false; // false when criterion's filter skips the benchmark
-    group.bench_function(BenchmarkId::new(function, n), |b| {
-        ran = true;
-        f(b);
-    });
-    if ran {
-        record.save(mode).unwrap();
-    }
+    group.bench_function(BenchmarkId::new(function, n), f);
 }
 
 fn engine(c: &mut Criterion) {
     let mode = RunMode::current();
-    Meta::save("load average when engine began", &load_average(), mode).unwrap();
     let sizes: &[usize] = mode.pick(&[1, 100], &[1, 1_000, 100_000], &[1, 1_000, 100_000]);
     let now = NOW;
     let ttl = Ttl::new(Duration::from_secs(60)).unwrap();
@@ -153,7 +141,7 @@ fn engine(c: &mut Criterion) {
             ("slock", &|t, r| t.slock(r, limit, now)),
         ];
         for (name, grant) in grants {
-            run(&mut group, mode, name, n, 1, |b| {
+            run(&mut group, name, n, 1, |b| {
                 b.iter_custom(|iters| {
                     in_place(
                         &mut warm,
@@ -167,7 +155,7 @@ fn engine(c: &mut Criterion) {
                 });
             });
         }
-        run(&mut group, mode, "unlock", n, 1, |b| {
+        run(&mut group, "unlock", n, 1, |b| {
             b.iter_custom(|iters| {
                 let take = |t: &mut LockTable, r: &LockRequest| {
                     t.xlock(r, now).unwrap();
@@ -177,7 +165,7 @@ fn engine(c: &mut Criterion) {
                 })
             });
         });
-        run(&mut group, mode, "xlock_cold", n, 1, |b| {
+        run(&mut group, "xlock_cold", n, 1, |b| {
             // Informational: the same grant on a fresh clone (made outside the timing), whose
             // memory criterion's batches have pushed out of the cache.
             b.iter_batched_ref(
@@ -186,11 +174,11 @@ fn engine(c: &mut Criterion) {
                 BatchSize::SmallInput,
             );
         });
-        run(&mut group, mode, "renew", n, 1, |b| {
+        run(&mut group, "renew", n, 1, |b| {
             let mut t = full.clone();
             b.iter(|| t.renew(&mid_group, ttl, Duration::ZERO, now).unwrap());
         });
-        run(&mut group, mode, "xlock_unlock_in_place", n, 1, |b| {
+        run(&mut group, "xlock_unlock_in_place", n, 1, |b| {
             // Both transitions on the same table, kept warm in the cache: no clone.
             let mut t = full.clone();
             b.iter(|| {
@@ -198,13 +186,13 @@ fn engine(c: &mut Criterion) {
                 t.unlock(&fresh[0].lock_id, now)
             });
         });
-        run(&mut group, mode, "status_resource", n, 1, |b| {
+        run(&mut group, "status_resource", n, 1, |b| {
             b.iter(|| black_box(full.status(&by_resource, now)));
         });
-        run(&mut group, mode, "status_lock_id", n, 1, |b| {
+        run(&mut group, "status_lock_id", n, 1, |b| {
             b.iter(|| black_box(full.status(&by_group, now)));
         });
-        run(&mut group, mode, "purge", n, n as u64, |b| {
+        run(&mut group, "purge", n, n as u64, |b| {
             b.iter_batched_ref(
                 || half_expired.clone(),
                 |t| t.purge(now),

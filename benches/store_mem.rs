@@ -10,13 +10,8 @@
 //! fresh store (built outside the timing, on a manual clock) holding N groups of one lock
 //! that have expired and N that have not.
 //!
-//! Target (benches/README.md): over one million uncontended lock+unlock pairs per second on one
-//! core.
-//!
-//! Waiting Lockers (issue 25), hints on and off, measured by the bench (not criterion) on a
-//! runtime of their own, every Locker on a handle of one shared store:
-//! `waiting_cycle/hints_{on,off}`, `handover/W/…`, `contended/N/…`, `crashed_holder/W/…`
-//! (`benches/waiting`, `store_mem/waiting.rs`; benches/README.md says what each measures).
+//! Target (docs/performance.md): over one million uncontended lock+unlock pairs per second
+//! on one core. Waiting Lockers in memory are in the `waiting` bench.
 
 // A bench that cannot set up has failed: panicking is how it says so.
 #![allow(clippy::unwrap_used)]
@@ -29,19 +24,11 @@ use std::time::{Duration, Instant};
 use criterion::measurement::WallTime;
 use criterion::{BatchSize, Bencher, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use futures_util::FutureExt;
-use lockwright_benches::results::load_average;
-use lockwright_benches::{Meta, Record, RunMode};
+use lockwright_benches::RunMode;
 use lockwright_engine::{
     Error, LockDetails, LockId, LockRequest, LockStore, ManualClock, Timestamp, Ttl,
 };
 use lockwright_store_mem::MemStore;
-
-#[path = "store_mongo/filter.rs"]
-mod filter;
-#[path = "waiting/mod.rs"]
-mod shared_waiting;
-#[path = "store_mem/waiting.rs"]
-mod waiting;
 
 const GROUP: &str = "store_mem";
 const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);
@@ -59,26 +46,12 @@ fn request(resource: &str, lock_id: &str, ttl: Option<Duration>) -> LockRequest 
 
 fn run(
     group: &mut BenchmarkGroup<'_, WallTime>,
-    mode: RunMode,
-    record: Record,
+    elements: u64,
     id: BenchmarkId,
-    mut f: impl FnMut(&mut Bencher<'_>),
+    f: impl FnMut(&mut Bencher<'_>),
 ) {
-    group.throughput(Throughput::Elements(record.elements));
-    let mut ran = false; // false when criterion's filter skips the benchmark
-    group.bench_function(id, |b| {
-        ran = true;
-        f(b);
-    });
-    if ran {
-        record.save(mode).unwrap();
-    }
-}
-
-fn sized(function: &str, size: usize, elements: u64) -> (Record, BenchmarkId) {
-    let mut record = Record::new(GROUP, function, Some(size.to_string()), elements);
-    record.size = Some(size as u64);
-    (record, BenchmarkId::new(function, size))
+    group.throughput(Throughput::Elements(elements));
+    group.bench_function(id, f);
 }
 
 /// A store on a manual clock holding `n` expired groups and `n` live ones, at the instant
@@ -102,19 +75,16 @@ fn purge_fixture(n: usize) -> MemStore {
 
 fn store_mem(c: &mut Criterion) {
     let mode = RunMode::current();
-    Meta::save("load average when store_mem began", &load_average(), mode).unwrap();
     let ks: &[usize] = mode.pick(&[1, 10], &[1, 10, 100, 1_000], &[1, 10, 100, 1_000]);
     let ns: &[usize] = mode.pick(&[10, 100], &[100, 1_000, 10_000], &[100, 1_000, 10_000]);
     let mut group = c.benchmark_group(GROUP);
 
     let store = MemStore::new();
     let hot = request("hot", "solo", None);
-    let record = Record::new(GROUP, "lock_unlock", None, 1)
-        .with_note("one xlock + one unlock of the group, one thread");
+    // One xlock + one unlock of the group, one thread.
     run(
         &mut group,
-        mode,
-        record,
+        1,
         BenchmarkId::from_parameter("lock_unlock"),
         |b| {
             b.iter(|| {
@@ -128,11 +98,8 @@ fn store_mem(c: &mut Criterion) {
     let contenders = [request("hot", "t0", None), request("hot", "t1", None)];
     let granted = AtomicU64::new(0);
     let attempts = AtomicU64::new(0);
-    let mut record = Record::new(GROUP, "contended_xlock", Some("2_threads".into()), 2);
-    group.throughput(Throughput::Elements(record.elements));
-    let mut ran = false;
+    group.throughput(Throughput::Elements(2));
     group.bench_function(BenchmarkId::new("contended_xlock", "2_threads"), |b| {
-        ran = true;
         b.iter_custom(|iters| {
             let start = Barrier::new(2);
             std::thread::scope(|s| {
@@ -166,18 +133,15 @@ fn store_mem(c: &mut Criterion) {
             })
         });
     });
-    {
-        let (g, a) = (
-            granted.load(Ordering::Relaxed),
-            attempts.load(Ordering::Relaxed),
+    let (g, a) = (
+        granted.load(Ordering::Relaxed),
+        attempts.load(Ordering::Relaxed),
+    );
+    if a > 0 {
+        mode.report(
+            "store_mem/contended_xlock/2_threads",
+            &format!("{:.0}% of attempts granted", 100.0 * g as f64 / a as f64),
         );
-        record.note = Some(format!(
-            "two threads, one resource; {:.0}% of attempts granted (then unlocked)",
-            100.0 * g as f64 / a.max(1) as f64
-        ));
-    }
-    if ran {
-        record.save(mode).unwrap();
     }
 
     let ttl = Ttl::new(Duration::from_secs(600)).unwrap();
@@ -192,8 +156,7 @@ fn store_mem(c: &mut Criterion) {
             );
             at_once(store.xlock(&req)).unwrap();
         }
-        let (record, id) = sized("renew", k, k as u64);
-        run(&mut group, mode, record, id, |b| {
+        run(&mut group, k as u64, BenchmarkId::new("renew", k), |b| {
             b.iter(|| {
                 let renewed = at_once(store.renew(&group_id, ttl, Duration::ZERO)).unwrap();
                 debug_assert_eq!(renewed.len(), k);
@@ -203,9 +166,8 @@ fn store_mem(c: &mut Criterion) {
     }
 
     for &n in ns {
-        let (mut record, id) = sized("purge", n, n as u64);
-        record.note = Some(format!("{n} expired groups among {n} live"));
-        run(&mut group, mode, record, id, |b| {
+        // n expired groups among n live.
+        run(&mut group, n as u64, BenchmarkId::new("purge", n), |b| {
             b.iter_batched(
                 || purge_fixture(n),
                 |store| {
@@ -218,8 +180,6 @@ fn store_mem(c: &mut Criterion) {
         });
     }
     group.finish();
-
-    waiting::waiting(mode);
 }
 
 fn main() {

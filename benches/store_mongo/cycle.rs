@@ -6,14 +6,12 @@ use std::time::Duration;
 use criterion::BenchmarkGroup;
 use criterion::measurement::WallTime;
 use lockwright::DEFAULT_RENEW_MARGIN;
-use lockwright_benches::Record;
 use lockwright_engine::{Error, LockRequest, LockStatus, LockStore, Ttl};
 use lockwright_store_mongo::MongoStore;
 use lockwright_store_mongo::test_support::request;
 
-use crate::GROUP;
 use crate::grants::Single;
-use crate::harness::fresh_id;
+use crate::harness::{Row, fresh_id};
 
 /// The TTL of the one-lock cycle's grant and renewal.
 fn cycle_ttl() -> Ttl {
@@ -41,23 +39,13 @@ pub fn cycles(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) {
     // The one-lock cycle as a holder runs it: a grant, then the one-lock release of the
     // lock it returned (and a renewal between), each also interleaved with the baseline.
     let cycle_ttl = cycle_ttl();
-    for (name, renew, note) in [
-        (
-            "acquire_release",
-            false,
-            "xlock, then unlock_one of the returned lock",
-        ),
-        (
-            "acquire_renew_release",
-            true,
-            "xlock, renew_one (same TTL, 1 s margin), then unlock_one",
-        ),
-    ] {
+    // One lock (60 s TTL) on an existing free resource: xlock, (renew_one for the same TTL
+    // with a 1 s margin,) then unlock_one of the returned lock.
+    for (name, renew) in [("acquire_release", false), ("acquire_renew_release", true)] {
         let prepare = async |seq| request("c", &fresh_id(seq), Some(cycle_ttl.as_duration()));
-        let mut record = Record::new(GROUP, name, None, 1).with_note(format!(
-            "one lock (60 s TTL) on an existing free resource: {note}"
-        ));
-        record.extra = s.bench.paired(
+        let row = Row::new(name);
+        s.bench.paired(
+            &row.id(),
             s.paired_rounds,
             async || s.plain_baseline().await,
             prepare,
@@ -68,7 +56,7 @@ pub fn cycles(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) {
         );
         s.bench.run(
             group,
-            record,
+            row,
             prepare,
             async |req| one_lock_cycle(&s.latency, req, renew.then_some(cycle_ttl)).await,
             async |_, _| (),
@@ -92,11 +80,10 @@ pub fn one_lock_operations(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTi
             .await
             .unwrap()
     });
-    let record = Record::new(GROUP, "renew_one", None, 1)
-        .with_note("a held lock, renewed for 60 s with a 1 s margin");
+    // A held lock, renewed for 60 s with a 1 s margin.
     bench.measure(
         group,
-        record,
+        Row::new("renew_one"),
         async || {
             latency
                 .renew_one(&renewed.renewal(cycle_ttl), DEFAULT_RENEW_MARGIN)
@@ -104,11 +91,10 @@ pub fn one_lock_operations(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTi
         },
         |r| assert!(r.is_ok(), "{r:?}"),
     );
-    let record = Record::new(GROUP, "unlock_one", None, 1)
-        .with_note("a lock granted (untimed) just before, released");
+    // A lock granted (untimed) just before, released.
     bench.run(
         group,
-        record,
+        Row::new("unlock_one"),
         async |seq| {
             let req = request("u-one", &fresh_id(seq), Some(cycle_ttl.as_duration()));
             latency.xlock(&req).await.unwrap()

@@ -9,15 +9,13 @@
 
 use criterion::BenchmarkGroup;
 use criterion::measurement::WallTime;
-use lockwright_benches::Record;
 use lockwright_engine::{Error, Resource};
 use lockwright_store_mongo::FencedCollection;
 use mongodb::bson::{Document, doc, oid::ObjectId};
 use mongodb::options::{CollectionOptions, WriteConcern};
 use mongodb::{Client, Collection};
 
-use crate::GROUP;
-use crate::harness::Bench;
+use crate::harness::{Bench, Row};
 
 /// The update every row sends.
 fn bump() -> Document {
@@ -54,10 +52,10 @@ pub fn fenced_writes(
         fenced.upsert_one(doc! {"_id": 1}, bump()).await.unwrap();
     });
 
+    // A plain update_one of one document: the yardstick of fenced writes.
     bench.measure(
         group,
-        Record::new(GROUP, "update_unfenced", None, 1)
-            .with_note("a plain update_one of one document: the yardstick of fenced writes"),
+        Row::new("update_unfenced"),
         async || coll.update_one(doc! {"_id": 1}, bump()).await,
         |r| assert_eq!(r.as_ref().map(|u| u.modified_count).ok(), Some(1)),
     );
@@ -65,12 +63,13 @@ pub fn fenced_writes(
     let stamped = || {
         doc! {"$inc": {"n": 1_i64}, "$set": {"_fence": {"resource": "order", "fence": 10_i64}}}
     };
-    let mut record = Record::new(GROUP, "update_stamped", None, 1).with_note(
-        "diagnostic: the plain update with the fenced write's stamp in $set but no fence \
-         condition (the condition is what leaves the _id fast path)",
-    );
-    record.extra = bench.paired(
-        bench.mode.pick(3, 300, 1_000),
+    // A diagnostic: the plain update with the fenced write's stamp in $set but no fence
+    // condition (the condition is what leaves the _id fast path).
+    let rounds = bench.mode.pick(3, 300, 1_000);
+    let row = Row::new("update_stamped");
+    bench.paired(
+        &row.id(),
+        rounds,
         async || plain_coll.update_one(doc! {"_id": 1}, bump()).await.ok(),
         async |_| (),
         async |_: &()| plain_coll.update_one(doc! {"_id": 1}, stamped()).await.ok(),
@@ -78,16 +77,16 @@ pub fn fenced_writes(
     );
     bench.measure(
         group,
-        record,
+        row,
         async || coll.update_one(doc! {"_id": 1}, stamped()).await,
         |r| assert_eq!(r.as_ref().map(|u| u.matched_count).ok(), Some(1)),
     );
-    let mut record = Record::new(GROUP, "update_fenced", None, 1).with_note(
-        "the same update through FencedCollection: the fence condition in the filter, the \
-         stamp in $set",
-    );
-    record.extra = bench.paired(
-        bench.mode.pick(3, 300, 1_000),
+    // The same update through FencedCollection: the fence condition in the filter, the
+    // stamp in $set.
+    let row = Row::new("update_fenced");
+    bench.paired(
+        &row.id(),
+        rounds,
         async || plain_coll.update_one(doc! {"_id": 1}, bump()).await.ok(),
         async |_| (),
         async |_: &()| plain_fenced.update_one(doc! {"_id": 1}, bump()).await.ok(),
@@ -95,16 +94,15 @@ pub fn fenced_writes(
     );
     bench.measure(
         group,
-        record,
+        row,
         async || fenced.update_one(doc! {"_id": 1}, bump()).await,
         |r| assert_eq!(r.as_ref().map(|u| u.modified_count).ok(), Some(1)),
     );
+    // A stale fence's update: refused by the server, then one read names the fence that
+    // refused it.
     bench.measure(
         group,
-        Record::new(GROUP, "update_fenced_refused", None, 1).with_note(
-            "a stale fence's update: refused by the server, then one read names the fence \
-             that refused it",
-        ),
+        Row::new("update_fenced_refused"),
         async || stale.update_one(doc! {"_id": 1}, bump()).await,
         |r| assert!(matches!(r, Err(Error::Fenced { .. })), "{r:?}"),
     );

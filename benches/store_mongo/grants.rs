@@ -4,7 +4,6 @@
 
 use criterion::BenchmarkGroup;
 use criterion::measurement::WallTime;
-use lockwright_benches::Record;
 use lockwright_engine::{Error, LockRequest, LockStatus, LockStore, SharedLimit};
 use lockwright_store_mongo::MongoStore;
 use lockwright_store_mongo::test_support::request;
@@ -12,8 +11,7 @@ use mongodb::bson::{Document, doc};
 use mongodb::options::ReturnDocument;
 use mongodb::{Client, Collection};
 
-use crate::GROUP;
-use crate::harness::{Bench, fresh_id};
+use crate::harness::{Bench, Row, fresh_id};
 
 /// The single-resource paths' set-up: a store on the monitored client and the collection
 /// it shares with the baseline, and the same two on a client without command monitoring,
@@ -52,29 +50,25 @@ impl<'a> Single<'a> {
         }
     }
 
-    /// The baseline on the monitored client.
-    pub async fn baseline(&self) -> Option<Document> {
-        bump_baseline(&self.coll).await
-    }
-
     /// The baseline on the client without command monitoring.
     pub async fn plain_baseline(&self) -> Option<Document> {
         bump_baseline(&self.plain_coll).await
     }
 
     /// A grant of a fresh lock on `resource` by `grant`, measured twice: interleaved with
-    /// the baseline on the client without command monitoring (the medians and their ratio,
-    /// in `record.extra`), then by criterion on the monitored client (latency and round
-    /// trips). Each grant is released, untimed.
+    /// the baseline on the client without command monitoring (the medians and their
+    /// ratio), then by criterion on the monitored client (latency and round trips). Each
+    /// grant is released, untimed.
     fn grant_vs_baseline(
         &self,
         group: &mut BenchmarkGroup<'_, WallTime>,
-        mut record: Record,
+        row: Row,
         resource: &str,
         grant: impl AsyncFn(&MongoStore, &LockRequest) -> Result<LockStatus, Error>,
     ) {
         let prepare = async |seq| request(resource, &fresh_id(seq), None);
-        record.extra = self.bench.paired(
+        self.bench.paired(
+            &row.id(),
             self.paired_rounds,
             async || self.plain_baseline().await,
             prepare,
@@ -83,7 +77,7 @@ impl<'a> Single<'a> {
         );
         self.bench.run(
             group,
-            record,
+            row,
             prepare,
             async |req: &LockRequest| grant(&self.latency, req).await,
             async |req: LockRequest, _| self.release(req).await,
@@ -134,7 +128,7 @@ pub fn baseline(
 ) {
     bench.measure(
         group,
-        Record::new(GROUP, "baseline", None, 1),
+        Row::new("baseline"),
         async || bump_baseline(coll).await,
         |d| assert!(d.is_some()),
     );
@@ -142,13 +136,12 @@ pub fn baseline(
 
 /// `xlock` (also interleaved with the baseline) and `xlock_unlock`.
 pub fn xlock(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) {
-    let record = Record::new(GROUP, "xlock", None, 1);
-    s.grant_vs_baseline(group, record, "x", async |store, req| {
+    s.grant_vs_baseline(group, Row::new("xlock"), "x", async |store, req| {
         store.xlock(req).await
     });
     s.bench.run(
         group,
-        Record::new(GROUP, "xlock_unlock", None, 1),
+        Row::new("xlock_unlock"),
         async |seq| request("xu", &fresh_id(seq), None),
         async |req| {
             s.latency.xlock(req).await.unwrap();
@@ -178,21 +171,21 @@ pub fn slock_at_limit(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) 
                 .unwrap();
         }
     });
-    let record = Record::new(GROUP, "slock_at_limit", None, 1)
-        .with_note("limit 4, 3 held: the grant fills the resource");
-    s.grant_vs_baseline(group, record, "s-limit", async |store, req| {
-        store.slock(req, limit).await
-    });
+    // Limit 4, 3 held: the grant fills the resource.
+    s.grant_vs_baseline(
+        group,
+        Row::new("slock_at_limit"),
+        "s-limit",
+        async |store, req| store.slock(req, limit).await,
+    );
 }
 
 /// `slock_refused_full`: the same request on a resource already holding 4 of 4.
 pub fn slock_refused_full(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) {
     let limit = limit();
-    let record =
-        Record::new(GROUP, "slock_refused_full", None, 1).with_note("limit 4, 4 held: refused");
     s.bench.run(
         group,
-        record,
+        Row::new("slock_refused_full"),
         async |seq| request("s-full", &fresh_id(seq), None),
         async |req| s.latency.slock(req, limit).await,
         async |_, _| (),

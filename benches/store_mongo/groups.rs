@@ -5,16 +5,14 @@ use std::time::Duration;
 
 use criterion::BenchmarkGroup;
 use criterion::measurement::WallTime;
-use lockwright_benches::Record;
 use lockwright_engine::{LockId, LockStore, Mode, Timestamp, Ttl};
 use lockwright_store_mongo::MongoStore;
 use lockwright_store_mongo::test_support::request;
 use mongodb::Client;
 use mongodb::bson::{Bson, DateTime, Document, doc};
 
-use crate::GROUP;
 use crate::documents::{date, ready_store, refill, resource_doc, server_now};
-use crate::harness::Bench;
+use crate::harness::{Bench, Row};
 
 /// `renew/K` for each of `ks` on a store of its own, which it returns; the K it diagnoses
 /// is the largest up to 100.
@@ -39,10 +37,9 @@ pub fn renew(
                 renewing.xlock(&req).await.unwrap();
             }
         });
-        let record = Record::sized(GROUP, "renew", k as u64);
         let sent = bench.measure(
             group,
-            record,
+            Row::sized("renew", k),
             async || renewing.renew(&lock_id, ttl, Duration::ZERO).await,
             |r| assert_eq!(r.as_ref().map(Vec::len).ok(), Some(k)),
         );
@@ -65,11 +62,10 @@ pub fn unlock(
     let unlocking = bench.rt.block_on(ready_store(client, None));
     for &k in ks {
         let lock_id = LockId::new(format!("unlock-{k}")).unwrap();
-        let record = Record::sized(GROUP, "unlock", k as u64)
-            .with_note("the group is inserted again (insert_many) before each run");
+        // The group is inserted again (insert_many) before each run.
         bench.run(
             group,
-            record,
+            Row::sized("unlock", k),
             async |_| {
                 let created = server_now();
                 let docs = (0..k)
@@ -97,8 +93,7 @@ pub fn unlock(
 
 /// Where renew's time per lock goes: the `update` command the store sent for a group of
 /// `k`, sent again alone (no transaction, same write concern; its dates moved on each time
-/// so every run writes), next to the same change made with one `$set`, and with a `$set` of
-/// one field no index covers.
+/// so every run writes), next to the same change made with one `$set`.
 fn renew_update_diagnostics(
     bench: &Bench<'_>,
     group: &mut BenchmarkGroup<'_, WallTime>,
@@ -117,12 +112,9 @@ fn renew_update_diagnostics(
     };
     let coll = store.collection();
     let db = bench.db.client().database(&coll.namespace().db);
-    let record = Record::sized(GROUP, "renew_update_alone", k as u64).with_note(format!(
-        "diagnostic: renew's update command for {k} locks alone, outside a transaction"
-    ));
     bench.run(
         group,
-        record,
+        Row::sized("renew_update_alone", k),
         async |seq| {
             let mut u = updates.clone();
             shift_dates(&mut u, seq);
@@ -141,37 +133,17 @@ fn renew_update_diagnostics(
         async |_, _| (),
         |reply| assert_eq!(reply.get_i32("nModified").ok(), Some(k as i32), "{reply:?}"),
     );
-    let record = Record::sized(GROUP, "renew_update_set", k as u64).with_note(format!(
-        "diagnostic: the same change for {k} exclusive locks as a plain $set of two fields"
-    ));
+    // The same change for the k exclusive locks as a plain $set of two fields.
     let base = server_now();
     bench.run(
         group,
-        record,
+        Row::sized("renew_update_set", k),
         async |seq| Timestamp::from_millis(base.as_millis() + seq),
         async |now| {
             let expires = now.saturating_add(Duration::from_secs(600));
             coll.update_many(
                 doc! { "exclusive.lockId": lock_id.as_str() },
                 doc! { "$set": { "exclusive.expiresAt": date(expires), "exclusive.renewedAt": date(*now) } },
-            )
-            .await
-            .unwrap()
-        },
-        async |_, _| (),
-        |r| assert_eq!(r.modified_count, k as u64),
-    );
-    let record = Record::sized(GROUP, "renew_update_unindexed", k as u64).with_note(format!(
-        "diagnostic: a $set of one field no index covers (renewedAt) on the same {k} locks"
-    ));
-    bench.run(
-        group,
-        record,
-        async |seq| Timestamp::from_millis(base.as_millis() + seq),
-        async |now| {
-            coll.update_many(
-                doc! { "exclusive.lockId": lock_id.as_str() },
-                doc! { "$set": { "exclusive.renewedAt": date(*now) } },
             )
             .await
             .unwrap()

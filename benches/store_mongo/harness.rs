@@ -1,9 +1,12 @@
 //! How a MongoDB benchmark is run: the command monitor every client command passes, the
-//! timed loop that counts commands per operation and probes (and explains) the commands of
-//! one run, and the interleaved measurement against the baseline.
+//! timed loop (criterion's `iter_custom`, with an untimed set-up and clean-up around each
+//! operation) that counts commands per operation, one probe run whose commands are
+//! `explain`ed, and the interleaved measurement against a reference operation.
+//!
+//! Each benchmark prints one line beside criterion's: the commands per operation and their
+//! winning query plans. They are shown, not judged: the counts and the index use are
+//! asserted by store-mongo's tests (`tests/server/round_trips.rs`, `tests/explain.rs`).
 
-use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -11,22 +14,21 @@ use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, BenchmarkId, Throughput};
-use lockwright_benches::{Record, RunMode};
+use lockwright_benches::{RunMode, quantile};
 use mongodb::Database;
 use mongodb::bson::Document;
 use mongodb::event::command::CommandEvent;
 use tokio::runtime::Runtime;
 
+use crate::GROUP;
 use crate::explain::explain;
-/// Every command the client starts is counted; during a probe it is also kept; during a
-/// timed part its round-trip time is added up by command name.
+
+/// Every command the client starts is counted; while capturing it is also kept.
 #[derive(Default)]
 pub struct Monitor {
     started: AtomicU64,
     pub capturing: AtomicBool,
     pub captured: Mutex<Vec<(String, Document)>>,
-    pub timing: AtomicBool,
-    times: Mutex<BTreeMap<String, Duration>>,
 }
 
 impl Monitor {
@@ -35,50 +37,22 @@ impl Monitor {
     }
 
     pub fn on_event(&self, event: CommandEvent) {
-        let (name, took) = match event {
-            CommandEvent::Started(started) => {
-                self.started.fetch_add(1, Ordering::SeqCst);
-                if self.capturing.load(Ordering::SeqCst) {
-                    let mut kept = self.captured.lock().unwrap();
-                    kept.push((started.command_name, started.command));
-                }
-                return;
+        if let CommandEvent::Started(started) = event {
+            self.started.fetch_add(1, Ordering::SeqCst);
+            if self.capturing.load(Ordering::SeqCst) {
+                let mut kept = self.captured.lock().unwrap();
+                kept.push((started.command_name, started.command));
             }
-            CommandEvent::Succeeded(done) => (done.command_name, done.duration),
-            CommandEvent::Failed(failed) => (failed.command_name, failed.duration),
-            _ => return,
-        };
-        if self.timing.load(Ordering::SeqCst) {
-            *self.times.lock().unwrap().entry(name).or_default() += took;
         }
     }
 
-    /// The round-trip times added up so far, by command name, and a fresh start.
-    pub fn take_times(&self) -> BTreeMap<String, Duration> {
-        std::mem::take(&mut *self.times.lock().unwrap())
-    }
-
     /// Runs `f`, keeping every command it starts.
-    async fn probe<T>(&self, f: impl Future<Output = T>) -> (T, Vec<(String, Document)>) {
+    pub async fn probe<T>(&self, f: impl Future<Output = T>) -> (T, Vec<(String, Document)>) {
         self.captured.lock().unwrap().clear();
         self.capturing.store(true, Ordering::SeqCst);
         let out = f.await;
         self.capturing.store(false, Ordering::SeqCst);
         (out, std::mem::take(&mut *self.captured.lock().unwrap()))
-    }
-}
-
-/// Commands started and operations run inside the timed parts of one benchmark.
-#[derive(Default)]
-struct Tally {
-    commands: AtomicU64,
-    ops: AtomicU64,
-}
-
-impl Tally {
-    fn per_op(&self) -> Option<f64> {
-        let ops = self.ops.load(Ordering::SeqCst);
-        (ops > 0).then(|| self.commands.load(Ordering::SeqCst) as f64 / ops as f64)
     }
 }
 
@@ -93,6 +67,48 @@ pub fn fresh_id(seq: u64) -> String {
     format!("b{seq}")
 }
 
+/// A benchmark's criterion id in the group: its function, a parameter (a size or a filter
+/// kind) and the elements one operation handles.
+pub struct Row {
+    pub function: String,
+    pub parameter: Option<String>,
+    pub elements: u64,
+}
+
+impl Row {
+    pub fn new(function: &str) -> Self {
+        Row {
+            function: function.to_string(),
+            parameter: None,
+            elements: 1,
+        }
+    }
+
+    /// A row whose parameter is a size (K, N) that many elements are handled at.
+    pub fn sized(function: &str, size: usize) -> Self {
+        Row {
+            parameter: Some(size.to_string()),
+            elements: size as u64,
+            ..Row::new(function)
+        }
+    }
+
+    /// A row whose parameter is a kind (a status filter).
+    pub fn of(function: &str, kind: &str) -> Self {
+        Row {
+            parameter: Some(kind.to_string()),
+            ..Row::new(function)
+        }
+    }
+
+    pub fn id(&self) -> String {
+        match &self.parameter {
+            Some(p) => format!("{GROUP}/{}/{p}", self.function),
+            None => format!("{GROUP}/{}", self.function),
+        }
+    }
+}
+
 /// What every benchmark runs on: the runtime, the monitor of the client, that client's test
 /// database and the run's mode.
 pub struct Bench<'a> {
@@ -103,79 +119,72 @@ pub struct Bench<'a> {
 }
 
 impl Bench<'_> {
-    /// Benchmarks `op`: each iteration runs `prepare` (untimed), `op` (timed; its commands
-    /// counted and their round trips added up) and `cleanup` (untimed). Before its first
-    /// sample a probe iteration keeps the commands `op` sends and explains them; `check`
-    /// looks at the probe's result (the set-up is what the bench assumes). Returns the
-    /// probe's commands, or `None` when criterion's filter skipped the benchmark. The
-    /// benchmark's criterion id is the record's function and parameter, so the report
-    /// finds its estimate under [`Record::id`].
+    /// Benchmarks `op`: each iteration runs `prepare` (untimed), `op` (timed, its commands
+    /// counted) and `cleanup` (untimed). Before its first sample a probe iteration keeps
+    /// the commands `op` sends and explains them; `check` looks at the probe's result (the
+    /// set-up is what the bench assumes). Returns the probe's commands, or `None` when
+    /// criterion's filter skipped the benchmark.
     pub fn run<I, T>(
         &self,
         group: &mut BenchmarkGroup<'_, WallTime>,
-        mut record: Record,
+        row: Row,
         prepare: impl AsyncFn(u64) -> I,
         op: impl AsyncFn(&I) -> T,
         cleanup: impl AsyncFn(I, T),
         check: impl Fn(&T),
     ) -> Option<Vec<(String, Document)>> {
         let monitor = self.monitor;
-        let probed: RefCell<Option<Probe>> = RefCell::new(None);
-        let tally = Tally::default();
-        let (prepare, op, cleanup, tally_ref) = (&prepare, &op, &cleanup, &tally);
-        let id = match &record.parameter {
-            Some(p) => BenchmarkId::new(record.function.clone(), p),
-            None => BenchmarkId::from_parameter(&record.function),
+        let mut probed: Option<Probe> = None;
+        let (commands, ops) = (AtomicU64::new(0), AtomicU64::new(0));
+        let (prepare, op, cleanup, commands_ref, ops_ref) =
+            (&prepare, &op, &cleanup, &commands, &ops);
+        let id = match &row.parameter {
+            Some(p) => BenchmarkId::new(row.function.clone(), p),
+            None => BenchmarkId::from_parameter(&row.function),
         };
-        group.throughput(Throughput::Elements(record.elements));
+        group.throughput(Throughput::Elements(row.elements));
         group.bench_function(id, |b| {
-            if probed.borrow().is_none() {
-                let probe = self.rt.block_on(async {
+            if probed.is_none() {
+                probed = Some(self.rt.block_on(async {
                     let input = prepare(SEQ.fetch_add(1, Ordering::SeqCst)).await;
                     let (out, captured) = monitor.probe(op(&input)).await;
                     check(&out);
                     cleanup(input, out).await;
                     let mut plans = Vec::new();
                     for (name, command) in &captured {
-                        if let Some(plan) = explain(&self.db, name, command).await {
-                            plans.push(plan);
-                        }
+                        plans.extend(explain(&self.db, name, command).await);
                     }
                     (captured, plans)
-                });
-                *probed.borrow_mut() = Some(probe);
-                monitor.take_times();
+                }));
             }
             b.to_async(self.rt).iter_custom(|iters| async move {
                 let mut timed = Duration::ZERO;
                 for _ in 0..iters {
                     let input = prepare(SEQ.fetch_add(1, Ordering::SeqCst)).await;
                     let before = monitor.count();
-                    monitor.timing.store(true, Ordering::SeqCst);
                     let start = Instant::now();
                     let out = op(&input).await;
                     timed += start.elapsed();
-                    monitor.timing.store(false, Ordering::SeqCst);
-                    tally_ref
-                        .commands
-                        .fetch_add(monitor.count() - before, Ordering::SeqCst);
-                    tally_ref.ops.fetch_add(1, Ordering::SeqCst);
+                    commands_ref.fetch_add(monitor.count() - before, Ordering::SeqCst);
+                    ops_ref.fetch_add(1, Ordering::SeqCst);
                     cleanup(input, out).await;
                 }
                 timed
             });
         });
-        let (captured, plans) = probed.into_inner()?;
-        record.command_names = captured.iter().map(|(name, _)| name.clone()).collect();
-        record.plans = plans;
-        record.commands = tally.per_op();
-        let ops = tally.ops.load(Ordering::SeqCst).max(1) as f64;
-        record.command_time_us = monitor
-            .take_times()
-            .into_iter()
-            .map(|(name, total)| (name, total.as_secs_f64() * 1e6 / ops))
-            .collect();
-        record.save(self.mode).unwrap();
+        let (captured, plans) = probed?;
+        let names: Vec<&str> = captured.iter().map(|(name, _)| name.as_str()).collect();
+        let per_op = commands.into_inner() as f64 / ops.into_inner().max(1) as f64;
+        println!(
+            "{}: {per_op:.2} commands per operation ({}); plans: {}",
+            row.id(),
+            names.join(", "),
+            if plans.is_empty() {
+                "none".into()
+            } else {
+                plans.join("; ")
+            },
+        );
         Some(captured)
     }
 
@@ -183,13 +192,13 @@ impl Bench<'_> {
     pub fn measure<T>(
         &self,
         group: &mut BenchmarkGroup<'_, WallTime>,
-        record: Record,
+        row: Row,
         op: impl AsyncFn() -> T,
         check: impl Fn(&T),
     ) -> Option<Vec<(String, Document)>> {
         self.run(
             group,
-            record,
+            row,
             async |_| (),
             async |()| op().await,
             async |(), _| (),
@@ -198,42 +207,42 @@ impl Bench<'_> {
     }
 
     /// `rounds` interleaved pairs, `base` then `op` (with its untimed `prepare` and
-    /// `cleanup`), so both see the same machine: the medians of each, and their ratio. A
-    /// second measurement of a ratio that criterion takes seconds apart.
+    /// `cleanup`), so both see the same machine; prints the medians of each and their
+    /// ratio under `id`. A second measurement of a ratio that criterion takes seconds apart.
     pub fn paired<I, T, B>(
         &self,
+        id: &str,
         rounds: usize,
         base: impl AsyncFn() -> B,
         prepare: impl AsyncFn(u64) -> I,
         op: impl AsyncFn(&I) -> T,
         cleanup: impl AsyncFn(I, T),
-    ) -> BTreeMap<String, f64> {
+    ) {
+        if !lockwright_benches::Selected::from_args().selects(id) {
+            return;
+        }
         let (mut bases, mut ops) = (Vec::new(), Vec::new());
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
         self.rt.block_on(async {
             for _ in 0..rounds {
                 let start = Instant::now();
                 std::hint::black_box(base().await);
-                bases.push(start.elapsed());
+                bases.push(ms(start.elapsed()));
                 let input = prepare(SEQ.fetch_add(1, Ordering::SeqCst)).await;
                 let start = Instant::now();
                 let out = op(&input).await;
-                ops.push(start.elapsed());
+                ops.push(ms(start.elapsed()));
                 cleanup(input, out).await;
             }
         });
-        let median = |v: &mut Vec<Duration>| {
-            v.sort();
-            v.get(v.len() / 2).map_or(0.0, |d| d.as_secs_f64() * 1e6)
-        };
-        let (base_us, op_us) = (median(&mut bases), median(&mut ops));
-        BTreeMap::from([
-            ("paired_rounds".to_string(), rounds as f64),
-            ("paired_baseline_us".to_string(), base_us),
-            ("paired_us".to_string(), op_us),
-            (
-                "paired_ratio".to_string(),
-                op_us / base_us.max(f64::MIN_POSITIVE),
+        let (base, op) = (quantile(&bases, 0.5), quantile(&ops, 0.5));
+        self.mode.report(
+            &format!("{id}/interleaved"),
+            &format!(
+                "median {op:.3} ms against the reference's {base:.3} ms over {rounds} \
+                 interleaved rounds: {:.2}x",
+                op / base.max(f64::MIN_POSITIVE)
             ),
-        ])
+        );
     }
 }

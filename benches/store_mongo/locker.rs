@@ -1,21 +1,17 @@
 //! `locker_renewals/N`: a Locker holding N guards on MongoDB, its store commands per renewal
 //! cycle and how late each renewal round reaches the store. Not a criterion benchmark: one
-//! measurement per N over a few renewal cycles, recorded for the report.
+//! measurement per N over a few renewal cycles, printed as one line.
 
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use lockwright::{Client as LockClient, LockOptions, Locker, LockerConfig};
-use lockwright_benches::{Record, RunMode};
+use lockwright_benches::{Selected, quantile};
 use lockwright_store_mongo::MongoStore;
 use mongodb::Client;
 use tokio::task::JoinSet;
 
-use crate::GROUP;
 use crate::documents::ready_store;
-use crate::explain::explain;
-use crate::filter::Selected;
-use crate::harness::Bench;
+use crate::harness::{Bench, Row};
 use crate::watched::{Round, Watched};
 
 /// The Locker's renewal schedule in the measurement: renew at half the TTL, and let every
@@ -59,32 +55,13 @@ pub fn locker_renewals(bench: &Bench<'_>, client: &Client) {
     );
     let guard_counts: &[usize] = mode.pick(&[1, 10], &[1, 100, 1_000], &[1, 100, 1_000]);
     for &n in guard_counts {
-        let record = Record::sized(GROUP, "locker_renewals", n as u64);
-        if !selected.selects(&record.id()) {
+        let id = Row::sized("locker_renewals", n).id();
+        if !selected.selects(&id) {
             continue;
         }
-        let id = record.id();
-        if mode == RunMode::Test {
-            println!("Testing {id}");
-        }
         let store = rt.block_on(ready_store(client, None));
-        let record = rt.block_on(hold_guards(bench, store, record, n, &holding));
-        let x = |k: &str| record.extra.get(k).copied().unwrap_or(f64::NAN);
-        println!(
-            "{id}: {:.2} commands per renewal cycle over {:.1} cycles ({} rounds of {:.0} locks); \
-             renewal lag median {:.1} ms, max {:.1} ms; {} of {n} guards held",
-            record.commands.unwrap_or(f64::NAN),
-            x("cycles"),
-            x("rounds"),
-            x("locks_per_round"),
-            x("lag_median_ms"),
-            x("lag_max_ms"),
-            x("held_at_end"),
-        );
-        if mode == RunMode::Test {
-            println!("Success");
-        }
-        record.save(mode).unwrap();
+        let line = rt.block_on(hold_guards(bench, store, n, &holding));
+        mode.report(&id, &line);
     }
 }
 
@@ -100,24 +77,14 @@ async fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     true
 }
 
-fn median_of(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
-}
-
 /// A Locker on `store` (server clock, monitored client) takes `n` exclusive guards (up to
 /// [`ACQUIRES_IN_FLIGHT`] acquires at once) with `hold.ttl`, then holds them for
 /// `hold.cycles` renewal cycles: the commands the client starts meanwhile (only the
 /// Locker's renewals run) over the cycles the Locker's `stats().renewals` went up by / n,
 /// and each round's lag. With `hold.settle` the count starts once a round has renewed all
 /// n together (guards taken over longer than the batch window join up in a later round).
-async fn hold_guards(
-    bench: &Bench<'_>,
-    store: MongoStore,
-    mut record: Record,
-    n: usize,
-    hold: &Hold,
-) -> Record {
+/// Returns what it saw, in one line.
+async fn hold_guards(bench: &Bench<'_>, store: MongoStore, n: usize, hold: &Hold) -> String {
     let monitor = bench.monitor;
     let coll = store.collection().clone();
     let mut config = LockerConfig::default();
@@ -157,23 +124,14 @@ async fn hold_guards(
         })
         .await;
     // The window: from here until the Locker has renewed every guard `cycles` times more.
-    monitor.take_times();
-    monitor.captured.lock().unwrap().clear();
-    monitor.capturing.store(true, Ordering::SeqCst);
-    monitor.timing.store(true, Ordering::SeqCst);
-    let (commands_0, renewals_0, rounds_0) = (
-        monitor.count(),
-        locker.stats().renewals,
-        watched.rounds().len(),
-    );
+    let renewals_0 = locker.stats().renewals;
+    let rounds_0 = watched.rounds().len();
     let wanted = renewals_0 + hold.cycles * n as u64;
     let limit = cycle * (u32::try_from(hold.cycles).unwrap() + 4);
-    let complete = wait_until(limit, || locker.stats().renewals >= wanted).await;
-    let (commands_1, stats) = (monitor.count(), locker.stats());
-    monitor.capturing.store(false, Ordering::SeqCst);
-    monitor.timing.store(false, Ordering::SeqCst);
-    let captured = std::mem::take(&mut *monitor.captured.lock().unwrap());
-    let times = monitor.take_times();
+    let (complete, captured) = monitor
+        .probe(wait_until(limit, || locker.stats().renewals >= wanted))
+        .await;
+    let stats = locker.stats();
     let renewals = stats.renewals - renewals_0;
     assert!(
         renewals > 0,
@@ -182,54 +140,36 @@ async fn hold_guards(
     let cycles = renewals as f64 / n as f64;
     let held = guards.iter().filter(|g| g.is_held()).count();
     let rounds: Vec<Round> = watched.rounds().split_off(rounds_0);
-
-    record.commands = Some((commands_1 - commands_0) as f64 / cycles);
-    record.command_names = captured.iter().map(|(name, _)| name.clone()).collect();
-    record.command_time_us = times
-        .into_iter()
-        .map(|(name, total)| (name, total.as_secs_f64() * 1e6 / cycles))
-        .collect();
-    let mut explained = Vec::new();
-    for (name, command) in &captured {
-        if !explained.contains(name) {
-            explained.push(name.clone());
-            if let Some(plan) = explain(&bench.db, name, command).await {
-                record.plans.push(plan);
-            }
-        }
-    }
+    let mut names: Vec<&str> = captured.iter().map(|(name, _)| name.as_str()).collect();
+    names.dedup();
     let lags: Vec<f64> = rounds.iter().map(|r| r.lag_ms).collect();
-    let extra = [
-        ("ttl_ms", hold.ttl.as_secs_f64() * 1e3),
-        ("renew_fraction", RENEW_FRACTION),
-        ("batch_fraction", BATCH_FRACTION),
-        ("acquire_ms", acquired_in.as_secs_f64() * 1e3),
-        ("settled", f64::from(u8::from(settled))),
-        ("complete", f64::from(u8::from(complete))),
-        ("renewals", renewals as f64),
-        ("cycles", cycles),
-        ("rounds", rounds.len() as f64),
-        (
-            "locks_per_round",
-            rounds.iter().map(|r| r.locks).sum::<usize>() as f64 / rounds.len().max(1) as f64,
-        ),
-        ("lag_median_ms", median_of(lags.clone())),
-        ("lag_max_ms", lags.iter().copied().fold(f64::MIN, f64::max)),
-        (
-            "round_median_ms",
-            median_of(rounds.iter().map(|r| r.took.as_secs_f64() * 1e3).collect()),
-        ),
-        ("renew_failures", stats.renew_failures as f64),
-        ("lost", stats.lost as f64),
-        ("held_at_end", held as f64),
-    ];
-    record.extra = extra.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-    record.custom = true;
-    record.note = Some(format!(
-        "a Locker holding {n} exclusive guard(s), TTL {:?}, renew_fraction {RENEW_FRACTION}, \
-         renew_batch_fraction {BATCH_FRACTION}; commands per renewal cycle",
-        hold.ttl
-    ));
+    let took: Vec<f64> = rounds.iter().map(|r| r.took.as_secs_f64() * 1e3).collect();
+    let locks: usize = rounds.iter().map(|r| r.locks).sum();
+    let line = format!(
+        "{:.2} commands per renewal cycle ({}) over {cycles:.1} cycles{}{}; {} rounds of \
+         {:.0} locks, round median {:.2} ms; lag median {:.1} ms, max {:.1} ms; guards taken in \
+         {:.0} ms, {held} of {n} held at the end, {} renewal failures (TTL {:?})",
+        captured.len() as f64 / cycles,
+        names.join(", "),
+        if settled {
+            ""
+        } else {
+            " (never renewed all together)"
+        },
+        if complete {
+            ""
+        } else {
+            " (fewer cycles than asked)"
+        },
+        rounds.len(),
+        locks as f64 / rounds.len().max(1) as f64,
+        quantile(&took, 0.5),
+        quantile(&lags, 0.5),
+        lockwright_benches::max(&lags),
+        acquired_in.as_secs_f64() * 1e3,
+        stats.renew_failures,
+        hold.ttl,
+    );
 
     let mut releasing = JoinSet::new();
     for guard in guards {
@@ -241,5 +181,5 @@ async fn hold_guards(
     locker.shutdown();
     // Best effort: a leftover collection in the test database harms nothing.
     let _ = coll.drop().await;
-    record
+    line
 }

@@ -1,29 +1,26 @@
 //! Status with each filter kind over a data set inserted once (`status/<filter>`), the same
-//! queries on the server's clock (`status_server_clock/<filter>`), and one on a client
-//! without command monitoring (`status_unmonitored`).
+//! queries on the server's clock (`status_server_clock/<filter>`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use criterion::BenchmarkGroup;
 use criterion::measurement::WallTime;
-use criterion::{BenchmarkGroup, BenchmarkId, Throughput};
-use lockwright_benches::Record;
 use lockwright_engine::{Filter, LockStore, ManualClock, Mode, Timestamp};
 use lockwright_store_mongo::MongoStore;
 use mongodb::Client;
 use mongodb::bson::Document;
 
+use crate::T0;
 use crate::documents::{ready_store, resource_doc};
-use crate::harness::Bench;
-use crate::{GROUP, T0};
+use crate::harness::{Bench, Row};
 
-/// The status benchmarks over `status_n` locks on a store of their own, which it returns;
-/// `status_unmonitored` runs on `plain_client`.
+/// The status benchmarks over `status_n` locks on a store of their own, which it returns.
+/// Each filter kind matches between 1 and a few hundred locks (the count is checked).
 pub fn status(
     bench: &Bench<'_>,
     group: &mut BenchmarkGroup<'_, WallTime>,
     client: &Client,
-    plain_client: &Client,
     status_n: usize,
 ) -> MongoStore {
     // Status with each filter kind over `status_n` locks, inserted once.
@@ -64,11 +61,9 @@ pub fn status(
         ),
     ];
     for (kind, filter, matches) in &filters {
-        let record = Record::new(GROUP, "status", Some((*kind).to_string()), 1)
-            .with_note(format!("{matches} of {n} locks match"));
         bench.measure(
             group,
-            record,
+            Row::of("status", kind),
             async || reading.status(filter).await,
             |r| {
                 assert_eq!(
@@ -94,18 +89,11 @@ pub fn status(
         .filter(|(kind, _, _)| ["resource", "lock_id", "owner", "ttl_lt"].contains(kind))
     {
         let ttl_bound = kind.starts_with("ttl");
-        let record = Record::new(GROUP, "status_server_clock", Some((*kind).to_string()), 1)
-            .with_note(if ttl_bound {
-                // The data set's expiry times are set for the manual clock's instant `T0`.
-                "the server's clock; a TTL bound, so the server's time is asked first; what \
-             matches depends on the server's time (not checked)"
-                    .into()
-            } else {
-                format!("{matches} of {n} locks match; the server's clock")
-            });
+        // The data set's expiry times are set for the manual clock's instant `T0`: what a
+        // TTL bound matches on the server's clock is not checked.
         bench.measure(
             group,
-            record,
+            Row::of("status_server_clock", kind),
             async || on_server_clock.status(filter).await,
             |r| {
                 if ttl_bound {
@@ -119,36 +107,6 @@ pub fn status(
                 }
             },
         );
-    }
-    // The same status on a client without command monitoring: what the event handler
-    // itself costs (the driver builds a document of every command and reply for it).
-    let space = reading.collection().namespace();
-    let unmonitored =
-        MongoStore::from_collection(plain_client.database(&space.db).collection(&space.coll))
-            .with_clock(Arc::new(ManualClock::new(T0)));
-    bench.rt.block_on(async {
-        unmonitored
-            .status(&Filter::new().resource("warm-up"))
-            .await
-            .unwrap();
-    });
-    let (_, by_ttl, matches) = &filters[6];
-    let record = Record::new(GROUP, "status_unmonitored", Some("ttl_lt".into()), 1)
-.with_note(format!(
-        "diagnostic: status/ttl_lt on a client without command monitoring; {matches} of {n} locks match"
-    ));
-    group.throughput(Throughput::Elements(1));
-    let mut ran = false;
-    group.bench_function(BenchmarkId::new("status_unmonitored", "ttl_lt"), |b| {
-        ran = true;
-        b.to_async(bench.rt).iter(|| async {
-            let found = unmonitored.status(by_ttl).await.unwrap();
-            assert_eq!(found.len(), *matches);
-            found
-        });
-    });
-    if ran {
-        record.save(bench.mode).unwrap();
     }
     reading
 }

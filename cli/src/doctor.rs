@@ -111,7 +111,12 @@ pub async fn doctor(conn: &ConnArgs, args: &DoctorArgs) -> Result<u8, CliError> 
     index(&mut report, &store, args.fix).await;
     write_concern(&mut report, &store);
     clocks(&mut report, &hello, &store, conn, conn.takeover_grace.0).await;
-    match crate::wakeups::probe(&store).await {
+    let wakeups = if args.wakeups {
+        crate::wakeups::probe(&store).await
+    } else {
+        crate::wakeups::stream_opens(&store).await
+    };
+    match wakeups {
         Ok(worked) => report.line(&Verdict::Ok, &worked),
         Err(why) => report.line(
             &Verdict::Warn,
@@ -155,18 +160,44 @@ fn deployment(report: &mut Report, hello: &Document) {
     }
 }
 
+/// What doctor finds of the lock collection before it asks the store anything.
+enum Found {
+    /// It does not exist yet.
+    Missing,
+    /// It exists with no document and no index but `_id`'s: the store's set-up check would
+    /// make its indexes (first use needs no set-up), so doctor does not run that check
+    /// without `--fix`.
+    NeverUsed,
+    /// Anything else: the store's set-up check only reads it.
+    InUse,
+}
+
 /// The unique index on `resource`, judged by the store itself; created with `--fix`.
+/// Without `--fix` nothing is written: a collection the store's set-up check would make
+/// ready (one missing or never used) is reported, not checked.
 async fn index(report: &mut Report, store: &MongoStore, fix: bool) {
     let ns = store.collection().namespace();
     let client = Client::new(store_clone(store));
-    if collection_exists(store).await == Some(false) {
+    let found = match find_collection(store).await {
+        Ok(found) => found,
+        Err(e) => {
+            let err = CliError::from(Error::backend("doctor", MongoFailure::new(&e)));
+            report.line(&Verdict::Fail, &err.message);
+            return;
+        }
+    };
+    if matches!(found, Found::Missing | Found::NeverUsed) {
         if !fix {
-            // Checked without creating it: the first lock operation does that.
+            let what = if matches!(found, Found::Missing) {
+                "does not exist yet"
+            } else {
+                "was never used (no document, no index but `_id`'s)"
+            };
             report.line(
                 &Verdict::Ok,
                 &format!(
-                    "collection {ns} does not exist yet: the first lock operation creates it \
-                     with its unique index on `resource` (or run `lockwright doctor --fix`)"
+                    "collection {ns} {what}: the first lock operation makes its unique index \
+                     on `resource` (or run `lockwright doctor --fix`)"
                 ),
             );
             return;
@@ -182,8 +213,8 @@ async fn index(report: &mut Report, store: &MongoStore, fix: bool) {
             ),
         }
     }
-    // Any operation runs the store's set-up check first (which makes the index of a
-    // collection never used); status on one name reads little.
+    // Any operation runs the store's set-up check first, which only reads a collection in
+    // use (or one just fixed); status on one name reads little.
     let probe = Filter::new().resource("lockwright-doctor-probe");
     let mut checked = client.status(&probe).await;
     if fix && matches!(checked, Err(Error::Misconfigured { .. })) {
@@ -219,18 +250,37 @@ async fn index(report: &mut Report, store: &MongoStore, fix: bool) {
     }
 }
 
-/// Whether the lock collection exists; `None` when that cannot be read (the probe that
-/// follows reports why).
-async fn collection_exists(store: &MongoStore) -> Option<bool> {
-    let ns = store.collection().namespace();
+/// Whether the lock collection is missing, never used or in use, by reading it: its name
+/// in the database, its indexes and whether it holds a document.
+async fn find_collection(store: &MongoStore) -> Result<Found, mongodb::error::Error> {
+    use futures_util::TryStreamExt;
+    let coll = store.collection();
+    let ns = coll.namespace();
     let names = store
         .client()
         .database(&ns.db)
         .list_collection_names()
-        .filter(mongodb::bson::doc! {"name": &ns.coll})
-        .await
-        .ok()?;
-    Some(!names.is_empty())
+        .filter(doc! {"name": &ns.coll})
+        .await?;
+    if names.is_empty() {
+        return Ok(Found::Missing);
+    }
+    let indexes: Vec<_> = coll.list_indexes().await?.try_collect().await?;
+    let only_id = indexes.iter().all(|i| {
+        i.options
+            .as_ref()
+            .and_then(|o| o.name.as_deref())
+            .is_some_and(|n| n == "_id_")
+    });
+    if !only_id {
+        return Ok(Found::InUse);
+    }
+    let any = coll.find_one(doc! {}).projection(doc! {"_id": 1}).await?;
+    Ok(if any.is_none() {
+        Found::NeverUsed
+    } else {
+        Found::InUse
+    })
 }
 
 /// A second store on the same collection (its set-up check is its own).

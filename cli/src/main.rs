@@ -76,8 +76,11 @@ enum Command {
     /// would show it).
     #[command(after_help = EXIT_CODES)]
     Unlock(UnlockArgs),
-    /// Check the deployment (replica set, unique index, write concern, clocks) and say
-    /// what to fix.
+    /// Check the deployment (replica set, unique index, write concern, clocks, change
+    /// streams) and say what to fix.
+    ///
+    /// Doctor only reads unless told otherwise: --fix creates the unique index, and
+    /// --wakeups takes and releases a probe lock.
     #[command(after_help = EXIT_CODES)]
     Doctor(DoctorArgs),
 }
@@ -205,6 +208,12 @@ struct DoctorArgs {
     /// Create the unique index on `resource` when it is missing.
     #[arg(long)]
     fix: bool,
+    /// Also check that a release reaches a waiter, by taking and releasing a probe lock on
+    /// a resource of doctor's own (a write: a collection that does not exist yet is created
+    /// with its index, as by any first lock operation). Without it, doctor only checks,
+    /// reading, that change streams open.
+    #[arg(long)]
+    wakeups: bool,
 }
 
 /// Parses a positive duration such as `500ms`, `30s`, `5m` or `1h 30m`.

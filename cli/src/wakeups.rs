@@ -1,13 +1,20 @@
-//! Doctor's wake-up probe: does a release reach a waiter through the store's change stream?
+//! Doctor's wake-up checks: can waiters be woken through a change stream on the lock
+//! collection?
 //!
-//! It does what a waiting acquire does, on a probe resource of its own: a lock is taken, a
-//! second store on the same collection (another process, as far as the server can tell)
-//! is refused and subscribes to its hints, and the lock is released; the release must come
-//! back as a hint. The probe's document is deleted afterwards if it holds no lock.
+//! [`stream_opens`] only reads: it opens a change stream on the collection and asks it once
+//! for changes. That shows the privileges and the deployment allow change streams, which
+//! is what usually fails, without writing anything.
+//!
+//! [`probe`] (`doctor --wakeups`) writes: it does what a waiting acquire does, on a probe
+//! resource of its own: a lock is taken, a second store on the same collection (another
+//! process, as far as the server can tell) is refused and subscribes to its hints, and the
+//! lock is released; the release must come back as a hint. The probe's document is deleted
+//! afterwards if it holds no lock.
 
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
+use lockwright::store_mongo::MongoFailure;
 use lockwright::{
     Hint, LockDetails, LockId, LockRequest, LockStore, MongoStore, Resource, generate_lock_id,
 };
@@ -15,6 +22,38 @@ use mongodb::bson::doc;
 
 /// How long each step may take before the probe reports that wake-ups do not work.
 const STEP: Duration = Duration::from_secs(10);
+
+/// How long the server may hold the read-only check's `getMore` while no change comes.
+const AWAIT: Duration = Duration::from_millis(200);
+
+/// Reads only: opens a change stream on the lock collection (an `aggregate`, which neither
+/// creates the collection nor writes) and asks it once for changes (a `getMore`), as a
+/// waiting acquire's store does. `Ok(what worked)` or `Err(what did not)`; it does not show
+/// that a release reaches a waiter, which only [`probe`] does, with a write.
+pub async fn stream_opens(store: &MongoStore) -> Result<String, String> {
+    let ns = store.collection().namespace();
+    let check = async {
+        let mut stream = store.collection().watch().max_await_time(AWAIT).await?;
+        // The first call reads the `aggregate`'s own (empty) batch; the second sends the
+        // `getMore`.
+        for _ in 0..2 {
+            stream.next_if_any().await?;
+        }
+        Ok::<(), mongodb::error::Error>(())
+    };
+    match tokio::time::timeout(STEP, check).await {
+        Ok(Ok(())) => Ok(format!(
+            "change streams work here (one opened on {ns} and answered, read only): waiting \
+             acquires are woken by releases; to check that a release reaches a waiter, which \
+             takes and releases a probe lock, run `lockwright doctor --wakeups`"
+        )),
+        Ok(Err(e)) => Err(format!(
+            "change streams are unavailable here ({})",
+            MongoFailure::new(&e)
+        )),
+        Err(_) => Err(format!("no change stream answered within {STEP:?}")),
+    }
+}
 
 /// `Ok(what worked)` or `Err(what did not)`; a failure means waiters poll.
 pub async fn probe(store: &MongoStore) -> Result<String, String> {

@@ -5,6 +5,8 @@
 mod admin;
 #[path = "cli/contention.rs"]
 mod contention;
+#[path = "cli/doctor.rs"]
+mod doctor;
 #[path = "cli/run.rs"]
 mod run;
 #[path = "cli/support.rs"]

@@ -58,7 +58,7 @@ async fn a_release_wakes_a_waiter_at_once_in_memory() {
 #[cfg(feature = "mongo")]
 mod mongo {
     use lockwright::MongoStore;
-    use lockwright_testkit::mongo::fixture::{CommandLog, fresh_store, options, teardown};
+    use lockwright_testkit::mongo::fixture::{CommandLog, Outcome, fresh_store, options, teardown};
     use mongodb::bson::{doc, oid::ObjectId};
 
     use super::*;
@@ -95,6 +95,18 @@ mod mongo {
             "{name} sent {} times in a minute, not {n}: {seen:?}",
             count(&seen, name)
         );
+    }
+
+    /// Waits as [`until_sent`] until `log` has recorded a command named `name` since it was
+    /// last taken, but leaves the commands in the log (to take them with their outcomes).
+    async fn until_started(log: &CommandLog, name: &str) {
+        for _ in 0..6_000 {
+            if count(&log.peek(), name) >= 1 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{name} not sent in a minute: {log:?}");
     }
 
     /// A waiter in another process is granted the lock one request after the release:
@@ -136,7 +148,9 @@ mod mongo {
     }
 
     /// The waiter's change stream fails and cannot be reopened (a fail point on its
-    /// `getMore` and `aggregate`): it is still granted the lock, by polling.
+    /// `getMore` and `aggregate`): it is still granted the lock, by polling. The test checks
+    /// from the driver's command log that the fail point fired and that no stream command
+    /// succeeded after it, so a waiter woken by a hint cannot pass it.
     #[tokio::test]
     async fn a_waiter_whose_stream_fails_still_gets_the_lock() {
         let store = fresh_store(None).await;
@@ -166,12 +180,33 @@ mod mongo {
         // the store may close and reopen its stream between two attempts of the waiter,
         // with no `getMore` in between.)
         log.take();
-        until_sent(&log, "aggregate", 1).await;
+        until_started(&log, "aggregate").await;
         held.release().await.unwrap();
         let granted = tokio::time::timeout(Duration::from_secs(60), waiting).await;
+        // Every stream command sent since the fail point was set, taken before it is lifted.
+        let stream: Vec<(String, Option<Outcome>)> = log
+            .take_outcomes()
+            .into_iter()
+            .filter(|(name, _, _)| name == "aggregate" || name == "getMore")
+            .map(|(name, _, outcome)| (name, outcome))
+            .collect();
         let off = doc! { "configureFailPoint": "failCommand", "mode": "off" };
         admin.run_command(off).await.unwrap();
         let guard = granted.expect("polling grants the lock").unwrap().unwrap();
+        // The fail point fired (the stream's reopening was refused with its code), and no
+        // stream command sent after it succeeded: no stream told the waiter of the release,
+        // so polling granted it the lock.
+        assert!(
+            stream.iter().any(|(name, outcome)| name == "aggregate"
+                && *outcome == Some(Outcome::Failed(Some(280)))),
+            "the fail point refused the stream's reopening: {stream:?}"
+        );
+        assert!(
+            !stream
+                .iter()
+                .any(|(_, outcome)| *outcome == Some(Outcome::Succeeded)),
+            "no stream command succeeded after the fail point: {stream:?}"
+        );
         guard.release().await.unwrap();
         teardown(holder.client().store()).await;
     }

@@ -19,7 +19,10 @@
 //!   `holder_safety`, `fence_monotonic`, `idempotence`, `no_lost_grant`, the queue's `fifo`,
 //!   `no_starvation` (bounded: see [`props::no_starvation`]) and `queue_places`, and the
 //!   `sometimes_*` properties showing that each is not vacuous.
+//! - [`step`]: one step as the checker takes it (apply, then judge), and the
+//!   `stateright::Model` implementation.
 //! - [`symmetry`]: reduction over clients with equal clock rates.
+//! - [`verdict`]: what a step broke or witnessed, kept in the state it leads to.
 //! - [`trace`]: counterexamples as numbered, readable traces.
 //!
 //! # Modelling choices
@@ -102,8 +105,10 @@ pub mod config;
 pub mod model;
 pub mod props;
 pub mod state;
+pub mod step;
 pub mod symmetry;
 pub mod trace;
+pub mod verdict;
 
 pub use action::{Action, Effect};
 pub use config::{Config, ConfigError, Rate};

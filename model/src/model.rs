@@ -9,13 +9,11 @@ use lockwright_engine::table::{delete_empty, expired_groups, fence_floor, purge_
 use lockwright_engine::{
     Error, LocalMs, LockDetails, LockRequest, Mode, Ticket, Timestamp, holder,
 };
-use stateright::{Model, Property};
 
 use crate::action::{Action, Effect};
 use crate::config::Config;
-use crate::props::{self, Transition};
 use crate::state::{
-    Belief, FenceClockKey, LockKey, LockState, Verdict, Wait, Write, lock_id, resource, ticket,
+    Belief, FenceClockKey, LockKey, LockState, PendingPurge, Wait, Write, lock_id, resource, ticket,
 };
 
 /// The Lockwright model: a [`stateright::Model`] over [`LockState`] and [`Action`].
@@ -85,24 +83,6 @@ impl LockModel {
         }
     }
 
-    /// Applies `action` to `state` (no symmetry reduction), judges the transition against
-    /// the transition properties, and returns the next state and what the engine answered.
-    #[must_use]
-    pub fn step(&self, state: &LockState, action: Action) -> (LockState, Effect) {
-        let mut next = state.clone();
-        next.last = Verdict::default();
-        let effect = self.apply(&mut next, action);
-        next.fence_clock = self.fence_clock_key(&next);
-        next.last = props::judge(&Transition {
-            model: self,
-            before: state,
-            action,
-            after: &next,
-            effect: &effect,
-        });
-        (next, effect)
-    }
-
     /// What of the table's fence clock a state keeps ([`LockState::fence_clock`]): a value
     /// that tells states apart exactly where the table's fence clock can still change an
     /// outcome (the table's own equality and hash leave its fence clock out).
@@ -146,7 +126,10 @@ impl LockModel {
         }
     }
 
-    fn apply(&self, next: &mut LockState, action: Action) -> Effect {
+    /// Applies `action` to `next` (a copy of the state before the step): the engine call and
+    /// everything outside the engine that the action changes. Judging the step is
+    /// [`LockModel::step`]'s part.
+    pub(crate) fn apply(&self, next: &mut LockState, action: Action) -> Effect {
         let now = Timestamp::from_millis(next.store_now());
         match action {
             Action::XLock { client, resource } => {
@@ -300,7 +283,7 @@ impl LockModel {
             Action::PurgeBegin => {
                 let groups = expired_groups(&[&next.table], now);
                 let at = next.store_now();
-                next.purge = Some(crate::state::PendingPurge {
+                next.purge = Some(PendingPurge {
                     at,
                     groups: groups.clone(),
                 });
@@ -557,45 +540,5 @@ impl LockModel {
         if config.skew > 0 && state.failovers < config.failovers {
             actions.push(Action::Failover);
         }
-    }
-}
-
-impl Model for LockModel {
-    type State = LockState;
-    type Action = Action;
-
-    fn init_states(&self) -> Vec<LockState> {
-        vec![self.normalize(self.raw_initial()).0]
-    }
-
-    fn actions(&self, state: &LockState, actions: &mut Vec<Action>) {
-        self.possible_actions(state, actions);
-    }
-
-    fn next_state(&self, last_state: &LockState, action: Action) -> Option<LockState> {
-        let (next, _) = self.step(last_state, action);
-        Some(self.normalize(next).0)
-    }
-
-    fn format_action(&self, action: &Action) -> String {
-        action.to_string()
-    }
-
-    fn format_step(&self, last_state: &LockState, action: Action) -> Option<String> {
-        let (next, effect) = self.step(last_state, action);
-        let broken = next.last.broken;
-        let verdict = if broken.is_empty() {
-            String::new()
-        } else {
-            format!("BREAKS: {broken}\n")
-        };
-        Some(format!(
-            "{action}: {effect}\n{verdict}{}",
-            self.normalize(next).0
-        ))
-    }
-
-    fn properties(&self) -> Vec<Property<Self>> {
-        props::properties(&self.config)
     }
 }

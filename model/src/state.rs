@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use lockwright_engine::{LockId, LockTable, Mode, QueueEntry, Resource, StoredLock};
 
 use crate::config::{MAX_CLIENTS, MAX_RESOURCES, Rate};
-use crate::props::PropSet;
+pub use crate::verdict::Verdict;
 
 /// A lock a client believes it holds (while it trusts its group, see
 /// [`ClientState::trust_until`]).
@@ -138,15 +138,6 @@ pub struct LockState {
     /// Which properties the last transition broke, and which interesting situations it
     /// produced (empty and empty in most states, so equal situations stay equal states).
     pub last: Verdict,
-}
-
-/// The judgement of the transition that led to a state.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Verdict {
-    /// The transition-judged `always` properties it broke.
-    pub broken: PropSet,
-    /// The transition-judged `sometimes` properties it witnessed.
-    pub witnessed: PropSet,
 }
 
 /// The most incarnations of one client the model names (a client's lock ids in use at once

@@ -230,7 +230,7 @@ impl Representative for LockState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Action;
+    use crate::action::Action;
     use crate::config::Config;
     use crate::model::LockModel;
 

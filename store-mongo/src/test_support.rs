@@ -5,6 +5,7 @@
 //! own deployment. Without it, tests fail with a message saying so: they never pass
 //! vacuously.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use lockwright_engine::{LockStore, ManualClock};
 use mongodb::Client;
 use mongodb::bson::oid::ObjectId;
 use mongodb::bson::{Bson, Document};
+use mongodb::error::ErrorKind;
 use mongodb::event::EventHandler;
 use mongodb::event::command::CommandEvent;
 use mongodb::options::ClientOptions;
@@ -61,31 +63,63 @@ pub async fn options() -> ClientOptions {
 }
 
 /// The commands a client started (the driver's command monitoring), in order, with their
-/// bodies: tests count round trips with it.
+/// bodies, and how each ended: tests count round trips with it, and check that a command a
+/// fail point targets did fail.
 #[derive(Clone, Default)]
-pub struct CommandLog(Arc<Mutex<Vec<(String, Document)>>>);
+pub struct CommandLog(Arc<Mutex<Recorded>>);
+
+/// What a [`CommandLog`] holds: the commands started since the last take (request id, name,
+/// body), and the ends of the commands not yet taken with their outcome, by request id.
+#[derive(Default)]
+struct Recorded {
+    started: Vec<(i32, String, Document)>,
+    ended: HashMap<i32, Outcome>,
+}
+
+/// How a recorded command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The server answered it with success.
+    Succeeded,
+    /// It failed: with the server's error code when the server refused it, with none when the
+    /// driver gave up on it (a network error, a timeout).
+    Failed(Option<i32>),
+}
 
 /// The names of the commands only: their bodies carry lock ids, which no output shows.
 impl std::fmt::Debug for CommandLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let log = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         f.debug_list()
-            .entries(log.iter().map(|(name, _)| name))
+            .entries(log.started.iter().map(|(_, name, _)| name))
             .finish()
     }
 }
 
 impl CommandLog {
-    /// Records every command that clients built from `options` start from now on.
+    /// Records every command that clients built from `options` start from now on, and how
+    /// each ends.
     pub fn attach(options: &mut ClientOptions) -> Self {
         let log = CommandLog::default();
         let sink = log.clone();
         options.command_event_handler = Some(EventHandler::callback(move |e: CommandEvent| {
-            if let CommandEvent::Started(started) = e {
-                sink.0
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push((started.command_name, started.command));
+            let mut log = sink.0.lock().unwrap_or_else(PoisonError::into_inner);
+            match e {
+                CommandEvent::Started(started) => {
+                    log.started
+                        .push((started.request_id, started.command_name, started.command))
+                }
+                CommandEvent::Succeeded(ended) => {
+                    log.ended.insert(ended.request_id, Outcome::Succeeded);
+                }
+                CommandEvent::Failed(ended) => {
+                    let code = match &*ended.failure.kind {
+                        ErrorKind::Command(refused) => Some(refused.code),
+                        _ => None,
+                    };
+                    log.ended.insert(ended.request_id, Outcome::Failed(code));
+                }
+                _ => {}
             }
         }));
         log
@@ -93,15 +127,47 @@ impl CommandLog {
 
     /// The commands (name and body) started since the last take, in order.
     pub fn take_commands(&self) -> Vec<(String, Document)> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
+        self.take_outcomes()
+            .into_iter()
+            .map(|(name, body, _)| (name, body))
+            .collect()
     }
 
     /// The names of the commands started since the last take, in order (also to forget
     /// them, before the commands a test counts).
     pub fn take(&self) -> Vec<String> {
-        self.take_commands()
+        self.take_outcomes()
             .into_iter()
-            .map(|(name, _)| name)
+            .map(|(name, _, _)| name)
+            .collect()
+    }
+
+    /// The names of the commands started since the last take, in order, left in the log (to
+    /// wait for a command and then take it with its outcome).
+    pub fn peek(&self) -> Vec<String> {
+        let log = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        log.started
+            .iter()
+            .map(|(_, name, _)| name.clone())
+            .collect()
+    }
+
+    /// The commands (name and body) started since the last take, in order, each with how it
+    /// ended: none while it is still running.
+    pub fn take_outcomes(&self) -> Vec<(String, Document, Option<Outcome>)> {
+        let mut log = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let started = std::mem::take(&mut log.started);
+        // Request ids grow: an end kept with a lower id than every command taken now belongs
+        // to one an earlier take returned while it ran, which no take returns again.
+        if let Some(first) = started.iter().map(|(id, _, _)| *id).min() {
+            log.ended.retain(|id, _| *id >= first);
+        }
+        started
+            .into_iter()
+            .map(|(id, name, body)| {
+                let outcome = log.ended.remove(&id);
+                (name, body, outcome)
+            })
             .collect()
     }
 }

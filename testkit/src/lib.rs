@@ -11,9 +11,11 @@
 //!   which a linearizability checker must catch.
 //! - [`FencedStore`]: a downstream store that accepts a write only with a fence at least as
 //!   high as any it accepted for that key.
-//! - [`conformance`]: the conformance suite every [`LockStore`] must pass, about a hundred
-//!   cases written against `lockwright`'s `Client`; a test file runs it against a backend
-//!   with `lockwright_testkit::conformance_suite!(TheBackend)`, one `#[test]` per case.
+//! - [`conformance`]: the conformance suite every [`LockStore`] must pass, 123 cases
+//!   written against the port itself (the engine's [`LockStore`]), so this crate depends on
+//!   the engine and the stores only; a test file runs it against a backend with
+//!   `lockwright_testkit::conformance_suite!(TheBackend)`, one `#[test]` per case (this
+//!   crate's `tests/conformance_mem.rs` and `tests/conformance_mongo.rs`).
 //! - `replset` (feature `replset`): a throwaway MongoDB replica set on 127.0.0.1 (one or
 //!   three mongods) that a test or example starts, fails over, kills, restarts, pauses and
 //!   starts with shifted clocks; the `lockwright-mongod` binary runs a command beside one.

@@ -82,7 +82,13 @@ fn help_of_every_subcommand_lists_its_documented_flags() {
         (&["unlock"], &["--lock-id-from-env", "--lock-id-stdin"]),
         (
             &["doctor"],
-            &["--fix", "--takeover-grace", "replica set", "unique index"],
+            &[
+                "--fix",
+                "--wakeups",
+                "--takeover-grace",
+                "replica set",
+                "unique index",
+            ],
         ),
     ];
     for (sub, flags) in cases {
@@ -302,7 +308,8 @@ fn doctor_passes_on_the_test_set_and_names_a_missing_index() {
         "unique index on `resource`",
         "write concern majority",
         "clock",
-        "ok   wake-ups work: a release reached a waiter's change stream",
+        "ok   change streams work here",
+        "run `lockwright doctor --wakeups`",
         "no problems found",
     ] {
         assert!(
@@ -310,6 +317,14 @@ fn doctor_passes_on_the_test_set_and_names_a_missing_index() {
             "{expected:?} missing from:\n{report}"
         );
     }
+    // --wakeups takes a probe lock to see a release reach a waiter.
+    let out = c.run(&["doctor", "--wakeups"]);
+    let report = text(&out.stdout);
+    assert_eq!(code(&out), 0, "{report}{}", text(&out.stderr));
+    assert!(
+        report.contains("ok   wake-ups work: a release reached a waiter's change stream"),
+        "{report}"
+    );
 
     let fresh = Coll::used_without_index();
     let out = fresh.run(&["doctor"]);
@@ -381,7 +396,8 @@ fn first_run_needs_no_set_up() {
 /// member it cannot reach without waiting long for it, and never prints the URI's password.
 /// Where change streams fail (here a fail point answers the doctor's `getMore` with
 /// Unauthorized, as for a user without the `changeStream` privilege), doctor warns that
-/// waiters will only poll; locking itself is fine, so it still passes.
+/// waiters will only poll, from its read-only check and from its probe lock
+/// (`--wakeups`); locking itself is fine, so it still passes.
 #[test]
 fn doctor_warns_when_change_streams_are_unavailable() {
     use std::future::IntoFuture as _;
@@ -406,17 +422,22 @@ fn doctor_warns_when_change_streams_are_unavailable() {
     };
     c.block_on(admin.run_command(fail).into_future())
         .expect("configureFailPoint");
-    let out = c.run(&["doctor", "--uri", &named]);
+    let outs = [
+        c.run(&["doctor", "--uri", &named]),
+        c.run(&["doctor", "--wakeups", "--uri", &named]),
+    ];
     let off = doc! { "configureFailPoint": "failCommand", "mode": "off" };
     c.block_on(admin.run_command(off).into_future())
         .expect("configureFailPoint off");
-    let report = text(&out.stdout);
-    assert_eq!(code(&out), 0, "a warning, not a failure: {report}");
-    assert!(
-        report.contains("warn change streams are unavailable here (server error 13")
-            && report.contains("waiting acquires will only poll"),
-        "{report}"
-    );
+    for out in outs {
+        let report = text(&out.stdout);
+        assert_eq!(code(&out), 0, "a warning, not a failure: {report}");
+        assert!(
+            report.contains("warn change streams are unavailable here (server error 13")
+                && report.contains("waiting acquires will only poll"),
+            "{report}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

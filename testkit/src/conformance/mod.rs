@@ -1,5 +1,5 @@
-//! The conformance suite: every rule of the lock semantics, written once against the public
-//! [`Client`] API and run for every backend. Every [`LockStore`] must pass it.
+//! The conformance suite: every rule of the lock semantics, written once against the port,
+//! [`LockStore`], and run for every backend. Every [`LockStore`] must pass it.
 //!
 //! A test file anywhere runs it against a [`Backend`] with
 //!
@@ -9,9 +9,14 @@
 //!
 //! which expands, in that file, to one `#[test]` per case, named after the case, each on a
 //! fresh store of the backend and a two-worker multi-threaded tokio runtime
-//! ([`run`]). Time is a [`ManualClock`] shared with the store, so no case sleeps. The cases
+//! ([`run`]); the test kit's own `tests/conformance_mem.rs` and `tests/conformance_mongo.rs`
+//! do so. Time is a [`ManualClock`] shared with the store, so no case sleeps. The cases
 //! are also public functions generic over the backend, `cases::<file>::<case>::<B>(&cx)`,
 //! for a test that wants to run one of them by hand.
+//!
+//! A case calls the store through its [`Ctx`], which takes names as strings and checks them
+//! with the engine's own constructors before the store sees them, as the library's client
+//! does: so the cases of refused input hold every store to the same fields.
 //!
 //! The cases live in `cases/`, one file per operation, each written inside `cases! { ... }`:
 //! the macro both defines a case and enters it in the suite, so a case cannot be left out.
@@ -26,10 +31,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lockwright::Client;
-use lockwright_engine::{ManualClock, Timestamp};
+use lockwright_engine::time::validate_margin;
+use lockwright_engine::{Error, ManualClock, Timestamp};
 
 use crate::Backend;
+
+mod calls;
 
 /// The instant every case starts at (2027-01-15), far from the epoch so that
 /// "before"/"after" bounds have room on both sides.
@@ -39,15 +46,34 @@ pub const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);
 /// in small cases.
 pub const SHARDS: usize = 4;
 
-/// What a case works with.
+/// The renew margin of the cases unless one asks for another: one second, the library
+/// client's default.
+pub const RENEW_MARGIN: Duration = Duration::from_secs(1);
+
+/// What a case works with: a store of the backend, its clock, its takeover grace and the
+/// renew margin the renewals pass. Its methods are the calls the cases make (see `calls`).
+/// Cloning is cheap and shares the store (for cases that call it from several tasks).
 #[derive(Debug)]
 pub struct Ctx<B: Backend> {
-    /// A client with the default renew margin.
-    pub client: Client<B::Store>,
+    /// The store.
+    pub store: Arc<B::Store>,
     /// The clock of the store.
     pub clock: Arc<ManualClock>,
     /// The store's takeover grace.
     pub grace: Duration,
+    /// The renew margin that [`Ctx::renew`], [`Ctx::renew_one`] pass to the store.
+    pub margin: Duration,
+}
+
+impl<B: Backend> Clone for Ctx<B> {
+    fn clone(&self) -> Self {
+        Ctx {
+            store: Arc::clone(&self.store),
+            clock: Arc::clone(&self.clock),
+            grace: self.grace,
+            margin: self.margin,
+        }
+    }
 }
 
 impl<B: Backend> Ctx<B> {
@@ -60,20 +86,35 @@ impl<B: Backend> Ctx<B> {
 
     /// A fresh store at [`T0`] with takeover `grace`.
     pub async fn with_grace(grace: Duration) -> Self {
+        Self::build(grace, RENEW_MARGIN).await
+    }
+
+    /// A fresh store at [`T0`] with no takeover grace, whose renewals pass `margin`
+    /// (checked as the library's client checks it: before any store exists).
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming `renew_margin` when over 100 years.
+    pub async fn with_renew_margin(margin: Duration) -> Result<Self, Error> {
+        let margin = validate_margin(margin)?;
+        Ok(Self::build(Duration::ZERO, margin).await)
+    }
+
+    async fn build(grace: Duration, margin: Duration) -> Self {
         #[cfg(lockwright_mutants)]
         lockwright_engine::mutants::activate_from_env();
         let clock = Arc::new(ManualClock::new(T0));
-        let client = Client::new(B::store(Arc::clone(&clock), SHARDS, grace).await);
+        let store = B::store(Arc::clone(&clock), SHARDS, grace).await;
         Ctx {
-            client,
+            store: Arc::new(store),
             clock,
             grace,
+            margin,
         }
     }
 
     /// Cleans up the backend.
     pub async fn teardown(self) {
-        B::teardown(self.client.store()).await;
+        B::teardown(&self.store).await;
     }
 }
 

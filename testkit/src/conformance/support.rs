@@ -2,20 +2,23 @@
 
 pub use std::collections::BTreeSet;
 pub use std::fmt::Debug;
-pub use std::sync::Arc;
 pub use std::time::Duration;
 
-pub use lockwright::{Client, generate_lock_id};
 pub use lockwright_engine::{
-    Error, Filter, LockDetails, LockId, LockStatus, LockStore, ManualClock, Mode, Renewal,
-    Timestamp, Ttl,
+    DEFAULT_TAKEOVER_GRACE, Error, Filter, LockDetails, LockId, LockStatus, LockStore, Mode,
+    Renewal, Timestamp, Ttl,
 };
 
 pub use crate::Backend;
 
-pub use super::{Ctx, SHARDS, T0};
+pub use super::{Ctx, RENEW_MARGIN, T0};
 
 pub const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// A fresh lock id of 128 random bits, as the library generates them.
+pub fn generate_lock_id() -> LockId {
+    LockId::from_random(rand::random())
+}
 
 pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -78,7 +81,7 @@ pub fn pair(resource: &str, lock_id: &LockId) -> (String, String) {
 }
 
 pub async fn all<B: Backend>(cx: &Ctx<B>) -> Vec<LockStatus> {
-    cx.client.status(&Filter::new()).await.expect("status")
+    cx.status(&Filter::new()).await.expect("status")
 }
 
 pub fn resources(locks: &[LockStatus]) -> BTreeSet<String> {

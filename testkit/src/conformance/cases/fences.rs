@@ -9,7 +9,6 @@ cases! {
         let mut last = 0;
         for _ in 0..5 {
             let l = cx
-                .client
                 .slock("r", generate_lock_id(), &forever(), None)
                 .await
                 .expect("grant");
@@ -20,9 +19,9 @@ cases! {
 
     async fn fences_increase_across_unlock(cx) {
         let a = generate_lock_id();
-        let first = cx.client.xlock("r", &a, &forever()).await.expect("grant");
-        cx.client.unlock(&a).await.expect("unlock");
-        let second = cx.client.xlock("r", &a, &forever()).await.expect("grant");
+        let first = cx.xlock("r", &a, &forever()).await.expect("grant");
+        cx.unlock(&a).await.expect("unlock");
+        let second = cx.xlock("r", &a, &forever()).await.expect("grant");
         assert!(second.fence > first.fence);
     }
 
@@ -30,25 +29,22 @@ cases! {
         let mut last = 0;
         for round in 0..3 {
             let l = cx
-                .client
                 .xlock("r", generate_lock_id(), &ttl(secs(1)))
                 .await
                 .expect("grant");
             assert!(l.fence > last, "round {round}: {} after {last}", l.fence);
             last = l.fence;
             cx.clock.advance(secs(1));
-            assert_eq!(cx.client.purge().await.expect("purge").len(), 1);
+            assert_eq!(cx.purge().await.expect("purge").len(), 1);
         }
     }
 
     async fn fences_are_per_resource_and_reported_by_status(cx) {
         let a = cx
-            .client
             .xlock("a", generate_lock_id(), &forever())
             .await
             .expect("grant");
         let b = cx
-            .client
             .xlock("b", generate_lock_id(), &forever())
             .await
             .expect("grant");

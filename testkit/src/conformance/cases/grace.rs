@@ -7,7 +7,7 @@
 use super::super::support::*;
 
 /// The grace of these cases: the stores' default.
-const GRACE: Duration = lockwright::DEFAULT_TAKEOVER_GRACE;
+const GRACE: Duration = DEFAULT_TAKEOVER_GRACE;
 
 /// A fresh store with [`GRACE`], on its own clock at [`T0`].
 async fn graced<B: Backend>() -> Ctx<B> {
@@ -20,47 +20,48 @@ cases! {
     async fn expired_exclusive_blocks_others_until_grace_passes(_cx) {
         let cx = graced::<B>().await;
         let first = cx
-            .client
             .xlock("r", generate_lock_id(), &ttl(secs(1)))
             .await
             .expect("grant");
         cx.clock.advance(secs(1));
-        assert_locked(cx.client.xlock("r", generate_lock_id(), &forever()).await, "r");
+        assert_locked(cx.xlock("r", generate_lock_id(), &forever()).await, "r");
         assert_locked(
-            cx.client.slock("r", generate_lock_id(), &forever(), None).await,
+            cx.slock("r", generate_lock_id(), &forever(), None).await,
             "r",
         );
         cx.clock.advance(GRACE - ms(1));
-        assert_locked(cx.client.xlock("r", generate_lock_id(), &forever()).await, "r");
+        assert_locked(cx.xlock("r", generate_lock_id(), &forever()).await, "r");
         cx.clock.advance(ms(1));
         let b = generate_lock_id();
-        let second = cx.client.xlock("r", &b, &forever()).await.expect("grace passed");
+        let second = cx.xlock("r", &b, &forever()).await.expect("grace passed");
         assert!(second.fence > first.fence);
         let held = all(&cx).await;
-        assert_eq!(pairs(&held), vec![pair("r", &b)], "the abandoned lock was taken over");
+        assert_eq!(
+            pairs(&held),
+            vec![pair("r", &b)],
+            "the abandoned lock was taken over"
+        );
         cx.teardown().await;
     }
 
     async fn own_lock_id_is_blocked_by_its_expired_lock_too(_cx) {
         let cx = graced::<B>().await;
         let a = generate_lock_id();
-        cx.client.xlock("r", &a, &ttl(secs(1))).await.expect("grant");
+        cx.xlock("r", &a, &ttl(secs(1))).await.expect("grant");
         cx.clock.advance(secs(1));
-        assert_locked(cx.client.xlock("r", &a, &forever()).await, "r");
+        assert_locked(cx.xlock("r", &a, &forever()).await, "r");
         cx.teardown().await;
     }
 
     async fn expired_shared_blocks_exclusive_until_grace_passes(_cx) {
         let cx = graced::<B>().await;
-        cx.client
-            .slock("r", generate_lock_id(), &ttl(secs(1)), None)
+        cx.slock("r", generate_lock_id(), &ttl(secs(1)), None)
             .await
             .expect("grant");
         cx.clock.advance(secs(1) + GRACE - ms(1));
-        assert_locked(cx.client.xlock("r", generate_lock_id(), &forever()).await, "r");
+        assert_locked(cx.xlock("r", generate_lock_id(), &forever()).await, "r");
         cx.clock.advance(ms(1));
-        cx.client
-            .xlock("r", generate_lock_id(), &forever())
+        cx.xlock("r", generate_lock_id(), &forever())
             .await
             .expect("grace passed");
         cx.teardown().await;
@@ -69,28 +70,25 @@ cases! {
     async fn expired_shared_counts_toward_limit_inside_grace(_cx) {
         let cx = graced::<B>().await;
         let limit = Some(1);
-        cx.client
-            .slock("r", generate_lock_id(), &ttl(secs(1)), limit)
+        cx.slock("r", generate_lock_id(), &ttl(secs(1)), limit)
             .await
             .expect("grant");
         cx.clock.advance(secs(1));
         assert_locked(
-            cx.client.slock("r", generate_lock_id(), &forever(), limit).await,
+            cx.slock("r", generate_lock_id(), &forever(), limit).await,
             "r",
         );
         // Without a limit, an expired shared lock in its grace does not block a shared one.
-        cx.client
-            .slock("r", generate_lock_id(), &forever(), None)
+        cx.slock("r", generate_lock_id(), &forever(), None)
             .await
             .expect("no limit");
         cx.clock.advance(GRACE);
         // The abandoned lock no longer counts; the unlimited one still does.
         assert_locked(
-            cx.client.slock("r", generate_lock_id(), &forever(), limit).await,
+            cx.slock("r", generate_lock_id(), &forever(), limit).await,
             "r",
         );
-        cx.client
-            .slock("r", generate_lock_id(), &forever(), Some(2))
+        cx.slock("r", generate_lock_id(), &forever(), Some(2))
             .await
             .expect("one held lock, limit 2");
         cx.teardown().await;
@@ -99,11 +97,10 @@ cases! {
     async fn release_frees_at_once_whatever_the_grace(_cx) {
         let cx = graced::<B>().await;
         let a = generate_lock_id();
-        cx.client.xlock("r", &a, &ttl(secs(1))).await.expect("grant");
+        cx.xlock("r", &a, &ttl(secs(1))).await.expect("grant");
         cx.clock.advance(secs(1));
-        assert_eq!(cx.client.unlock(&a).await.expect("unlock").len(), 1);
-        cx.client
-            .xlock("r", generate_lock_id(), &forever())
+        assert_eq!(cx.unlock(&a).await.expect("unlock").len(), 1);
+        cx.xlock("r", generate_lock_id(), &forever())
             .await
             .expect("released");
         cx.teardown().await;
@@ -111,19 +108,22 @@ cases! {
 
     async fn holder_renews_expired_lock_inside_grace(_cx) {
         // Renewable while expires_at + grace > now + margin: with a 1 s TTL, the 2 s
-        // grace and the client's 1 s margin, until 2 s after the grant (exclusive).
+        // grace and the cases' 1 s margin, until 2 s after the grant (exclusive).
         let cx = graced::<B>().await;
-        let margin = lockwright::DEFAULT_RENEW_MARGIN;
+        let margin = RENEW_MARGIN;
         let a = generate_lock_id();
-        cx.client.xlock("r", &a, &ttl(secs(1))).await.expect("grant");
+        cx.xlock("r", &a, &ttl(secs(1))).await.expect("grant");
         let b = generate_lock_id();
-        cx.client.xlock("s", &b, &ttl(secs(1))).await.expect("grant");
+        cx.xlock("s", &b, &ttl(secs(1))).await.expect("grant");
         cx.clock.advance(secs(1) + GRACE - margin - ms(1));
-        let renewed = cx.client.renew(&a, secs(1)).await.expect("inside the grace");
+        let renewed = cx.renew(&a, secs(1)).await.expect("inside the grace");
         assert_eq!(renewed.len(), 1);
-        assert_eq!(renewed[0].expires_at, Some(cx.clock.now().saturating_add(secs(1))));
+        assert_eq!(
+            renewed[0].expires_at,
+            Some(cx.clock.now().saturating_add(secs(1)))
+        );
         cx.clock.advance(ms(1));
-        match cx.client.renew(&b, secs(1)).await {
+        match cx.renew(&b, secs(1)).await {
             Err(Error::NotRenewable { locks }) => assert_eq!(pairs(&locks), vec![pair("s", &b)]),
             other => panic!("expected NotRenewable at the edge of the grace, got {other:?}"),
         }
@@ -133,37 +133,40 @@ cases! {
     async fn renew_one_inside_grace(_cx) {
         let cx = graced::<B>().await;
         let granted = cx
-            .client
             .xlock("r", generate_lock_id(), &ttl(secs(1)))
             .await
             .expect("grant");
         cx.clock.advance(secs(1) + ms(500));
         let renewed = cx
-            .client
             .renew_one(&granted, secs(1))
             .await
             .expect("inside the grace");
-        assert_eq!(renewed.expires_at, Some(cx.clock.now().saturating_add(secs(1))));
+        assert_eq!(
+            renewed.expires_at,
+            Some(cx.clock.now().saturating_add(secs(1)))
+        );
         cx.teardown().await;
     }
 
     async fn purge_waits_out_the_grace(_cx) {
         let cx = graced::<B>().await;
         let a = generate_lock_id();
-        cx.client.xlock("r", &a, &ttl(secs(1))).await.expect("grant");
+        cx.xlock("r", &a, &ttl(secs(1))).await.expect("grant");
         cx.clock.advance(secs(1) + GRACE - ms(1));
-        assert!(cx.client.purge().await.expect("purge").is_empty(), "inside the grace");
+        assert!(
+            cx.purge().await.expect("purge").is_empty(),
+            "inside the grace"
+        );
         assert_eq!(all(&cx).await.len(), 1);
         cx.clock.advance(ms(1));
-        let purged = cx.client.purge().await.expect("purge");
+        let purged = cx.purge().await.expect("purge");
         assert_eq!(pairs(&purged), vec![pair("r", &a)]);
         cx.teardown().await;
     }
 
     async fn status_reports_expired_lock_inside_grace_with_zero_ttl(_cx) {
         let cx = graced::<B>().await;
-        cx.client
-            .xlock("r", generate_lock_id(), &ttl(secs(1)))
+        cx.xlock("r", generate_lock_id(), &ttl(secs(1)))
             .await
             .expect("grant");
         cx.clock.advance(secs(1) + ms(1));
@@ -175,26 +178,47 @@ cases! {
 
     async fn summary_counts_an_expired_lock_as_held_until_grace_passes(_cx) {
         let cx = graced::<B>().await;
-        cx.client.xlock("x", generate_lock_id(), &ttl(secs(1))).await.expect("grant");
-        cx.client.slock("s", generate_lock_id(), &ttl(secs(3)), None).await.expect("grant");
+        cx.xlock("x", generate_lock_id(), &ttl(secs(1)))
+            .await
+            .expect("grant");
+        cx.slock("s", generate_lock_id(), &ttl(secs(3)), None)
+            .await
+            .expect("grant");
         cx.clock.advance(secs(1) + GRACE - ms(1));
-        let summary = cx.client.summary().await.expect("summary");
+        let summary = cx.summary().await.expect("summary");
         let counts: Vec<(&str, u32, u32, u32, Option<Duration>)> = summary
             .resources
             .iter()
             .map(|s| {
-                (s.resource.as_str(), s.held_exclusive, s.held_shared, s.abandoned, s.next_expiry)
+                (
+                    s.resource.as_str(),
+                    s.held_exclusive,
+                    s.held_shared,
+                    s.abandoned,
+                    s.next_expiry,
+                )
             })
             .collect();
         // Both held; the expired one has no remaining TTL; more holders first, then by name.
-        assert_eq!(counts, vec![("s", 0, 1, 0, Some(ms(1))), ("x", 1, 0, 0, None)]);
+        assert_eq!(
+            counts,
+            vec![("s", 0, 1, 0, Some(ms(1))), ("x", 1, 0, 0, None)]
+        );
         cx.clock.advance(ms(1));
-        let summary = cx.client.summary().await.expect("summary");
-        let x = summary.resources.iter().find(|s| s.resource.as_str() == "x").expect("x");
+        let summary = cx.summary().await.expect("summary");
+        let x = summary
+            .resources
+            .iter()
+            .find(|s| s.resource.as_str() == "x")
+            .expect("x");
         assert_eq!((x.held(), x.abandoned), (0, 1), "abandoned, not yet purged");
-        cx.client.purge().await.expect("purge");
-        let summary = cx.client.summary().await.expect("summary");
-        let left: Vec<&str> = summary.resources.iter().map(|s| s.resource.as_str()).collect();
+        cx.purge().await.expect("purge");
+        let summary = cx.summary().await.expect("summary");
+        let left: Vec<&str> = summary
+            .resources
+            .iter()
+            .map(|s| s.resource.as_str())
+            .collect();
         assert_eq!(left, vec!["s"], "a purged resource is idle, and left out");
         assert!(summary.skipped.is_empty());
         cx.teardown().await;

@@ -7,10 +7,10 @@ cases! {
 
     async fn rejects_empty_resource(cx) {
         let a = generate_lock_id();
-        assert_invalid(cx.client.xlock("", &a, &forever()).await, "resource");
-        assert_invalid(cx.client.slock("", &a, &forever(), None).await, "resource");
+        assert_invalid(cx.xlock("", &a, &forever()).await, "resource");
+        assert_invalid(cx.slock("", &a, &forever(), None).await, "resource");
         assert_invalid(
-            cx.client.status(&Filter::new().resource("")).await,
+            cx.status(&Filter::new().resource("")).await,
             "filter.resource",
         );
         assert!(all(cx).await.is_empty(), "nothing may be stored");
@@ -19,10 +19,9 @@ cases! {
     async fn rejects_oversized_resource(cx) {
         let a = generate_lock_id();
         let long = "r".repeat(513);
-        assert_invalid(cx.client.xlock(&long, &a, &forever()).await, "resource");
+        assert_invalid(cx.xlock(&long, &a, &forever()).await, "resource");
         let max = "r".repeat(512);
         let granted = cx
-            .client
             .xlock(&max, &a, &forever())
             .await
             .expect("512 bytes is allowed");
@@ -30,41 +29,28 @@ cases! {
     }
 
     async fn rejects_empty_lock_id(cx) {
-        assert_invalid(cx.client.xlock("r", "", &forever()).await, "lock_id");
-        assert_invalid(
-            cx.client.slock("r", "", &forever(), Some(2)).await,
-            "lock_id",
-        );
-        assert_invalid(cx.client.unlock("").await, "lock_id");
-        assert_invalid(cx.client.renew("", secs(1)).await, "lock_id");
+        assert_invalid(cx.xlock("r", "", &forever()).await, "lock_id");
+        assert_invalid(cx.slock("r", "", &forever(), Some(2)).await, "lock_id");
+        assert_invalid(cx.unlock("").await, "lock_id");
+        assert_invalid(cx.renew("", secs(1)).await, "lock_id");
         assert!(all(cx).await.is_empty());
     }
 
     async fn rejects_oversized_lock_id(cx) {
-        assert_invalid(
-            cx.client.xlock("r", "k".repeat(257), &forever()).await,
-            "lock_id",
-        );
+        assert_invalid(cx.xlock("r", "k".repeat(257), &forever()).await, "lock_id");
         let max = "k".repeat(256);
-        cx.client
-            .xlock("r", &max, &forever())
+        cx.xlock("r", &max, &forever())
             .await
             .expect("256 bytes is allowed");
-        assert_eq!(cx.client.unlock(&max).await.expect("unlock").len(), 1);
+        assert_eq!(cx.unlock(&max).await.expect("unlock").len(), 1);
     }
 
     async fn rejects_zero_ttl(cx) {
         let a = generate_lock_id();
-        assert_invalid(cx.client.xlock("r", &a, &ttl(Duration::ZERO)).await, "ttl");
-        assert_invalid(
-            cx.client.slock("r", &a, &ttl(Duration::ZERO), None).await,
-            "ttl",
-        );
-        cx.client
-            .xlock("r", &a, &ttl(secs(5)))
-            .await
-            .expect("grant");
-        assert_invalid(cx.client.renew(&a, Duration::ZERO).await, "ttl");
+        assert_invalid(cx.xlock("r", &a, &ttl(Duration::ZERO)).await, "ttl");
+        assert_invalid(cx.slock("r", &a, &ttl(Duration::ZERO), None).await, "ttl");
+        cx.xlock("r", &a, &ttl(secs(5))).await.expect("grant");
+        assert_invalid(cx.renew(&a, Duration::ZERO).await, "ttl");
         let locks = all(cx).await;
         assert_eq!(
             locks[0].expires_at,
@@ -76,15 +62,12 @@ cases! {
     async fn rejects_sub_millisecond_and_huge_ttl(cx) {
         let a = generate_lock_id();
         assert_invalid(
-            cx.client
-                .xlock("r", &a, &ttl(Duration::from_micros(999)))
-                .await,
+            cx.xlock("r", &a, &ttl(Duration::from_micros(999))).await,
             "ttl",
         );
-        assert_invalid(cx.client.xlock("r", &a, &ttl(YEAR * 101)).await, "ttl");
-        assert_invalid(cx.client.xlock("r", &a, &ttl(Duration::MAX)).await, "ttl");
+        assert_invalid(cx.xlock("r", &a, &ttl(YEAR * 101)).await, "ttl");
+        assert_invalid(cx.xlock("r", &a, &ttl(Duration::MAX)).await, "ttl");
         let granted = cx
-            .client
             .xlock("r", &a, &ttl(YEAR * 99))
             .await
             .expect("99 years is allowed");
@@ -93,10 +76,9 @@ cases! {
 
     async fn rejects_zero_limit(cx) {
         let a = generate_lock_id();
-        assert_invalid(cx.client.slock("r", &a, &forever(), Some(0)).await, "limit");
+        assert_invalid(cx.slock("r", &a, &forever(), Some(0)).await, "limit");
         assert!(all(cx).await.is_empty());
-        cx.client
-            .xlock("r", generate_lock_id(), &forever())
+        cx.xlock("r", generate_lock_id(), &forever())
             .await
             .expect("resource stays free");
     }
@@ -104,20 +86,16 @@ cases! {
     async fn rejects_bad_details(cx) {
         let a = generate_lock_id();
         assert_invalid(
-            cx.client
-                .xlock("r", &a, &LockDetails::new().owner(""))
-                .await,
+            cx.xlock("r", &a, &LockDetails::new().owner("")).await,
             "owner",
         );
         assert_invalid(
-            cx.client
-                .xlock("r", &a, &LockDetails::new().host("h".repeat(1025)))
+            cx.xlock("r", &a, &LockDetails::new().host("h".repeat(1025)))
                 .await,
             "host",
         );
         assert_invalid(
-            cx.client
-                .slock("r", &a, &LockDetails::new().comment(""), None)
+            cx.slock("r", &a, &LockDetails::new().comment(""), None)
                 .await,
             "comment",
         );
@@ -126,24 +104,18 @@ cases! {
 
     async fn rejects_bad_filter(cx) {
         assert_invalid(
-            cx.client.status(&Filter::new().lock_id("")).await,
+            cx.status(&Filter::new().lock_id("")).await,
             "filter.lock_id",
         );
+        assert_invalid(cx.status(&Filter::new().owner("")).await, "filter.owner");
         assert_invalid(
-            cx.client.status(&Filter::new().owner("")).await,
-            "filter.owner",
-        );
-        assert_invalid(
-            cx.client
-                .status(&Filter::new().resource("x".repeat(513)))
-                .await,
+            cx.status(&Filter::new().resource("x".repeat(513))).await,
             "filter.resource",
         );
     }
 
     async fn rejects_huge_renew_margin(_cx) {
-        let store = B::store(Arc::new(ManualClock::new(T0)), SHARDS, Duration::ZERO).await;
-        let result = Client::with_renew_margin(store, YEAR * 101);
+        let result = Ctx::<B>::with_renew_margin(YEAR * 101).await;
         assert_invalid(result.map(|_| ()), "renew_margin");
     }
 }

@@ -6,13 +6,9 @@ cases! {
     __conformance_misc;
 
     async fn create_indexes_is_idempotent(cx) {
-        cx.client.create_indexes().await.expect("create indexes");
-        cx.client
-            .create_indexes()
-            .await
-            .expect("create indexes again");
-        cx.client
-            .xlock("r", generate_lock_id(), &forever())
+        cx.create_indexes().await.expect("create indexes");
+        cx.create_indexes().await.expect("create indexes again");
+        cx.xlock("r", generate_lock_id(), &forever())
             .await
             .expect("grant");
     }
@@ -24,27 +20,29 @@ cases! {
             .host("h-1.example")
             .comment("nightly run #42")
             .ttl(secs(7));
-        cx.client.slock("r", &a, &d, Some(5)).await.expect("grant");
+        cx.slock("r", &a, &d, Some(5)).await.expect("grant");
         let s = all(cx).await.remove(0);
         assert_eq!(
-            (s.holder.owner.as_deref(), s.holder.host.as_deref(), s.holder.comment.as_deref()),
+            (
+                s.holder.owner.as_deref(),
+                s.holder.host.as_deref(),
+                s.holder.comment.as_deref()
+            ),
             (
                 Some("ünïcode owner"),
                 Some("h-1.example"),
                 Some("nightly run #42")
             )
         );
-        let released = cx.client.unlock(&a).await.expect("unlock");
+        let released = cx.unlock(&a).await.expect("unlock");
         assert_eq!(released, vec![s]);
     }
 
     async fn concurrent_xlock_has_one_winner(cx) {
         let tasks: Vec<_> = (0..16)
             .map(|_| {
-                let client = cx.client.clone();
-                tokio::spawn(
-                    async move { client.xlock("hot", generate_lock_id(), &forever()).await },
-                )
+                let cx = cx.clone();
+                tokio::spawn(async move { cx.xlock("hot", generate_lock_id(), &forever()).await })
             })
             .collect();
         let mut winners = 0;
@@ -62,10 +60,9 @@ cases! {
     async fn concurrent_slock_respects_limit(cx) {
         let tasks: Vec<_> = (0..16)
             .map(|_| {
-                let client = cx.client.clone();
+                let cx = cx.clone();
                 tokio::spawn(async move {
-                    client
-                        .slock("hot", generate_lock_id(), &forever(), Some(3))
+                    cx.slock("hot", generate_lock_id(), &forever(), Some(3))
                         .await
                 })
             })
@@ -82,16 +79,15 @@ cases! {
 
     async fn concurrent_purgers_report_each_lock_once(cx) {
         for i in 0..20 {
-            cx.client
-                .xlock(&format!("r{i}"), generate_lock_id(), &ttl(secs(1)))
+            cx.xlock(&format!("r{i}"), generate_lock_id(), &ttl(secs(1)))
                 .await
                 .expect("grant");
         }
         cx.clock.advance(secs(1));
         let tasks: Vec<_> = (0..4)
             .map(|_| {
-                let client = cx.client.clone();
-                tokio::spawn(async move { client.purge().await })
+                let cx = cx.clone();
+                tokio::spawn(async move { cx.purge().await })
             })
             .collect();
         let mut reported = Vec::new();

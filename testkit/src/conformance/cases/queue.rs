@@ -24,7 +24,7 @@ fn queued<T: Debug>(result: Result<T, Error>) -> Option<u32> {
 
 /// The modes of the live places on `resource`, first come first.
 async fn waiting<B: Backend>(cx: &Ctx<B>, resource: &str) -> Vec<Mode> {
-    let waiters = cx.client.waiters(resource).await.expect("waiters");
+    let waiters = cx.waiters(resource).await.expect("waiters");
     waiters.into_iter().map(|w| w.mode).collect()
 }
 
@@ -33,8 +33,7 @@ cases! {
 
     async fn fair_request_on_free_resource_is_granted_without_a_place(cx) {
         let t = generate_lock_id();
-        cx.client
-            .xlock("r", generate_lock_id(), &fair(&t, LEASE))
+        cx.xlock("r", generate_lock_id(), &fair(&t, LEASE))
             .await
             .expect("grant");
         assert_eq!(waiting(cx, "r").await, vec![]);
@@ -42,122 +41,180 @@ cases! {
 
     async fn fair_waiters_are_granted_in_order(cx) {
         let holder = generate_lock_id();
-        cx.client.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
+        cx.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
         let (ta, tb) = (generate_lock_id(), generate_lock_id());
         let (a, b) = (generate_lock_id(), generate_lock_id());
-        assert_eq!(queued(cx.client.xlock("r", &a, &fair(&ta, LEASE)).await), Some(0));
+        assert_eq!(queued(cx.xlock("r", &a, &fair(&ta, LEASE)).await), Some(0));
         cx.clock.advance(ms(1));
-        assert_eq!(queued(cx.client.xlock("r", &b, &fair(&tb, LEASE)).await), Some(1));
-        let places = cx.client.waiters("r").await.expect("waiters");
+        assert_eq!(queued(cx.xlock("r", &b, &fair(&tb, LEASE)).await), Some(1));
+        let places = cx.waiters("r").await.expect("waiters");
         assert_eq!(places.len(), 2);
         assert_eq!(places[0].queued_at, T0);
         assert_eq!(places[0].expires_at, at(LEASE));
         assert_eq!(places[1].queued_at, at(ms(1)));
-        cx.client.unlock(&holder).await.expect("unlock");
+        cx.unlock(&holder).await.expect("unlock");
         // b asks first after the release, but a is ahead of it.
-        assert_eq!(queued(cx.client.xlock("r", &b, &fair(&tb, LEASE)).await), Some(1));
-        cx.client.xlock("r", &a, &fair(&ta, LEASE)).await.expect("a's turn");
-        assert_eq!(waiting(cx, "r").await, vec![Mode::Exclusive], "a's place went with its grant");
-        assert_eq!(queued(cx.client.xlock("r", &b, &fair(&tb, LEASE)).await), Some(0));
-        cx.client.unlock(&a).await.expect("unlock");
-        cx.client.xlock("r", &b, &fair(&tb, LEASE)).await.expect("b's turn");
+        assert_eq!(queued(cx.xlock("r", &b, &fair(&tb, LEASE)).await), Some(1));
+        cx.xlock("r", &a, &fair(&ta, LEASE))
+            .await
+            .expect("a's turn");
+        assert_eq!(
+            waiting(cx, "r").await,
+            vec![Mode::Exclusive],
+            "a's place went with its grant"
+        );
+        assert_eq!(queued(cx.xlock("r", &b, &fair(&tb, LEASE)).await), Some(0));
+        cx.unlock(&a).await.expect("unlock");
+        cx.xlock("r", &b, &fair(&tb, LEASE))
+            .await
+            .expect("b's turn");
         assert_eq!(waiting(cx, "r").await, vec![]);
     }
 
     async fn requests_that_are_not_fair_wait_behind_the_queue_without_a_place(cx) {
         let holder = generate_lock_id();
-        cx.client.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
+        cx.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
         let ta = generate_lock_id();
         let a = generate_lock_id();
-        queued(cx.client.xlock("r", &a, &fair(&ta, LEASE)).await);
-        cx.client.unlock(&holder).await.expect("unlock");
-        assert_eq!(queued(cx.client.xlock("r", generate_lock_id(), &ttl(secs(1))).await), None);
+        queued(cx.xlock("r", &a, &fair(&ta, LEASE)).await);
+        cx.unlock(&holder).await.expect("unlock");
         assert_eq!(
-            queued(cx.client.slock("r", generate_lock_id(), &ttl(secs(1)), None).await),
+            queued(cx.xlock("r", generate_lock_id(), &ttl(secs(1))).await),
             None
         );
-        assert_eq!(waiting(cx, "r").await, vec![Mode::Exclusive], "no place was taken");
-        cx.client.xlock("r", &a, &fair(&ta, LEASE)).await.expect("a's turn");
+        assert_eq!(
+            queued(cx.slock("r", generate_lock_id(), &ttl(secs(1)), None).await),
+            None
+        );
+        assert_eq!(
+            waiting(cx, "r").await,
+            vec![Mode::Exclusive],
+            "no place was taken"
+        );
+        cx.xlock("r", &a, &fair(&ta, LEASE))
+            .await
+            .expect("a's turn");
     }
 
     async fn a_waiting_writer_holds_back_later_readers(cx) {
         let r1 = generate_lock_id();
-        cx.client.slock("r", &r1, &ttl(secs(30)), None).await.expect("grant");
+        cx.slock("r", &r1, &ttl(secs(30)), None)
+            .await
+            .expect("grant");
         let (tw, t2) = (generate_lock_id(), generate_lock_id());
         let (w, r2) = (generate_lock_id(), generate_lock_id());
-        assert_eq!(queued(cx.client.xlock("r", &w, &fair(&tw, LEASE)).await), Some(0));
+        assert_eq!(queued(cx.xlock("r", &w, &fair(&tw, LEASE)).await), Some(0));
         // Readers that come after the writer wait behind it, fair or not.
-        assert_eq!(queued(cx.client.slock("r", &r2, &fair(&t2, LEASE), None).await), Some(1));
-        assert_locked(cx.client.slock("r", generate_lock_id(), &ttl(secs(1)), None).await, "r");
+        assert_eq!(
+            queued(cx.slock("r", &r2, &fair(&t2, LEASE), None).await),
+            Some(1)
+        );
+        assert_locked(
+            cx.slock("r", generate_lock_id(), &ttl(secs(1)), None).await,
+            "r",
+        );
         assert_eq!(waiting(cx, "r").await, vec![Mode::Exclusive, Mode::Shared]);
-        cx.client.unlock(&r1).await.expect("unlock");
-        assert_locked(cx.client.slock("r", &r2, &fair(&t2, LEASE), None).await, "r");
-        cx.client.xlock("r", &w, &fair(&tw, LEASE)).await.expect("the writer's turn");
-        cx.client.unlock(&w).await.expect("unlock");
-        cx.client.slock("r", &r2, &fair(&t2, LEASE), None).await.expect("r2's turn");
-        cx.client
-            .slock("r", generate_lock_id(), &ttl(secs(1)), None)
+        cx.unlock(&r1).await.expect("unlock");
+        assert_locked(cx.slock("r", &r2, &fair(&t2, LEASE), None).await, "r");
+        cx.xlock("r", &w, &fair(&tw, LEASE))
+            .await
+            .expect("the writer's turn");
+        cx.unlock(&w).await.expect("unlock");
+        cx.slock("r", &r2, &fair(&t2, LEASE), None)
+            .await
+            .expect("r2's turn");
+        cx.slock("r", generate_lock_id(), &ttl(secs(1)), None)
             .await
             .expect("nobody waits any more");
     }
 
     async fn queued_readers_are_not_held_back_by_each_other(cx) {
         let holder = generate_lock_id();
-        cx.client.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
+        cx.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
         let (t1, t2) = (generate_lock_id(), generate_lock_id());
         let (r1, r2) = (generate_lock_id(), generate_lock_id());
-        assert_eq!(queued(cx.client.slock("r", &r1, &fair(&t1, LEASE), None).await), Some(0));
-        assert_eq!(queued(cx.client.slock("r", &r2, &fair(&t2, LEASE), None).await), Some(0));
-        cx.client.unlock(&holder).await.expect("unlock");
-        cx.client.slock("r", &r2, &fair(&t2, LEASE), None).await.expect("r2");
-        cx.client.slock("r", &r1, &fair(&t1, LEASE), None).await.expect("r1");
+        assert_eq!(
+            queued(cx.slock("r", &r1, &fair(&t1, LEASE), None).await),
+            Some(0)
+        );
+        assert_eq!(
+            queued(cx.slock("r", &r2, &fair(&t2, LEASE), None).await),
+            Some(0)
+        );
+        cx.unlock(&holder).await.expect("unlock");
+        cx.slock("r", &r2, &fair(&t2, LEASE), None)
+            .await
+            .expect("r2");
+        cx.slock("r", &r1, &fair(&t1, LEASE), None)
+            .await
+            .expect("r1");
         // A writer behind readers waits for the readers' locks, not for a place.
         let tw = generate_lock_id();
         assert_eq!(
-            queued(cx.client.xlock("r", generate_lock_id(), &fair(&tw, LEASE)).await),
+            queued(cx.xlock("r", generate_lock_id(), &fair(&tw, LEASE)).await),
             Some(0)
         );
     }
 
     async fn readers_ahead_keep_their_slots_under_a_limit(cx) {
         let (h1, h2) = (generate_lock_id(), generate_lock_id());
-        cx.client.slock("r", &h1, &ttl(secs(30)), Some(2)).await.expect("grant");
-        cx.client.slock("r", &h2, &ttl(secs(30)), Some(2)).await.expect("grant");
+        cx.slock("r", &h1, &ttl(secs(30)), Some(2))
+            .await
+            .expect("grant");
+        cx.slock("r", &h2, &ttl(secs(30)), Some(2))
+            .await
+            .expect("grant");
         let (ta, tb) = (generate_lock_id(), generate_lock_id());
         let (a, b) = (generate_lock_id(), generate_lock_id());
-        assert_eq!(queued(cx.client.slock("r", &a, &fair(&ta, LEASE), Some(2)).await), Some(0));
-        cx.client.unlock(&h1).await.expect("unlock");
+        assert_eq!(
+            queued(cx.slock("r", &a, &fair(&ta, LEASE), Some(2)).await),
+            Some(0)
+        );
+        cx.unlock(&h1).await.expect("unlock");
         // One slot is free, and a is ahead: b waits, with the limit or without one.
-        assert_eq!(queued(cx.client.slock("r", &b, &fair(&tb, LEASE), Some(2)).await), Some(1));
-        assert_locked(cx.client.slock("r", generate_lock_id(), &ttl(secs(1)), Some(2)).await, "r");
+        assert_eq!(
+            queued(cx.slock("r", &b, &fair(&tb, LEASE), Some(2)).await),
+            Some(1)
+        );
+        assert_locked(
+            cx.slock("r", generate_lock_id(), &ttl(secs(1)), Some(2))
+                .await,
+            "r",
+        );
         // A request without a limit takes no slot from anybody.
-        cx.client
-            .slock("r", generate_lock_id(), &ttl(secs(1)), None)
+        cx.slock("r", generate_lock_id(), &ttl(secs(1)), None)
             .await
             .expect("no limit");
         cx.clock.advance(secs(1));
-        cx.client.slock("r", &a, &fair(&ta, LEASE), Some(2)).await.expect("a's slot");
+        cx.slock("r", &a, &fair(&ta, LEASE), Some(2))
+            .await
+            .expect("a's slot");
         assert_eq!(waiting(cx, "r").await, vec![Mode::Shared]);
     }
 
     async fn a_dead_place_blocks_nobody(cx) {
         let holder = generate_lock_id();
-        cx.client.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
+        cx.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
         let (ta, tb) = (generate_lock_id(), generate_lock_id());
-        queued(cx.client.xlock("r", generate_lock_id(), &fair(&ta, secs(1))).await);
-        cx.client.unlock(&holder).await.expect("unlock");
+        queued(cx.xlock("r", generate_lock_id(), &fair(&ta, secs(1))).await);
+        cx.unlock(&holder).await.expect("unlock");
         cx.clock.advance(ms(999));
-        match cx.client.xlock("r", generate_lock_id(), &fair(&tb, LEASE)).await {
-            Err(Error::AlreadyLocked { retry_in, queued, .. }) => {
+        match cx.xlock("r", generate_lock_id(), &fair(&tb, LEASE)).await {
+            Err(Error::AlreadyLocked {
+                retry_in, queued, ..
+            }) => {
                 assert_eq!(retry_in, Some(ms(1)), "a's place lapses in 1 ms");
                 assert_eq!(queued.map(|q| q.ahead), Some(1));
             }
             other => panic!("expected AlreadyLocked, got {other:?}"),
         }
         cx.clock.advance(ms(1));
-        assert_eq!(waiting(cx, "r").await, vec![Mode::Exclusive], "only b's place lives");
-        cx.client
-            .xlock("r", generate_lock_id(), &fair(&tb, LEASE))
+        assert_eq!(
+            waiting(cx, "r").await,
+            vec![Mode::Exclusive],
+            "only b's place lives"
+        );
+        cx.xlock("r", generate_lock_id(), &fair(&tb, LEASE))
             .await
             .expect("a's place lapsed");
         assert_eq!(waiting(cx, "r").await, vec![]);
@@ -165,74 +222,78 @@ cases! {
 
     async fn asking_again_keeps_the_place(cx) {
         let holder = generate_lock_id();
-        cx.client.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
+        cx.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
         let (ta, tb) = (generate_lock_id(), generate_lock_id());
-        queued(cx.client.xlock("r", generate_lock_id(), &fair(&ta, secs(1))).await);
+        queued(cx.xlock("r", generate_lock_id(), &fair(&ta, secs(1))).await);
         cx.clock.advance(ms(900));
-        queued(cx.client.xlock("r", generate_lock_id(), &fair(&tb, LEASE)).await);
+        queued(cx.xlock("r", generate_lock_id(), &fair(&tb, LEASE)).await);
         // a asks again before its place lapses: it keeps it, ahead of b, and for longer.
         assert_eq!(
-            queued(cx.client.xlock("r", generate_lock_id(), &fair(&ta, secs(1))).await),
+            queued(cx.xlock("r", generate_lock_id(), &fair(&ta, secs(1))).await),
             Some(0)
         );
         cx.clock.advance(ms(500));
-        cx.client.unlock(&holder).await.expect("unlock");
+        cx.unlock(&holder).await.expect("unlock");
         assert_eq!(
-            queued(cx.client.xlock("r", generate_lock_id(), &fair(&tb, LEASE)).await),
+            queued(cx.xlock("r", generate_lock_id(), &fair(&tb, LEASE)).await),
             Some(1)
         );
-        let places = cx.client.waiters("r").await.expect("waiters");
+        let places = cx.waiters("r").await.expect("waiters");
         assert_eq!(places[0].queued_at, T0, "the place keeps its time");
         assert_eq!(places[0].expires_at, at(ms(1_900)));
-        cx.client
-            .xlock("r", generate_lock_id(), &fair(&ta, secs(1)))
+        cx.xlock("r", generate_lock_id(), &fair(&ta, secs(1)))
             .await
             .expect("a's turn");
     }
 
     async fn leaving_the_queue_lets_the_next_one_in(cx) {
         let holder = generate_lock_id();
-        cx.client.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
+        cx.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
         let (ta, tb) = (generate_lock_id(), generate_lock_id());
-        queued(cx.client.xlock("r", generate_lock_id(), &fair(&ta, LEASE)).await);
-        queued(cx.client.xlock("r", generate_lock_id(), &fair(&tb, LEASE)).await);
-        assert!(cx.client.leave_queue("r", &ta).await.expect("leave"));
-        assert!(!cx.client.leave_queue("r", &ta).await.expect("leave twice"));
-        assert!(!cx.client.leave_queue("elsewhere", &tb).await.expect("no such resource"));
-        cx.client.unlock(&holder).await.expect("unlock");
-        cx.client
-            .xlock("r", generate_lock_id(), &fair(&tb, LEASE))
+        queued(cx.xlock("r", generate_lock_id(), &fair(&ta, LEASE)).await);
+        queued(cx.xlock("r", generate_lock_id(), &fair(&tb, LEASE)).await);
+        assert!(cx.leave_queue("r", &ta).await.expect("leave"));
+        assert!(!cx.leave_queue("r", &ta).await.expect("leave twice"));
+        assert!(
+            !cx.leave_queue("elsewhere", &tb)
+                .await
+                .expect("no such resource")
+        );
+        cx.unlock(&holder).await.expect("unlock");
+        cx.xlock("r", generate_lock_id(), &fair(&tb, LEASE))
             .await
             .expect("b is first now");
     }
 
     async fn purge_keeps_waited_resources_and_drops_dead_places(cx) {
         let holder = generate_lock_id();
-        cx.client.xlock("r", &holder, &ttl(secs(1))).await.expect("grant");
+        cx.xlock("r", &holder, &ttl(secs(1))).await.expect("grant");
         let ta = generate_lock_id();
-        queued(cx.client.xlock("r", generate_lock_id(), &fair(&ta, secs(3))).await);
+        queued(cx.xlock("r", generate_lock_id(), &fair(&ta, secs(3))).await);
         cx.clock.advance(secs(2));
-        let purged = cx.client.purge().await.expect("purge");
+        let purged = cx.purge().await.expect("purge");
         assert_eq!(pairs(&purged), vec![pair("r", &holder)]);
-        assert_eq!(waiting(cx, "r").await, vec![Mode::Exclusive], "the place outlived the purge");
+        assert_eq!(
+            waiting(cx, "r").await,
+            vec![Mode::Exclusive],
+            "the place outlived the purge"
+        );
         cx.clock.advance(secs(1));
-        assert!(cx.client.purge().await.expect("purge").is_empty());
+        assert!(cx.purge().await.expect("purge").is_empty());
         assert_eq!(waiting(cx, "r").await, vec![]);
-        cx.client
-            .xlock("r", generate_lock_id(), &ttl(secs(1)))
+        cx.xlock("r", generate_lock_id(), &ttl(secs(1)))
             .await
             .expect("nobody waits");
     }
 
     async fn a_grant_after_a_purge_of_a_waited_resource_keeps_fences_increasing(cx) {
         let holder = generate_lock_id();
-        let first = cx.client.xlock("r", &holder, &ttl(secs(1))).await.expect("grant");
+        let first = cx.xlock("r", &holder, &ttl(secs(1))).await.expect("grant");
         let ta = generate_lock_id();
-        queued(cx.client.xlock("r", generate_lock_id(), &fair(&ta, secs(3))).await);
+        queued(cx.xlock("r", generate_lock_id(), &fair(&ta, secs(3))).await);
         cx.clock.advance(secs(2));
-        cx.client.purge().await.expect("purge");
+        cx.purge().await.expect("purge");
         let next = cx
-            .client
             .xlock("r", generate_lock_id(), &fair(&ta, secs(3)))
             .await
             .expect("a's turn");
@@ -243,48 +304,63 @@ cases! {
         let t = generate_lock_id();
         for lease in [Duration::ZERO, ms(99), secs(601)] {
             assert_invalid(
-                cx.client.xlock("r", generate_lock_id(), &fair(&t, lease)).await,
+                cx.xlock("r", generate_lock_id(), &fair(&t, lease)).await,
                 "queue_ttl",
             );
         }
         assert_invalid(
-            cx.client
-                .xlock("r", generate_lock_id(), &ttl(secs(1)).queue("", LEASE))
+            cx.xlock("r", generate_lock_id(), &ttl(secs(1)).queue("", LEASE))
                 .await,
             "ticket",
         );
         assert_invalid(
-            cx.client
-                .slock("r", generate_lock_id(), &ttl(secs(1)).queue("x".repeat(257), LEASE), None)
-                .await,
+            cx.slock(
+                "r",
+                generate_lock_id(),
+                &ttl(secs(1)).queue("x".repeat(257), LEASE),
+                None,
+            )
+            .await,
             "ticket",
         );
-        assert_invalid(cx.client.leave_queue("r", "").await, "ticket");
-        assert_invalid(cx.client.leave_queue("", &t).await, "resource");
-        assert_invalid(cx.client.waiters("").await, "resource");
+        assert_invalid(cx.leave_queue("r", "").await, "ticket");
+        assert_invalid(cx.leave_queue("", &t).await, "resource");
+        assert_invalid(cx.waiters("").await, "resource");
         assert_eq!(waiting(cx, "r").await, vec![], "nothing was written");
         assert!(all(cx).await.is_empty());
     }
 
     async fn summary_counts_live_waiters_and_the_longest_wait(cx) {
         let holder = generate_lock_id();
-        cx.client.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
+        cx.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
         let (tw, tr) = (generate_lock_id(), generate_lock_id());
-        queued(cx.client.xlock("r", generate_lock_id(), &fair(&tw, ms(500))).await);
+        queued(cx.xlock("r", generate_lock_id(), &fair(&tw, ms(500))).await);
         cx.clock.advance(ms(100));
-        queued(cx.client.slock("r", generate_lock_id(), &fair(&tr, LEASE), None).await);
-        cx.client.xlock("quiet", generate_lock_id(), &ttl(secs(30))).await.expect("grant");
+        queued(
+            cx.slock("r", generate_lock_id(), &fair(&tr, LEASE), None)
+                .await,
+        );
+        cx.xlock("quiet", generate_lock_id(), &ttl(secs(30)))
+            .await
+            .expect("grant");
         cx.clock.advance(ms(300));
-        let summary = cx.client.summary().await.expect("summary");
-        let names: Vec<&str> = summary.resources.iter().map(|s| s.resource.as_str()).collect();
+        let summary = cx.summary().await.expect("summary");
+        let names: Vec<&str> = summary
+            .resources
+            .iter()
+            .map(|s| s.resource.as_str())
+            .collect();
         assert_eq!(names, vec!["r", "quiet"], "the resource with waiters first");
         let r = &summary.resources[0];
-        assert_eq!((r.held_exclusive, r.waiting_exclusive, r.waiting_shared), (1, 1, 1));
+        assert_eq!(
+            (r.held_exclusive, r.waiting_exclusive, r.waiting_shared),
+            (1, 1, 1)
+        );
         assert_eq!(r.longest_wait, Some(ms(400)));
         assert_eq!(r.next_expiry, Some(secs(30) - ms(400)));
         // The writer's place lapses at 500 ms: the reader is then the longest waiter.
         cx.clock.advance(ms(100));
-        let summary = cx.client.summary().await.expect("summary");
+        let summary = cx.summary().await.expect("summary");
         let r = &summary.resources[0];
         assert_eq!((r.waiting_exclusive, r.waiting_shared), (0, 1));
         assert_eq!(r.longest_wait, Some(ms(400)));

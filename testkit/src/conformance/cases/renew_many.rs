@@ -11,13 +11,12 @@ fn renewal(lock: &LockStatus, ttl: Duration) -> Renewal {
     }
 }
 
-/// `renew_many` through the client's store with the client's renew margin (the client has
-/// no batch method: the Locker calls the store); the batch as a whole must succeed.
+/// `renew_many` on the store with the cases' renew margin; the batch as a whole must
+/// succeed.
 async fn renew_many<B: Backend>(cx: &Ctx<B>, batch: &[Renewal]) -> Vec<Result<LockStatus, Error>> {
     let each = cx
-        .client
-        .store()
-        .renew_many(batch, cx.client.renew_margin())
+        .store
+        .renew_many(batch, cx.margin)
         .await
         .expect("the batch as a whole succeeds");
     assert_eq!(each.len(), batch.len(), "one outcome per renewal");
@@ -67,19 +66,13 @@ cases! {
             generate_lock_id(),
             generate_lock_id(),
         );
-        let x = cx
-            .client
-            .xlock("x", &a, &ttl(secs(5)))
-            .await
-            .expect("grant");
+        let x = cx.xlock("x", &a, &ttl(secs(5))).await.expect("grant");
         let s = cx
-            .client
             .slock("s", &b, &ttl(secs(5)), Some(2))
             .await
             .expect("grant");
-        let forever_x = cx.client.xlock("f", &c, &forever()).await.expect("grant");
+        let forever_x = cx.xlock("f", &c, &forever()).await.expect("grant");
         let s_other = cx
-            .client
             .slock("s", &d, &ttl(secs(5)), Some(2))
             .await
             .expect("grant");
@@ -133,22 +126,13 @@ cases! {
         assert!(after.contains(&was(&s_other)));
         // At +6 s: the unnamed shared lock and the old expiries have passed, the new ones not.
         cx.clock.advance(secs(4));
-        assert_locked(
-            cx.client.xlock("x", generate_lock_id(), &forever()).await,
-            "x",
-        );
-        assert_locked(
-            cx.client.xlock("f", generate_lock_id(), &forever()).await,
-            "f",
-        );
-        cx.client
-            .slock("s", generate_lock_id(), &forever(), Some(2))
+        assert_locked(cx.xlock("x", generate_lock_id(), &forever()).await, "x");
+        assert_locked(cx.xlock("f", generate_lock_id(), &forever()).await, "f");
+        cx.slock("s", generate_lock_id(), &forever(), Some(2))
             .await
             .expect("the unnamed shared lock expired: one slot free");
         assert_locked(
-            cx.client
-                .slock("s", generate_lock_id(), &forever(), Some(2))
-                .await,
+            cx.slock("s", generate_lock_id(), &forever(), Some(2)).await,
             "s",
         );
     }
@@ -167,54 +151,39 @@ cases! {
             taker,
         ] = std::array::from_fn(|i| ids[i].clone());
         let l_live = cx
-            .client
             .xlock("live", &live, &ttl(secs(10)))
             .await
             .expect("grant");
         let l_short = cx
-            .client
             .slock("short", &short, &ttl(ms(2_500)), None)
             .await
             .expect("grant");
         let l_expired = cx
-            .client
             .xlock("expired", &expired, &ttl(ms(1_500)))
             .await
             .expect("grant");
-        let l_gone = cx
-            .client
-            .xlock("gone", &gone, &forever())
-            .await
-            .expect("grant");
-        let l_over = cx
-            .client
-            .xlock("over", &over, &ttl(secs(1)))
-            .await
-            .expect("grant");
+        let l_gone = cx.xlock("gone", &gone, &forever()).await.expect("grant");
+        let l_over = cx.xlock("over", &over, &ttl(secs(1))).await.expect("grant");
         let l_purged = cx
-            .client
             .slock("purged", &purged, &ttl(secs(1)), None)
             .await
             .expect("grant");
         // One document, two shared locks: one within the margin, one renewable.
         let l_pair_short = cx
-            .client
             .slock("pair", &pair_short, &ttl(ms(2_500)), None)
             .await
             .expect("grant");
         let l_pair_long = cx
-            .client
             .slock("pair", &pair_long, &ttl(secs(10)), None)
             .await
             .expect("grant");
-        assert_eq!(cx.client.unlock(&gone).await.expect("unlock").len(), 1);
+        assert_eq!(cx.unlock(&gone).await.expect("unlock").len(), 1);
         cx.clock.advance(secs(1)); // "over" and "purged" expire
         let l_taker = cx
-            .client
             .xlock("over", &taker, &ttl(secs(30)))
             .await
             .expect("takeover");
-        let purged_now = pairs(&cx.client.purge().await.expect("purge"));
+        let purged_now = pairs(&cx.purge().await.expect("purge"));
         assert_eq!(purged_now, vec![pair("purged", &purged)]);
         cx.clock.advance(ms(800)); // at +1.8 s: "short" and "pair" short have 700 ms left
         let now = at(ms(1_800));
@@ -267,25 +236,11 @@ cases! {
 
     async fn renew_many_leaves_unnamed_lock_of_shared_resource(cx) {
         let (a, b, c) = (generate_lock_id(), generate_lock_id(), generate_lock_id());
-        let named = cx
-            .client
-            .slock("r", &a, &ttl(secs(5)), None)
-            .await
-            .expect("grant");
-        cx.client
-            .slock("r", &b, &ttl(secs(5)), None)
-            .await
-            .expect("grant");
+        let named = cx.slock("r", &a, &ttl(secs(5)), None).await.expect("grant");
+        cx.slock("r", &b, &ttl(secs(5)), None).await.expect("grant");
         // The rest of `a`'s group, not named either.
-        cx.client
-            .xlock("rest", &a, &ttl(secs(5)))
-            .await
-            .expect("grant");
-        let elsewhere = cx
-            .client
-            .xlock("x", &c, &ttl(secs(5)))
-            .await
-            .expect("grant");
+        cx.xlock("rest", &a, &ttl(secs(5))).await.expect("grant");
+        let elsewhere = cx.xlock("x", &c, &ttl(secs(5))).await.expect("grant");
         cx.clock.advance(secs(1));
         let before = all(cx).await;
         let each = renew_many(
@@ -313,8 +268,7 @@ cases! {
 
     async fn renew_many_of_nothing_is_empty(cx) {
         assert!(renew_many(cx, &[]).await.is_empty(), "on an empty store");
-        cx.client
-            .xlock("r", generate_lock_id(), &ttl(secs(5)))
+        cx.xlock("r", generate_lock_id(), &ttl(secs(5)))
             .await
             .expect("grant");
         cx.clock.advance(secs(1));
@@ -327,16 +281,8 @@ cases! {
         // Each renewal of the batch is renew_one in turn at the batch's instant: the second
         // renewal of a lock sees the first one's result.
         let (a, b) = (generate_lock_id(), generate_lock_id());
-        let la = cx
-            .client
-            .xlock("a", &a, &ttl(secs(5)))
-            .await
-            .expect("grant");
-        let lb = cx
-            .client
-            .slock("b", &b, &ttl(secs(5)), None)
-            .await
-            .expect("grant");
+        let la = cx.xlock("a", &a, &ttl(secs(5))).await.expect("grant");
+        let lb = cx.slock("b", &b, &ttl(secs(5)), None).await.expect("grant");
         cx.clock.advance(secs(1));
         let now = at(secs(1));
         let before = all(cx).await;

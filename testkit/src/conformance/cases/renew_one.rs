@@ -4,8 +4,7 @@ use super::super::support::*;
 
 /// The locks of `lock_id`, as status reports them.
 async fn group_of<B: Backend>(cx: &Ctx<B>, lock_id: &LockId) -> Vec<LockStatus> {
-    cx.client
-        .status(&Filter::new().lock_id(lock_id.as_str()))
+    cx.status(&Filter::new().lock_id(lock_id.as_str()))
         .await
         .expect("status")
 }
@@ -25,13 +24,9 @@ cases! {
             .host("host-1")
             .comment("job 7")
             .ttl(secs(5));
-        let granted = cx.client.xlock("r", &a, &details).await.expect("grant");
+        let granted = cx.xlock("r", &a, &details).await.expect("grant");
         cx.clock.advance(secs(2));
-        let got = cx
-            .client
-            .renew_one(&granted, secs(10))
-            .await
-            .expect("renew_one");
+        let got = cx.renew_one(&granted, secs(10)).await.expect("renew_one");
         assert_eq!(got, renewed(&granted, at(secs(2)), secs(10)));
         assert_eq!(got.expires_at, Some(at(secs(12))));
         assert_eq!(got.fence, granted.fence, "renewing keeps the fence");
@@ -41,27 +36,19 @@ cases! {
             "the store holds what was returned"
         );
         cx.clock.advance(secs(6)); // past the original expiry
-        assert_locked(
-            cx.client.xlock("r", generate_lock_id(), &forever()).await,
-            "r",
-        );
+        assert_locked(cx.xlock("r", generate_lock_id(), &forever()).await, "r");
     }
 
     async fn renew_one_changes_only_its_shared_lock(cx) {
         let ids: Vec<LockId> = (0..3).map(|_| generate_lock_id()).collect();
         let mut granted = Vec::new();
         for a in &ids {
-            let l = cx
-                .client
-                .slock("r", a, &ttl(secs(5)), None)
-                .await
-                .expect("grant");
+            let l = cx.slock("r", a, &ttl(secs(5)), None).await.expect("grant");
             granted.push(l);
         }
         cx.clock.advance(secs(1));
         let before = all(cx).await;
         let got = cx
-            .client
             .renew_one(&granted[1], secs(30))
             .await
             .expect("renew_one");
@@ -82,33 +69,27 @@ cases! {
 
     async fn renew_one_sets_ttl_on_lock_without_one(cx) {
         let a = generate_lock_id();
-        let granted = cx.client.xlock("r", &a, &forever()).await.expect("grant");
+        let granted = cx.xlock("r", &a, &forever()).await.expect("grant");
         assert_eq!(granted.expires_at, None);
         cx.clock.advance(secs(3));
         let got = cx
-            .client
             .renew_one(&granted, secs(5))
             .await
             .expect("a lock without TTL is renewable");
         assert_eq!(got, renewed(&granted, at(secs(3)), secs(5)));
         assert_eq!(all(cx).await, vec![got]);
         cx.clock.advance(secs(5));
-        cx.client
-            .xlock("r", generate_lock_id(), &forever())
+        cx.xlock("r", generate_lock_id(), &forever())
             .await
             .expect("now it expires");
     }
 
     async fn renew_one_within_margin_changes_nothing(cx) {
         let a = generate_lock_id();
-        let granted = cx
-            .client
-            .xlock("r", &a, &ttl(secs(2)))
-            .await
-            .expect("grant");
+        let granted = cx.xlock("r", &a, &ttl(secs(2))).await.expect("grant");
         cx.clock.advance(ms(1_500)); // 500 ms left, inside the 1 s margin
         let before = all(cx).await;
-        match cx.client.renew_one(&granted, secs(30)).await {
+        match cx.renew_one(&granted, secs(30)).await {
             Err(Error::NotRenewable { locks }) => {
                 assert_eq!(locks, before, "the refusal lists the lock as it is");
             }
@@ -119,21 +100,13 @@ cases! {
 
     async fn renew_one_margin_boundary(cx) {
         let (a, b) = (generate_lock_id(), generate_lock_id());
-        let la = cx
-            .client
-            .xlock("a", &a, &ttl(secs(5)))
-            .await
-            .expect("grant");
-        let lb = cx
-            .client
-            .slock("b", &b, &ttl(secs(5)), None)
-            .await
-            .expect("grant");
+        let la = cx.xlock("a", &a, &ttl(secs(5))).await.expect("grant");
+        let lb = cx.slock("b", &b, &ttl(secs(5)), None).await.expect("grant");
         cx.clock.advance(ms(3_999)); // 1001 ms left: outside the 1 s margin
-        let got = cx.client.renew_one(&la, secs(5)).await.expect("renewable");
+        let got = cx.renew_one(&la, secs(5)).await.expect("renewable");
         assert_eq!(got.expires_at, Some(at(ms(8_999))));
         cx.clock.advance(ms(1)); // 1000 ms left: expires_at <= now + margin
-        match cx.client.renew_one(&lb, secs(5)).await {
+        match cx.renew_one(&lb, secs(5)).await {
             Err(Error::NotRenewable { locks }) => {
                 assert_eq!(pairs(&locks), vec![pair("b", &b)]);
                 assert_eq!(locks[0].expires_at, Some(at(secs(5))));
@@ -144,14 +117,10 @@ cases! {
 
     async fn renew_one_of_expired_lock_is_refused(cx) {
         let a = generate_lock_id();
-        let granted = cx
-            .client
-            .slock("r", &a, &ttl(secs(1)), None)
-            .await
-            .expect("grant");
+        let granted = cx.slock("r", &a, &ttl(secs(1)), None).await.expect("grant");
         cx.clock.advance(secs(2));
         let before = all(cx).await;
-        match cx.client.renew_one(&granted, secs(10)).await {
+        match cx.renew_one(&granted, secs(10)).await {
             Err(Error::NotRenewable { locks }) => {
                 assert_eq!(locks, before, "the refusal lists the lock as it is");
                 assert_eq!(locks[0].ttl, Some(Duration::ZERO));
@@ -163,29 +132,13 @@ cases! {
 
     async fn renew_one_of_taken_over_lock_is_not_found(cx) {
         let (a, b, c) = (generate_lock_id(), generate_lock_id(), generate_lock_id());
-        let old_x = cx
-            .client
-            .xlock("x", &a, &ttl(secs(1)))
-            .await
-            .expect("grant");
-        let old_s = cx
-            .client
-            .slock("s", &a, &ttl(secs(1)), None)
-            .await
-            .expect("grant");
+        let old_x = cx.xlock("x", &a, &ttl(secs(1))).await.expect("grant");
+        let old_s = cx.slock("s", &a, &ttl(secs(1)), None).await.expect("grant");
         cx.clock.advance(secs(1));
-        let new_x = cx
-            .client
-            .xlock("x", &b, &ttl(secs(10)))
-            .await
-            .expect("takeover");
-        let new_s = cx
-            .client
-            .xlock("s", &c, &ttl(secs(10)))
-            .await
-            .expect("takeover");
-        assert_not_found(cx.client.renew_one(&old_x, secs(10)).await);
-        assert_not_found(cx.client.renew_one(&old_s, secs(10)).await);
+        let new_x = cx.xlock("x", &b, &ttl(secs(10))).await.expect("takeover");
+        let new_s = cx.xlock("s", &c, &ttl(secs(10))).await.expect("takeover");
+        assert_not_found(cx.renew_one(&old_x, secs(10)).await);
+        assert_not_found(cx.renew_one(&old_s, secs(10)).await);
         assert_eq!(
             all(cx).await,
             vec![new_s, new_x],
@@ -195,70 +148,47 @@ cases! {
 
     async fn renew_one_after_purge_is_not_found(cx) {
         let (a, b, c) = (generate_lock_id(), generate_lock_id(), generate_lock_id());
-        let old = cx
-            .client
-            .slock("r", &a, &ttl(secs(1)), None)
-            .await
-            .expect("grant");
-        let keep = cx
-            .client
-            .slock("r", &b, &forever(), None)
-            .await
-            .expect("grant");
-        let gone = cx
-            .client
-            .xlock("alone", &c, &ttl(secs(1)))
-            .await
-            .expect("grant");
+        let old = cx.slock("r", &a, &ttl(secs(1)), None).await.expect("grant");
+        let keep = cx.slock("r", &b, &forever(), None).await.expect("grant");
+        let gone = cx.xlock("alone", &c, &ttl(secs(1))).await.expect("grant");
         cx.clock.advance(secs(1));
-        let purged: BTreeSet<_> = pairs(&cx.client.purge().await.expect("purge"))
+        let purged: BTreeSet<_> = pairs(&cx.purge().await.expect("purge"))
             .into_iter()
             .collect();
         assert_eq!(purged, BTreeSet::from([pair("r", &a), pair("alone", &c)]));
-        assert_not_found(cx.client.renew_one(&old, secs(10)).await);
-        assert_not_found(cx.client.renew_one(&gone, secs(10)).await);
+        assert_not_found(cx.renew_one(&old, secs(10)).await);
+        assert_not_found(cx.renew_one(&gone, secs(10)).await);
         assert_eq!(all(cx).await, vec![keep]);
     }
 
     async fn renew_one_of_released_lock_is_not_found(cx) {
         let (a, b) = (generate_lock_id(), generate_lock_id());
-        let by_unlock = cx.client.xlock("r", &a, &forever()).await.expect("grant");
-        assert_eq!(cx.client.unlock(&a).await.expect("unlock").len(), 1);
-        assert_not_found(cx.client.renew_one(&by_unlock, secs(5)).await);
-        let by_unlock_one = cx
-            .client
-            .slock("s", &b, &ttl(secs(5)), None)
-            .await
-            .expect("grant");
+        let by_unlock = cx.xlock("r", &a, &forever()).await.expect("grant");
+        assert_eq!(cx.unlock(&a).await.expect("unlock").len(), 1);
+        assert_not_found(cx.renew_one(&by_unlock, secs(5)).await);
+        let by_unlock_one = cx.slock("s", &b, &ttl(secs(5)), None).await.expect("grant");
         assert!(
-            cx.client
-                .unlock_one(&by_unlock_one)
+            cx.unlock_one(&by_unlock_one)
                 .await
                 .expect("unlock_one")
                 .is_some()
         );
-        assert_not_found(cx.client.renew_one(&by_unlock_one, secs(5)).await);
+        assert_not_found(cx.renew_one(&by_unlock_one, secs(5)).await);
         assert!(all(cx).await.is_empty(), "nothing came back");
     }
 
     async fn renew_one_leaves_rest_of_group(cx) {
         let a = generate_lock_id();
-        let r1 = cx
-            .client
-            .xlock("r1", &a, &ttl(secs(5)))
-            .await
-            .expect("grant");
-        cx.client
-            .slock("r2", &a, &ttl(secs(5)), None)
+        let r1 = cx.xlock("r1", &a, &ttl(secs(5))).await.expect("grant");
+        cx.slock("r2", &a, &ttl(secs(5)), None)
             .await
             .expect("grant");
         cx.clock.advance(secs(2));
         let r2_before = cx
-            .client
             .status(&Filter::new().resource("r2"))
             .await
             .expect("status");
-        let got = cx.client.renew_one(&r1, secs(10)).await.expect("renew_one");
+        let got = cx.renew_one(&r1, secs(10)).await.expect("renew_one");
         assert_eq!(got.expires_at, Some(at(secs(12))));
         let mut want = vec![got];
         want.extend(r2_before);
@@ -266,41 +196,28 @@ cases! {
         assert_eq!(want[1].expires_at, Some(at(secs(5))));
         assert_eq!(want[1].renewed_at, None);
         cx.clock.advance(secs(3)); // r2 expired, r1 renewed
-        cx.client
-            .xlock("r2", generate_lock_id(), &forever())
+        cx.xlock("r2", generate_lock_id(), &forever())
             .await
             .expect("r2 was not renewed");
-        assert_locked(
-            cx.client.xlock("r1", generate_lock_id(), &forever()).await,
-            "r1",
-        );
+        assert_locked(cx.xlock("r1", generate_lock_id(), &forever()).await, "r1");
     }
 
     async fn renew_one_ignores_rest_of_group_within_margin(cx) {
         let a = generate_lock_id();
-        let long = cx
-            .client
-            .xlock("long", &a, &ttl(secs(10)))
-            .await
-            .expect("grant");
-        cx.client
-            .xlock("short", &a, &ttl(secs(2)))
-            .await
-            .expect("grant");
+        let long = cx.xlock("long", &a, &ttl(secs(10))).await.expect("grant");
+        cx.xlock("short", &a, &ttl(secs(2))).await.expect("grant");
         cx.clock.advance(ms(1_500)); // "short" expires in 500 ms, inside the 1 s margin
-        let result = cx.client.renew(&a, secs(30)).await;
+        let result = cx.renew(&a, secs(30)).await;
         assert!(
             matches!(&result, Err(Error::NotRenewable { locks }) if locks.len() == 1),
             "the group is not renewable: {result:?}"
         );
         let got = cx
-            .client
             .renew_one(&long, secs(30))
             .await
             .expect("one lock of the group is");
         assert_eq!(got.expires_at, Some(at(ms(31_500))));
         let short = cx
-            .client
             .status(&Filter::new().resource("short"))
             .await
             .expect("status");
@@ -310,11 +227,10 @@ cases! {
 
     async fn renew_one_rejects_zero_ttl(cx) {
         let granted = cx
-            .client
             .xlock("r", generate_lock_id(), &ttl(secs(5)))
             .await
             .expect("grant");
-        assert_invalid(cx.client.renew_one(&granted, Duration::ZERO).await, "ttl");
+        assert_invalid(cx.renew_one(&granted, Duration::ZERO).await, "ttl");
         assert_eq!(all(cx).await, vec![granted], "nothing changed");
     }
 
@@ -322,19 +238,14 @@ cases! {
         // A renewal for a TTL within the margin leaves a lock the next renewal must refuse, in
         // the same millisecond too (the second call must not pass for the first one).
         let a = generate_lock_id();
-        let granted = cx
-            .client
-            .xlock("r", &a, &ttl(secs(5)))
-            .await
-            .expect("grant");
+        let granted = cx.xlock("r", &a, &ttl(secs(5))).await.expect("grant");
         let first = cx
-            .client
             .renew_one(&granted, secs(1))
             .await
             .expect("5 s left: renewable");
         assert_eq!(first.expires_at, Some(at(secs(1))));
         let before = all(cx).await;
-        match cx.client.renew_one(&granted, secs(1)).await {
+        match cx.renew_one(&granted, secs(1)).await {
             Err(Error::NotRenewable { locks }) => {
                 assert_eq!(locks, before, "the refusal lists the lock as it is");
             }

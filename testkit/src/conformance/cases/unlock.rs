@@ -7,21 +7,16 @@ cases! {
 
     async fn unlock_returns_newest_first_across_resources(cx) {
         let a = generate_lock_id();
-        cx.client
-            .xlock("r1", &a, &LockDetails::new().owner("o1"))
+        cx.xlock("r1", &a, &LockDetails::new().owner("o1"))
             .await
             .expect("grant");
         cx.clock.advance(ms(1));
-        cx.client
-            .slock("r2", &a, &LockDetails::new().owner("o2"), None)
+        cx.slock("r2", &a, &LockDetails::new().owner("o2"), None)
             .await
             .expect("grant");
         cx.clock.advance(ms(1));
-        cx.client
-            .xlock("r3", &a, &ttl(secs(5)))
-            .await
-            .expect("grant");
-        let released = cx.client.unlock(&a).await.expect("unlock");
+        cx.xlock("r3", &a, &ttl(secs(5))).await.expect("grant");
+        let released = cx.unlock(&a).await.expect("unlock");
         assert_eq!(
             pairs(&released),
             vec![pair("r3", &a), pair("r2", &a), pair("r1", &a)]
@@ -34,9 +29,9 @@ cases! {
     async fn unlock_orders_same_instant_by_resource(cx) {
         let a = generate_lock_id();
         for r in ["b", "c", "a"] {
-            cx.client.xlock(r, &a, &forever()).await.expect("grant");
+            cx.xlock(r, &a, &forever()).await.expect("grant");
         }
-        let released = cx.client.unlock(&a).await.expect("unlock");
+        let released = cx.unlock(&a).await.expect("unlock");
         assert_eq!(
             pairs(&released),
             vec![pair("c", &a), pair("b", &a), pair("a", &a)]
@@ -44,13 +39,11 @@ cases! {
     }
 
     async fn unlock_unknown_lock_id_returns_empty(cx) {
-        cx.client
-            .xlock("r", generate_lock_id(), &forever())
+        cx.xlock("r", generate_lock_id(), &forever())
             .await
             .expect("grant");
         assert!(
-            cx.client
-                .unlock(generate_lock_id())
+            cx.unlock(generate_lock_id())
                 .await
                 .expect("unlock")
                 .is_empty()
@@ -60,23 +53,19 @@ cases! {
 
     async fn unlock_is_idempotent(cx) {
         let a = generate_lock_id();
-        cx.client.xlock("r", &a, &forever()).await.expect("grant");
-        assert_eq!(cx.client.unlock(&a).await.expect("unlock").len(), 1);
-        assert!(cx.client.unlock(&a).await.expect("unlock again").is_empty());
-        cx.client
-            .xlock("r", generate_lock_id(), &forever())
+        cx.xlock("r", &a, &forever()).await.expect("grant");
+        assert_eq!(cx.unlock(&a).await.expect("unlock").len(), 1);
+        assert!(cx.unlock(&a).await.expect("unlock again").is_empty());
+        cx.xlock("r", generate_lock_id(), &forever())
             .await
             .expect("resource is free");
     }
 
     async fn unlock_reports_expired_locks_with_zero_ttl(cx) {
         let a = generate_lock_id();
-        cx.client
-            .xlock("r", &a, &ttl(secs(1)))
-            .await
-            .expect("grant");
+        cx.xlock("r", &a, &ttl(secs(1))).await.expect("grant");
         cx.clock.advance(secs(5));
-        let released = cx.client.unlock(&a).await.expect("unlock");
+        let released = cx.unlock(&a).await.expect("unlock");
         assert_eq!(released.len(), 1);
         assert_eq!(released[0].ttl, Some(Duration::ZERO));
         assert_eq!(released[0].expires_at, Some(at(secs(1))));
@@ -84,20 +73,11 @@ cases! {
 
     async fn unlock_leaves_other_groups_alone(cx) {
         let (a, b) = (generate_lock_id(), generate_lock_id());
-        cx.client
-            .slock("r", &a, &forever(), None)
-            .await
-            .expect("grant");
-        cx.client
-            .slock("r", &b, &forever(), None)
-            .await
-            .expect("grant");
-        cx.client
-            .xlock("other", &b, &forever())
-            .await
-            .expect("grant");
+        cx.slock("r", &a, &forever(), None).await.expect("grant");
+        cx.slock("r", &b, &forever(), None).await.expect("grant");
+        cx.xlock("other", &b, &forever()).await.expect("grant");
         assert_eq!(
-            pairs(&cx.client.unlock(&a).await.expect("unlock")),
+            pairs(&cx.unlock(&a).await.expect("unlock")),
             vec![pair("r", &a)]
         );
         let left = all(cx).await;

@@ -12,10 +12,10 @@ cases! {
             .host("host-1")
             .comment("job 7")
             .ttl(secs(5));
-        let granted = cx.client.xlock("r", &a, &details).await.expect("grant");
+        let granted = cx.xlock("r", &a, &details).await.expect("grant");
         cx.clock.advance(secs(1));
         let before = all(cx).await;
-        let released = cx.client.unlock_one(&granted).await.expect("unlock_one");
+        let released = cx.unlock_one(&granted).await.expect("unlock_one");
         assert_eq!(
             released.as_ref(),
             before.first(),
@@ -24,7 +24,6 @@ cases! {
         assert_eq!(released.and_then(|l| l.ttl), Some(secs(4)));
         assert!(all(cx).await.is_empty());
         let next = cx
-            .client
             .xlock("r", generate_lock_id(), &forever())
             .await
             .expect("the resource is free");
@@ -38,46 +37,27 @@ cases! {
 
     async fn unlock_one_of_released_lock_is_none(cx) {
         let a = generate_lock_id();
-        let granted = cx.client.xlock("r", &a, &forever()).await.expect("grant");
-        assert_eq!(cx.client.unlock(&a).await.expect("unlock").len(), 1);
-        assert_eq!(
-            cx.client.unlock_one(&granted).await.expect("unlock_one"),
-            None
-        );
+        let granted = cx.xlock("r", &a, &forever()).await.expect("grant");
+        assert_eq!(cx.unlock(&a).await.expect("unlock").len(), 1);
+        assert_eq!(cx.unlock_one(&granted).await.expect("unlock_one"), None);
         assert!(all(cx).await.is_empty());
     }
 
     async fn unlock_one_of_taken_over_lock_is_none(cx) {
         let (a, b, c) = (generate_lock_id(), generate_lock_id(), generate_lock_id());
-        let old_x = cx
-            .client
-            .xlock("x", &a, &ttl(secs(1)))
-            .await
-            .expect("grant");
-        let old_s = cx
-            .client
-            .slock("s", &a, &ttl(secs(1)), None)
-            .await
-            .expect("grant");
+        let old_x = cx.xlock("x", &a, &ttl(secs(1))).await.expect("grant");
+        let old_s = cx.slock("s", &a, &ttl(secs(1)), None).await.expect("grant");
         cx.clock.advance(secs(1));
         let new_x = cx
-            .client
             .slock("x", &b, &forever(), None)
             .await
             .expect("expired exclusive does not block");
         let new_s = cx
-            .client
             .xlock("s", &c, &forever())
             .await
             .expect("expired shared does not block");
-        assert_eq!(
-            cx.client.unlock_one(&old_x).await.expect("unlock_one"),
-            None
-        );
-        assert_eq!(
-            cx.client.unlock_one(&old_s).await.expect("unlock_one"),
-            None
-        );
+        assert_eq!(cx.unlock_one(&old_x).await.expect("unlock_one"), None);
+        assert_eq!(cx.unlock_one(&old_s).await.expect("unlock_one"), None);
         assert_eq!(
             all(cx).await,
             vec![new_s, new_x],
@@ -87,51 +67,31 @@ cases! {
 
     async fn unlock_one_after_purge_is_none(cx) {
         let (a, b, c) = (generate_lock_id(), generate_lock_id(), generate_lock_id());
-        let old = cx
-            .client
-            .slock("r", &a, &ttl(secs(1)), None)
-            .await
-            .expect("grant");
-        let keep = cx
-            .client
-            .slock("r", &b, &forever(), None)
-            .await
-            .expect("grant");
-        let gone = cx
-            .client
-            .xlock("alone", &c, &ttl(secs(1)))
-            .await
-            .expect("grant");
+        let old = cx.slock("r", &a, &ttl(secs(1)), None).await.expect("grant");
+        let keep = cx.slock("r", &b, &forever(), None).await.expect("grant");
+        let gone = cx.xlock("alone", &c, &ttl(secs(1))).await.expect("grant");
         cx.clock.advance(secs(1));
-        assert_eq!(cx.client.purge().await.expect("purge").len(), 2);
-        assert_eq!(cx.client.unlock_one(&old).await.expect("unlock_one"), None);
-        assert_eq!(cx.client.unlock_one(&gone).await.expect("unlock_one"), None);
+        assert_eq!(cx.purge().await.expect("purge").len(), 2);
+        assert_eq!(cx.unlock_one(&old).await.expect("unlock_one"), None);
+        assert_eq!(cx.unlock_one(&gone).await.expect("unlock_one"), None);
         assert_eq!(all(cx).await, vec![keep]);
     }
 
     async fn unlock_one_leaves_rest_of_group(cx) {
         let a = generate_lock_id();
-        let r1 = cx.client.xlock("r1", &a, &forever()).await.expect("grant");
+        let r1 = cx.xlock("r1", &a, &forever()).await.expect("grant");
         let r2 = cx
-            .client
             .slock("r2", &a, &ttl(secs(5)), None)
             .await
             .expect("grant");
-        assert_eq!(
-            cx.client.unlock_one(&r1).await.expect("unlock_one"),
-            Some(r1)
-        );
+        assert_eq!(cx.unlock_one(&r1).await.expect("unlock_one"), Some(r1));
         assert_eq!(all(cx).await, vec![r2], "r2 is untouched");
-        cx.client
-            .xlock("r1", generate_lock_id(), &forever())
+        cx.xlock("r1", generate_lock_id(), &forever())
             .await
             .expect("r1 is free");
-        assert_locked(
-            cx.client.xlock("r2", generate_lock_id(), &forever()).await,
-            "r2",
-        );
+        assert_locked(cx.xlock("r2", generate_lock_id(), &forever()).await, "r2");
         assert_eq!(
-            pairs(&cx.client.unlock(&a).await.expect("unlock")),
+            pairs(&cx.unlock(&a).await.expect("unlock")),
             vec![pair("r2", &a)],
             "the group is r2 alone"
         );
@@ -139,25 +99,15 @@ cases! {
 
     async fn unlock_one_is_idempotent(cx) {
         let (a, b) = (generate_lock_id(), generate_lock_id());
-        let mine = cx
-            .client
-            .slock("r", &a, &ttl(secs(5)), None)
-            .await
-            .expect("grant");
-        cx.client
-            .slock("r", &b, &ttl(secs(5)), None)
-            .await
-            .expect("grant");
+        let mine = cx.slock("r", &a, &ttl(secs(5)), None).await.expect("grant");
+        cx.slock("r", &b, &ttl(secs(5)), None).await.expect("grant");
         assert_eq!(
-            cx.client.unlock_one(&mine).await.expect("unlock_one"),
+            cx.unlock_one(&mine).await.expect("unlock_one"),
             Some(mine.clone())
         );
         let after_once = all(cx).await;
         assert_eq!(pairs(&after_once), vec![pair("r", &b)]);
-        assert_eq!(
-            cx.client.unlock_one(&mine).await.expect("unlock_one again"),
-            None
-        );
+        assert_eq!(cx.unlock_one(&mine).await.expect("unlock_one again"), None);
         assert_eq!(all(cx).await, after_once, "twice is once");
     }
 
@@ -166,7 +116,6 @@ cases! {
         let mut granted = Vec::new();
         for a in &ids {
             let l = cx
-                .client
                 .slock("r", a, &ttl(secs(5)), Some(3))
                 .await
                 .expect("grant");
@@ -174,35 +123,27 @@ cases! {
         }
         cx.clock.advance(secs(1));
         let mut before = all(cx).await;
-        let released = cx.client.unlock_one(&granted[1]).await.expect("unlock_one");
+        let released = cx.unlock_one(&granted[1]).await.expect("unlock_one");
         assert_eq!(released, Some(before.remove(1)));
         assert_eq!(
             all(cx).await,
             before,
             "the other shared locks are untouched"
         );
-        cx.client
-            .slock("r", generate_lock_id(), &forever(), Some(3))
+        cx.slock("r", generate_lock_id(), &forever(), Some(3))
             .await
             .expect("a slot is free again");
         assert_locked(
-            cx.client
-                .slock("r", generate_lock_id(), &forever(), Some(3))
-                .await,
+            cx.slock("r", generate_lock_id(), &forever(), Some(3)).await,
             "r",
         );
     }
 
     async fn unlock_one_of_expired_lock_returns_it(cx) {
         let a = generate_lock_id();
-        let granted = cx
-            .client
-            .xlock("r", &a, &ttl(secs(1)))
-            .await
-            .expect("grant");
+        let granted = cx.xlock("r", &a, &ttl(secs(1))).await.expect("grant");
         cx.clock.advance(secs(5));
         let released = cx
-            .client
             .unlock_one(&granted)
             .await
             .expect("unlock_one")

@@ -1,32 +1,67 @@
-//! Waiting Lockers on MongoDB (issue 25): the measurements of `benches/waiting` with every
-//! Locker on a `MongoStore` of its own, on a `mongodb::Client` of its own (so each opens
-//! its own change stream, as separate processes do), all on one fresh collection per
-//! measurement. Every command of those clients is counted with command monitoring.
-//!
-//! They run on a multi-threaded runtime of their own (one worker per core): the Lockers'
-//! tasks and the clients' connections are spread over the cores, as the processes they
-//! stand for would be.
+//! Where the Lockers of one measurement get their stores: one backend, one collection (or
+//! store), one takeover grace. On MongoDB each Locker has a `MongoStore` on a
+//! `mongodb::Client` of its own (so each opens its own change stream, as separate
+//! processes would), every command of those clients counted with command monitoring; in
+//! memory each has a handle on one shared `MemStore`, whose calls stand for commands.
 
-use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lockwright_engine::{Filter, LockStore};
+use lockwright_store_mem::MemStore;
 use lockwright_store_mongo::MongoStore;
 use lockwright_store_mongo::test_support::{TEST_DATABASE, fresh_store_on, options};
 use mongodb::Client;
-use mongodb::bson::doc;
 use mongodb::event::EventHandler;
 use mongodb::event::command::CommandEvent;
 use mongodb::options::ClientOptions;
 
-use crate::GROUP;
-use crate::filter::Selected;
-use crate::harness::Bench;
-use crate::shared_waiting::{Counter, Fleet, Plan, run_all};
+use crate::tally::Counter;
+
+/// The stores of one measurement.
+pub trait Fleet {
+    /// The backend's store.
+    type Store: LockStore;
+    /// Whether the backend sends commands ([`Fleet::store`] counts them); otherwise the
+    /// Lockers' store calls stand for them.
+    const COMMANDS: bool;
+
+    /// A store for one more Locker (on a client of its own where the backend has clients),
+    /// whose set-up has run so that none of it is measured; every command its client starts
+    /// is counted in `commands`.
+    fn store(&self, commands: &Counter) -> impl Future<Output = Arc<Self::Store>>;
+
+    /// Everything the fleet opened is closed (clients shut down, its collection dropped).
+    fn finish(self) -> impl Future<Output = ()>;
+}
+
+/// One store on the system clock.
+pub struct MemFleet(pub Arc<MemStore>);
+
+impl MemFleet {
+    pub fn new(grace: Option<Duration>) -> Self {
+        let store = MemStore::new();
+        MemFleet(Arc::new(match grace {
+            Some(grace) => store.with_takeover_grace(grace).unwrap(),
+            None => store,
+        }))
+    }
+}
+
+impl Fleet for MemFleet {
+    type Store = MemStore;
+    const COMMANDS: bool = false;
+
+    async fn store(&self, _commands: &Counter) -> Arc<MemStore> {
+        Arc::clone(&self.0)
+    }
+
+    async fn finish(self) {}
+}
 
 /// One fresh collection, and the clients opened on it.
-struct MongoFleet {
+pub struct MongoFleet {
     options: ClientOptions,
     collection: String,
     grace: Option<Duration>,
@@ -35,7 +70,7 @@ struct MongoFleet {
 }
 
 impl MongoFleet {
-    async fn new(grace: Option<Duration>) -> Self {
+    pub async fn new(grace: Option<Duration>) -> Self {
         let options = options().await;
         let admin = Client::with_options(options.clone()).unwrap();
         let store = fresh_store_on(&admin, None).await;
@@ -53,7 +88,7 @@ impl Fleet for MongoFleet {
     type Store = MongoStore;
     const COMMANDS: bool = true;
 
-    async fn store(&self, commands: &Counter) -> MongoStore {
+    async fn store(&self, commands: &Counter) -> Arc<MongoStore> {
         let mut options = self.options.clone();
         let sink = commands.clone();
         options.command_event_handler = Some(EventHandler::callback(move |e| {
@@ -75,26 +110,7 @@ impl Fleet for MongoFleet {
             .await
             .unwrap();
         self.clients.lock().unwrap().push(client);
-        store
-    }
-
-    async fn server_counters(&self) -> BTreeMap<String, u64> {
-        let status = self
-            .admin
-            .database("admin")
-            .run_command(doc! { "serverStatus": 1 })
-            .await
-            .unwrap();
-        let conflicts = status
-            .get_document("metrics")
-            .and_then(|m| m.get_document("operation"))
-            .ok()
-            .and_then(|o| o.get("writeConflicts"))
-            .and_then(|n| n.as_i64().or_else(|| n.as_i32().map(i64::from)));
-        conflicts
-            .map(|n| ("writeConflicts".to_string(), u64::try_from(n).unwrap_or(0)))
-            .into_iter()
-            .collect()
+        Arc::new(store)
     }
 
     async fn finish(self) {
@@ -111,20 +127,4 @@ impl Fleet for MongoFleet {
             .await;
         self.admin.shutdown().await;
     }
-}
-
-/// The waiting measurements on MongoDB that criterion's filter selects.
-pub fn waiting(bench: &Bench<'_>) {
-    let selected = Selected::from_args();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(run_all(
-        GROUP,
-        bench.mode,
-        &Plan::of(bench.mode, 1.0),
-        |id| selected.selects(id),
-        async |grace| MongoFleet::new(grace).await,
-    ));
 }

@@ -5,14 +5,24 @@ use regex::Regex;
 /// Criterion's benchmark filter, read from the arguments as criterion reads them (the first
 /// positional argument; a regex unless `--exact`), for the measurements criterion does not
 /// run itself.
+#[derive(Debug)]
 pub enum Selected {
+    /// No filter: everything runs.
     All,
+    /// `--list` or `--ignored`: nothing runs.
     Nothing,
+    /// `--exact`: the id given.
     Exact(String),
+    /// Ids the regex matches anywhere.
     Matching(Regex),
 }
 
 impl Selected {
+    /// The filter of this process's arguments.
+    ///
+    /// # Panics
+    /// When the filter is not a regex.
+    #[must_use]
     pub fn from_args() -> Self {
         // Criterion's options that take a value.
         const WITH_VALUE: [&str; 19] = [
@@ -60,6 +70,8 @@ impl Selected {
         }
     }
 
+    /// Whether a measurement with this id runs.
+    #[must_use]
     pub fn selects(&self, id: &str) -> bool {
         match self {
             Selected::All => true,

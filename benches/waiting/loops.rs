@@ -1,0 +1,269 @@
+//! The windowed measurements: `handover/W` (Lockers taking turns, no barging) and the
+//! worker loop behind `contended/N` and the fair contended measurements.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lockwright::{LockOptions, Locker};
+use lockwright_benches::{max, quantile};
+use lockwright_engine::LockStore;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::fleets::Fleet;
+use crate::measures::{lockers, ms, signed_ms, switch};
+use crate::plan::Window;
+use crate::tally::{Counts, Snapshot};
+use crate::{CONTENDED_HOLD, HANDOVER_HOLD, TTL};
+
+/// The grants and releases of `handover/W`, in grant order.
+#[derive(Default)]
+struct Turns {
+    /// When each grant's acquire returned; the index is the grant's number.
+    grants: Vec<Instant>,
+    /// When the release of grant `n` returned.
+    releases: Vec<(usize, Instant)>,
+}
+
+/// One Locker of `handover/W`: takes the resource, holds it `hold`, releases it, and asks
+/// again once somebody else was granted it; until `stop`.
+async fn take_turns<S: LockStore>(
+    locker: Locker<S>,
+    resource: String,
+    mut stop: watch::Receiver<bool>,
+    granted: Arc<watch::Sender<usize>>,
+    turns: Arc<Mutex<Turns>>,
+) {
+    let options = LockOptions::exclusive(TTL);
+    loop {
+        let guard = tokio::select! {
+            guard = locker.acquire(&resource, &options) => guard.unwrap(),
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        let at = Instant::now();
+        let n = {
+            let mut turns = turns.lock().unwrap();
+            turns.grants.push(at);
+            turns.grants.len() - 1
+        };
+        granted.send_replace(n + 1);
+        tokio::time::sleep(HANDOVER_HOLD).await;
+        guard.release().await.unwrap();
+        let released = Instant::now();
+        turns.lock().unwrap().releases.push((n, released));
+        // Back in line once another Locker has the lock: no barging.
+        let mut grants = granted.subscribe();
+        tokio::select! {
+            _ = grants.wait_for(|g| *g > n + 1) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+    }
+}
+
+/// `handover/W`: W + 1 Lockers take one resource in turn, each holding it
+/// [`HANDOVER_HOLD`]; each sample is a release returning → the next grant's acquire
+/// returning, both in the window. A grant can return before the release that freed the
+/// lock does (the release still waits for its write concern): such a sample counts as 0,
+/// and the line says how many there were ("early").
+pub async fn handover<F: Fleet>(fleet: &F, waiters: usize, hints: bool, window: &Window) -> String {
+    let counts = Counts::default();
+    let all = lockers(fleet, &counts, waiters + 1, hints).await;
+    let resource = format!("handover/{waiters}/{}", switch(hints));
+    let (stop_tx, stop) = watch::channel(false);
+    let granted = Arc::new(watch::channel(0usize).0);
+    let turns = Arc::new(Mutex::new(Turns::default()));
+    let mut tasks = JoinSet::new();
+    for l in &all {
+        tasks.spawn(take_turns(
+            l.clone(),
+            resource.clone(),
+            stop.clone(),
+            Arc::clone(&granted),
+            Arc::clone(&turns),
+        ));
+    }
+    tokio::time::sleep(window.warm_up).await;
+    let before = counts.snapshot();
+    let (first, start) = (*granted.borrow(), Instant::now());
+    window.pass(|| granted.borrow().saturating_sub(first)).await;
+    let (last, end) = (*granted.borrow(), Instant::now());
+    let after = counts.snapshot();
+    stop_tx.send_replace(true);
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    all.iter().for_each(Locker::shutdown);
+    let turns = turns.lock().unwrap();
+    let (mut samples, mut early) = (Vec::new(), 0u32);
+    for &(n, released) in &turns.releases {
+        let Some(&next) = turns.grants.get(n + 1) else {
+            continue;
+        };
+        if released < start || next > end {
+            continue;
+        }
+        let took = signed_ms(next, released);
+        early += u32::from(took < 0.0);
+        samples.push(took.max(0.0));
+    }
+    let grants = last - first;
+    format!(
+        "handover p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms over {} handovers ({early} early) \
+         in {:.1} s; {}",
+        quantile(&samples, 0.5),
+        quantile(&samples, 0.99),
+        max(&samples),
+        samples.len(),
+        (end - start).as_secs_f64(),
+        counts.line(F::COMMANDS, (&before, &after), grants as f64, "grant"),
+    )
+}
+
+/// The grants of a worker loop, and who waits since when.
+struct Queue {
+    /// (Locker, when its acquire returned, how long it waited).
+    grants: Vec<(usize, Instant, Duration)>,
+    /// Since when each Locker waits, if it does.
+    waiting: Vec<Option<Instant>>,
+}
+
+/// One Locker of a worker loop: acquire, hold, release, again at once; until `stop`.
+async fn work<S: LockStore>(
+    i: usize,
+    locker: Locker<S>,
+    resource: String,
+    options: LockOptions,
+    mut stop: watch::Receiver<bool>,
+    queue: Arc<Mutex<Queue>>,
+) {
+    loop {
+        let asked = Instant::now();
+        queue.lock().unwrap().waiting[i] = Some(asked);
+        let guard = tokio::select! {
+            guard = locker.acquire(&resource, &options) => guard.unwrap(),
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        let at = Instant::now();
+        {
+            let mut queue = queue.lock().unwrap();
+            queue.waiting[i] = None;
+            queue.grants.push((i, at, at - asked));
+        }
+        tokio::time::sleep(CONTENDED_HOLD).await;
+        guard.release().await.unwrap();
+        if *stop.borrow() {
+            return;
+        }
+    }
+}
+
+/// What a worker loop saw in its window.
+pub struct Loop {
+    pub before: Snapshot,
+    pub after: Snapshot,
+    pub seconds: f64,
+    pub grants: u64,
+    pub per_locker: Vec<u64>,
+    /// The longest wait of an acquire granted in the window, or still waiting at its end.
+    pub longest: Duration,
+}
+
+impl Loop {
+    /// Grants per second, the longest wait, grants per Locker.
+    pub fn line(&self) -> String {
+        format!(
+            "{:.1} grants/s over {:.1} s, longest wait {:.1} ms, grants per Locker {}..{}",
+            self.grants as f64 / self.seconds,
+            self.seconds,
+            ms(self.longest),
+            self.per_locker.iter().min().unwrap_or(&0),
+            self.per_locker.iter().max().unwrap_or(&0),
+        )
+    }
+}
+
+/// Runs `lockers` in a worker loop on `resource` with [`CONTENDED_HOLD`] holds, asking
+/// with `options`, over `window`.
+pub async fn worker_loop<S: LockStore>(
+    counts: &Counts,
+    lockers: &[Locker<S>],
+    resource: &str,
+    options: &LockOptions,
+    window: &Window,
+) -> Loop {
+    let n = lockers.len();
+    let (stop_tx, stop) = watch::channel(false);
+    let queue = Arc::new(Mutex::new(Queue {
+        grants: Vec::new(),
+        waiting: vec![None; n],
+    }));
+    let mut tasks = JoinSet::new();
+    for (i, l) in lockers.iter().enumerate() {
+        tasks.spawn(work(
+            i,
+            l.clone(),
+            resource.to_string(),
+            options.clone(),
+            stop.clone(),
+            Arc::clone(&queue),
+        ));
+    }
+    tokio::time::sleep(window.warm_up).await;
+    let before = counts.snapshot();
+    let start = Instant::now();
+    window.pass(|| 0).await;
+    let end = Instant::now();
+    let after = counts.snapshot();
+    let still_waiting = queue
+        .lock()
+        .unwrap()
+        .waiting
+        .iter()
+        .flatten()
+        .map(|since| end.saturating_duration_since(*since))
+        .max();
+    stop_tx.send_replace(true);
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    lockers.iter().for_each(Locker::shutdown);
+    let queue = queue.lock().unwrap();
+    let mut per_locker = vec![0u64; n];
+    let mut longest = still_waiting.unwrap_or_default();
+    let mut grants = 0u64;
+    for &(i, at, waited) in &queue.grants {
+        if at >= start && at <= end {
+            grants += 1;
+            per_locker[i] += 1;
+            longest = longest.max(waited);
+        }
+    }
+    Loop {
+        before,
+        after,
+        seconds: (end - start).as_secs_f64(),
+        grants,
+        per_locker,
+        longest,
+    }
+}
+
+/// `contended/N`: N Lockers in a worker loop on one resource with [`CONTENDED_HOLD`] holds
+/// (acquire, hold, release, acquire again at once: the releaser may take it again).
+pub async fn contended<F: Fleet>(fleet: &F, n: usize, hints: bool, window: &Window) -> String {
+    let counts = Counts::default();
+    let all = lockers(fleet, &counts, n, hints).await;
+    let resource = format!("contended/{n}/{}", switch(hints));
+    let options = LockOptions::exclusive(TTL);
+    let run = worker_loop(&counts, &all, &resource, &options, window).await;
+    format!(
+        "{}; {}",
+        run.line(),
+        counts.line(
+            F::COMMANDS,
+            (&run.before, &run.after),
+            run.grants as f64,
+            "grant"
+        )
+    )
+}

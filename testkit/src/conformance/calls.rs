@@ -1,0 +1,145 @@
+//! The calls the cases make: the port's operations with names as strings, each checked
+//! with the engine's own constructors (`LockRequest::new`, `SharedLimit::new`,
+//! `LockId::new`, `Resource::new`, `Ttl::new`, `Filter::validate`) before the store sees
+//! it, as the library's client does, so that a case of refused input names the same field
+//! on every store. Nothing else is added: the store's answer is returned as it is.
+
+use std::time::Duration;
+
+use lockwright_engine::{
+    Error, Filter, LockDetails, LockId, LockRequest, LockStatus, LockStore, Resource, SharedLimit,
+    Summary, Ttl, Waiter,
+};
+
+use super::Ctx;
+use crate::Backend;
+
+impl<B: Backend> Ctx<B> {
+    /// An exclusive lock on `resource` for the group `lock_id` ([`LockStore::xlock`]).
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`resource`, `lock_id`, `owner`, `host`, `comment`, `ttl`), or the
+    /// store's error.
+    pub async fn xlock(
+        &self,
+        resource: &str,
+        lock_id: impl AsRef<str>,
+        details: &LockDetails,
+    ) -> Result<LockStatus, Error> {
+        let request = LockRequest::new(resource, lock_id.as_ref(), details)?;
+        self.store.xlock(&request).await
+    }
+
+    /// A shared lock, at most `limit` live on the resource ([`LockStore::slock`]).
+    ///
+    /// # Errors
+    /// As [`Ctx::xlock`], and `limit` for `Some(0)`.
+    pub async fn slock(
+        &self,
+        resource: &str,
+        lock_id: impl AsRef<str>,
+        details: &LockDetails,
+        limit: Option<u32>,
+    ) -> Result<LockStatus, Error> {
+        let request = LockRequest::new(resource, lock_id.as_ref(), details)?;
+        let limit = limit.map(SharedLimit::new).transpose()?;
+        self.store.slock(&request, limit).await
+    }
+
+    /// Releases the group ([`LockStore::unlock`]).
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`lock_id`), or the store's error.
+    pub async fn unlock(&self, lock_id: impl AsRef<str>) -> Result<Vec<LockStatus>, Error> {
+        let lock_id = LockId::new(lock_id.as_ref())?;
+        self.store.unlock(&lock_id).await
+    }
+
+    /// Renews the group for `ttl` with [`Ctx::margin`] ([`LockStore::renew`]).
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`lock_id`, `ttl`), or the store's error.
+    pub async fn renew(
+        &self,
+        lock_id: impl AsRef<str>,
+        ttl: Duration,
+    ) -> Result<Vec<LockStatus>, Error> {
+        let lock_id = LockId::new(lock_id.as_ref())?;
+        let ttl = Ttl::new(ttl)?;
+        self.store.renew(&lock_id, ttl, self.margin).await
+    }
+
+    /// Renews exactly `lock` for `ttl` with [`Ctx::margin`] ([`LockStore::renew_one`]).
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`ttl`), or the store's error.
+    pub async fn renew_one(&self, lock: &LockStatus, ttl: Duration) -> Result<LockStatus, Error> {
+        let renewal = lock.renewal(Ttl::new(ttl)?);
+        self.store.renew_one(&renewal, self.margin).await
+    }
+
+    /// Releases exactly `lock` ([`LockStore::unlock_one`]).
+    ///
+    /// # Errors
+    /// The store's error.
+    pub async fn unlock_one(&self, lock: &LockStatus) -> Result<Option<LockStatus>, Error> {
+        self.store.unlock_one(&lock.resource, &lock.lock_id).await
+    }
+
+    /// Leaves `resource`'s queue ([`LockStore::leave_queue`]).
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`resource`, and `ticket` for a bad lock id), or the store's error.
+    pub async fn leave_queue(
+        &self,
+        resource: &str,
+        ticket: impl AsRef<str>,
+    ) -> Result<bool, Error> {
+        let resource = Resource::new(resource)?;
+        let ticket = LockId::new(ticket.as_ref()).map_err(|e| e.about("ticket"))?;
+        self.store.leave_queue(&resource, &ticket).await
+    }
+
+    /// The live places of `resource`'s queue ([`LockStore::waiters`]).
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`resource`), or the store's error.
+    pub async fn waiters(&self, resource: &str) -> Result<Vec<Waiter>, Error> {
+        let resource = Resource::new(resource)?;
+        self.store.waiters(&resource).await
+    }
+
+    /// The locks matching `filter` ([`LockStore::status`]).
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`filter.resource`, `filter.lock_id`, `filter.owner`), or the
+    /// store's error.
+    pub async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>, Error> {
+        filter.validate()?;
+        self.store.status(filter).await
+    }
+
+    /// Every resource's contention ([`LockStore::summary`]).
+    ///
+    /// # Errors
+    /// The store's error.
+    pub async fn summary(&self) -> Result<Summary, Error> {
+        self.store.summary().await
+    }
+
+    /// Purges the abandoned groups ([`LockStore::purge`]).
+    ///
+    /// # Errors
+    /// The store's error.
+    pub async fn purge(&self) -> Result<Vec<LockStatus>, Error> {
+        self.store.purge().await
+    }
+
+    /// Creates the store's indexes ([`LockStore::create_indexes`]).
+    ///
+    /// # Errors
+    /// The store's error.
+    pub async fn create_indexes(&self) -> Result<(), Error> {
+        self.store.create_indexes().await
+    }
+}
