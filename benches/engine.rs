@@ -87,10 +87,13 @@ fn in_place(
         for r in round {
             table.unlock(&r.lock_id, NOW);
         }
-        // A millisecond past the table's fence clock (which an earlier operation at a later
-        // instant may have moved past `NOW`), so the emptied resources may go.
+        // The next second of the table's fence clock (which an earlier operation at a later
+        // instant may have moved past `NOW`): its floor is above every counter of this
+        // round, so the emptied resources may go.
         let later = Timestamp::from_millis(
-            (table.fence_clock() / table::FENCES_PER_MS).max(NOW.as_millis()) + 1,
+            (table.fence_clock() / table::FENCES_PER_SECOND + 1)
+                .saturating_mul(1000)
+                .max(NOW.as_millis() + 1),
         );
         table::delete_empty(&mut [&mut *table], later);
         assert_eq!(table.resources().len(), resources, "a round was not undone");
