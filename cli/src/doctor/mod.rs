@@ -1,0 +1,234 @@
+//! `lockwright doctor`: check the deployment and say what to fix.
+//!
+//! The replica set and unique index verdicts are the store's own set-up check (the one
+//! every lock operation runs first), reached through a `status` call ([`index`]); this
+//! module adds the details around it: the server's version and members, the write concern
+//! the store will use, the clocks ([`clocks`]) and the wake-ups ([`crate::wakeups`]).
+//!
+//! Doctor only reads unless told otherwise: `--fix` creates the unique index and
+//! `--wakeups` takes and releases a probe lock.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use lockwright::store_mongo::MongoFailure;
+use lockwright::{DEFAULT_TAKEOVER_GRACE, Error, MAX_TAKEOVER_GRACE, MongoStore};
+use mongodb::bson::{Document, doc};
+use mongodb::options::Acknowledgment;
+
+use crate::DoctorArgs;
+use crate::connect::{ConnArgs, connect};
+use crate::exit::{self, CliError};
+
+mod clocks;
+mod index;
+
+use clocks::show;
+
+/// The result of one check.
+enum Verdict {
+    Ok,
+    Warn,
+    Fail,
+}
+
+/// Prints the checks as they finish; remembers whether any failed.
+#[derive(Default)]
+struct Report {
+    failed: bool,
+}
+
+impl Report {
+    fn line(&mut self, verdict: &Verdict, text: &str) {
+        let tag = match verdict {
+            Verdict::Ok => "ok  ",
+            Verdict::Warn => "warn",
+            Verdict::Fail => {
+                self.failed = true;
+                "FAIL"
+            }
+        };
+        println!("{tag} {}", exit::one_line(text));
+    }
+}
+
+/// Runs `lockwright doctor`.
+pub async fn doctor(conn: &ConnArgs, args: &DoctorArgs) -> Result<u8, CliError> {
+    let store = connect(conn).await?;
+    let mut report = Report::default();
+    let admin = store.client().database("admin");
+
+    // Reachable, and the members, from one `hello`.
+    let started = Instant::now();
+    let hello = match admin.run_command(doc! { "hello": 1 }).await {
+        Ok(hello) => hello,
+        Err(e) => {
+            // As the store reports driver failures: code and short message, never the raw
+            // reply.
+            let err = CliError::from(Error::backend("hello", MongoFailure::new(&e)));
+            report.line(&Verdict::Fail, &err.message);
+            return Ok(exit::UNAVAILABLE);
+        }
+    };
+    let round_trip = started.elapsed();
+    let version = admin
+        .run_command(doc! { "buildInfo": 1 })
+        .await
+        .ok()
+        .and_then(|b| b.get_str("version").ok().map(str::to_owned))
+        .unwrap_or_else(|| "of unknown version".to_owned());
+    let me = hello.get_str("me").unwrap_or("the server");
+    report.line(
+        &Verdict::Ok,
+        &format!(
+            "server reachable: MongoDB {version} at {me} ({} ms round trip)",
+            round_trip.as_millis()
+        ),
+    );
+
+    deployment(&mut report, &hello);
+    index::index(&mut report, &store, args.fix).await;
+    write_concern(&mut report, &store);
+    clocks::clocks(&mut report, &hello, &store, conn, conn.takeover_grace.0).await;
+    let wakeups = if args.wakeups {
+        crate::wakeups::probe(&store).await
+    } else {
+        crate::wakeups::stream_opens(&store).await
+    };
+    match wakeups {
+        Ok(worked) => report.line(&Verdict::Ok, &worked),
+        Err(why) => report.line(
+            &Verdict::Warn,
+            &format!("{why}: waiting acquires will only poll (up to max_backoff apart)"),
+        ),
+    }
+
+    if report.failed {
+        println!("problems found: fix the FAIL lines above");
+        Ok(exit::CONFIG)
+    } else {
+        println!("no problems found");
+        Ok(exit::OK)
+    }
+}
+
+/// A replica set (or sharded cluster), and how many members it has.
+fn deployment(report: &mut Report, hello: &Document) {
+    if let Ok(set) = hello.get_str("setName") {
+        let members = hello.get_array("hosts").map_or(0, Vec::len);
+        report.line(
+            &Verdict::Ok,
+            &format!("replica set `{set}` with {members} voting member(s)"),
+        );
+        if members < 3 {
+            report.line(
+                &Verdict::Warn,
+                "fewer than 3 members: locking is correct, but a failed member stops it; \
+                 use 3 members in production",
+            );
+        }
+    } else if hello.get_str("msg").is_ok_and(|m| m == "isdbgrid") {
+        report.line(&Verdict::Ok, "sharded cluster (connected to mongos)");
+    } else {
+        report.line(
+            &Verdict::Fail,
+            "standalone server: lockwright needs a replica set (renew, unlock and purge run \
+             in transactions); a one-member replica set is enough: start mongod with \
+             --replSet rs0 and run rs.initiate()",
+        );
+    }
+}
+
+/// The write concern the store uses (majority, whatever the connection string says), and
+/// what the connection string asks for other writes.
+fn write_concern(report: &mut Report, store: &MongoStore) {
+    match store
+        .collection()
+        .write_concern()
+        .and_then(|wc| wc.w.as_ref())
+    {
+        None | Some(Acknowledgment::Majority) => {
+            report.line(&Verdict::Ok, "lock writes use write concern majority");
+        }
+        Some(other) => report.line(
+            &Verdict::Fail,
+            &format!(
+                "lock writes use write concern w={}: a grant acknowledged by fewer than a \
+                 majority can be lost in a failover, and then two holders are possible",
+                acknowledgment(other)
+            ),
+        ),
+    }
+    let ns = store.collection().namespace();
+    let uri = store.client().database(&ns.db).write_concern().cloned();
+    let Some(wc) = uri else { return };
+    if let Some(w) =
+        wc.w.as_ref()
+            .filter(|w| !matches!(w, Acknowledgment::Majority))
+    {
+        report.line(
+            &Verdict::Warn,
+            &format!(
+                "the connection string sets write concern w={}: Lockwright writes its locks \
+                 with majority regardless, but other writes through this URI do not",
+                acknowledgment(w)
+            ),
+        );
+    }
+    if wc.journal == Some(false) {
+        report.line(
+            &Verdict::Warn,
+            "the connection string sets journal=false: Lockwright's lock writes do not use \
+             it, but other writes through this URI may be lost if a member restarts",
+        );
+    }
+}
+
+fn acknowledgment(a: &Acknowledgment) -> String {
+    match a {
+        Acknowledgment::Nodes(n) => n.to_string(),
+        Acknowledgment::Majority => "majority".to_owned(),
+        Acknowledgment::Custom(tag) => tag.clone(),
+        _ => "?".to_owned(),
+    }
+}
+
+/// `--takeover-grace`: the takeover grace the collection's clients and purgers use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grace(pub Duration);
+
+impl Grace {
+    /// The library's default, [`DEFAULT_TAKEOVER_GRACE`].
+    pub const DEFAULT: Grace = Grace(DEFAULT_TAKEOVER_GRACE);
+}
+
+impl fmt::Display for Grace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", humantime::format_duration(self.0))
+    }
+}
+
+/// Parses a takeover grace: milliseconds (`2000`) or a duration (`2s`, `1500ms`), from zero
+/// (the plain rule) to [`MAX_TAKEOVER_GRACE`].
+pub fn grace(s: &str) -> Result<Grace, String> {
+    let s = s.trim();
+    let d = if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        s.parse::<u64>()
+            .map(Duration::from_millis)
+            .map_err(|e| format!("not a number of milliseconds ({e})"))?
+    } else {
+        humantime::parse_duration(s).map_err(|e| {
+            format!(
+                "not a duration ({e}); write milliseconds, such as 2000, or a number and a \
+                 unit, such as 2s or 1500ms"
+            )
+        })?
+    };
+    if d > MAX_TAKEOVER_GRACE {
+        return Err(format!(
+            "must be at most {} (the longest takeover grace a store accepts)",
+            show(MAX_TAKEOVER_GRACE)
+        ));
+    }
+    Ok(Grace(d))
+}
