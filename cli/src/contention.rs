@@ -13,9 +13,9 @@ use metrics_exporter_prometheus::PrometheusBuilder;
 
 use crate::StatusArgs;
 use crate::connect::ConnArgs;
+use crate::durations::format_ttl;
 use crate::exit::{self, CliError};
 use crate::signals::Signals;
-use crate::status::format_ttl;
 
 /// Clears a terminal and puts the cursor at its top left.
 const CLEAR: &str = "\x1b[2J\x1b[H";

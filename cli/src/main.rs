@@ -16,6 +16,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 mod connect;
 mod contention;
 mod doctor;
+mod durations;
 mod exit;
 mod progress;
 mod purge;
@@ -98,13 +99,13 @@ struct RunArgs {
           value_parser = clap::value_parser!(u32).range(1..))]
     limit: Option<u32>,
     /// How long the lock lives unless renewed (renewed at half of it while CMD runs).
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = durations::duration)]
     ttl: Duration,
     /// Wait for the lock while it is held, for as long as it takes.
     #[arg(long, conflicts_with = "wait_until")]
     wait: bool,
     /// Wait for the lock at most DURATION, then exit with 75.
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", value_parser = durations::duration)]
     wait_until: Option<Duration>,
     /// While waiting, keep a place in the resource's queue: waiters are granted in the
     /// order they came, and a writer is not overtaken by readers that came after it.
@@ -117,7 +118,7 @@ struct RunArgs {
     #[arg(long, value_name = "TEXT")]
     comment: Option<String>,
     /// After SIGTERM on a lost lock, how long CMD has to exit before SIGKILL.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = durations::duration)]
     kill_after: Duration,
     /// Run CMD in lockwright's process group, so that it can read from the terminal; signals
     /// are then forwarded to CMD alone, not to its children.
@@ -142,7 +143,7 @@ struct StatusArgs {
     #[arg(long, value_enum)]
     mode: Option<ModeArg>,
     /// Only locks whose remaining TTL is below DURATION.
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", value_parser = durations::duration)]
     expiring_within: Option<Duration>,
     /// One JSON object per lock and line, without the counts.
     #[arg(long)]
@@ -154,7 +155,7 @@ struct StatusArgs {
     watch: bool,
     /// With --watch: the time between refreshes.
     #[arg(long, value_name = "DURATION", default_value = "2s", requires = "watch",
-          value_parser = duration)]
+          value_parser = durations::duration)]
     every: Duration,
     /// Instead of the locks, the collection's state as Prometheus gauges in the text format
     /// (for a scrape job or a textfile collector): totals, and the --top most contended
@@ -186,7 +187,7 @@ struct PurgeArgs {
     watch: bool,
     /// With --watch: the time between passes.
     #[arg(long, value_name = "DURATION", default_value = "30s", requires = "watch",
-          value_parser = duration)]
+          value_parser = durations::duration)]
     every: Duration,
 }
 
@@ -214,17 +215,6 @@ struct DoctorArgs {
     /// reading, that change streams open.
     #[arg(long)]
     wakeups: bool,
-}
-
-/// Parses a positive duration such as `500ms`, `30s`, `5m` or `1h 30m`.
-fn duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| {
-        format!("not a duration ({e}); write a number and a unit, such as 500ms, 30s, 5m or 1h")
-    })?;
-    if d.is_zero() {
-        return Err("must be greater than zero".to_owned());
-    }
-    Ok(d)
 }
 
 fn main() -> ExitCode {

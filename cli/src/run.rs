@@ -193,7 +193,7 @@ fn describe(lock: &LockStatus) -> String {
         .unwrap_or_default();
     let ttl = lock.ttl.map_or_else(
         || "no TTL".to_owned(),
-        |t| format!("{} left", crate::status::format_ttl(t)),
+        |t| format!("{} left", crate::durations::format_ttl(t)),
     );
     format!(
         "{owner}{host} ({}, fence {}, {ttl}, {})",

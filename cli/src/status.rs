@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::connect::{ConnArgs, connect};
 use crate::contention;
+use crate::durations::format_ttl;
 use crate::exit::{self, CliError};
 use crate::{ModeArg, StatusArgs};
 
@@ -217,18 +218,4 @@ fn counts(locks: &[LockStatus]) -> String {
         plural(resources.len(), "resource", "resources"),
         locks.len() - exclusive
     )
-}
-
-/// A remaining TTL or a wait: `expired` (zero), `850ms`, `12.3s`, or `4m 10s` (whole
-/// seconds from a minute).
-pub fn format_ttl(ttl: Duration) -> String {
-    if ttl.is_zero() {
-        "expired".to_owned()
-    } else if ttl < Duration::from_secs(1) {
-        format!("{}ms", ttl.as_millis())
-    } else if ttl < Duration::from_secs(60) {
-        format!("{:.1}s", ttl.as_secs_f64())
-    } else {
-        humantime::format_duration(Duration::from_secs(ttl.as_secs())).to_string()
-    }
 }

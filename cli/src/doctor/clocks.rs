@@ -22,8 +22,9 @@ use mongodb::bson::{Bson, Document, doc};
 use mongodb::error::ErrorKind;
 use mongodb::options::{ClientOptions, ServerAddress};
 
-use super::{Report, Verdict};
+use super::report::{Report, Verdict};
 use crate::connect::ConnArgs;
+use crate::durations::show;
 
 /// A member's clock further than this from the local one is reported (a warning: locks
 /// never use the local clock).
@@ -463,17 +464,4 @@ fn show_us(us: i64) -> String {
 /// An uncertainty, rounded up to the millisecond: `±2 ms`.
 fn show_pm(us: i64) -> String {
     format!("±{} ms", us.unsigned_abs().div_ceil(1_000))
-}
-
-/// A configured length of time, exactly to the millisecond: `2 s`, `1.5 s`, `500 ms`.
-pub(super) fn show(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms.is_multiple_of(1_000) {
-        format!("{} s", ms / 1_000)
-    } else if ms < 1_000 {
-        format!("{ms} ms")
-    } else {
-        let secs = format!("{}.{:03}", ms / 1_000, ms % 1_000);
-        format!("{} s", secs.trim_end_matches('0'))
-    }
 }

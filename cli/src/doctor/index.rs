@@ -9,7 +9,7 @@ use lockwright::store_mongo::MongoFailure;
 use lockwright::{Client, Error, Filter, MongoStore};
 use mongodb::bson::doc;
 
-use super::{Report, Verdict};
+use super::report::{Report, Verdict};
 use crate::exit::{self, CliError};
 
 /// What doctor finds of the lock collection before it asks the store anything.

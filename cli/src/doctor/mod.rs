@@ -8,11 +8,10 @@
 //! Doctor only reads unless told otherwise: `--fix` creates the unique index and
 //! `--wakeups` takes and releases a probe lock.
 
-use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use lockwright::store_mongo::MongoFailure;
-use lockwright::{DEFAULT_TAKEOVER_GRACE, Error, MAX_TAKEOVER_GRACE, MongoStore};
+use lockwright::{Error, MongoStore};
 use mongodb::bson::{Document, doc};
 use mongodb::options::Acknowledgment;
 
@@ -22,35 +21,9 @@ use crate::exit::{self, CliError};
 
 mod clocks;
 mod index;
+mod report;
 
-use clocks::show;
-
-/// The result of one check.
-enum Verdict {
-    Ok,
-    Warn,
-    Fail,
-}
-
-/// Prints the checks as they finish; remembers whether any failed.
-#[derive(Default)]
-struct Report {
-    failed: bool,
-}
-
-impl Report {
-    fn line(&mut self, verdict: &Verdict, text: &str) {
-        let tag = match verdict {
-            Verdict::Ok => "ok  ",
-            Verdict::Warn => "warn",
-            Verdict::Fail => {
-                self.failed = true;
-                "FAIL"
-            }
-        };
-        println!("{tag} {}", exit::one_line(text));
-    }
-}
+use report::{Report, Verdict};
 
 /// Runs `lockwright doctor`.
 pub async fn doctor(conn: &ConnArgs, args: &DoctorArgs) -> Result<u8, CliError> {
@@ -103,7 +76,7 @@ pub async fn doctor(conn: &ConnArgs, args: &DoctorArgs) -> Result<u8, CliError> 
         ),
     }
 
-    if report.failed {
+    if report.failed() {
         println!("problems found: fix the FAIL lines above");
         Ok(exit::CONFIG)
     } else {
@@ -191,44 +164,4 @@ fn acknowledgment(a: &Acknowledgment) -> String {
         Acknowledgment::Custom(tag) => tag.clone(),
         _ => "?".to_owned(),
     }
-}
-
-/// `--takeover-grace`: the takeover grace the collection's clients and purgers use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Grace(pub Duration);
-
-impl Grace {
-    /// The library's default, [`DEFAULT_TAKEOVER_GRACE`].
-    pub const DEFAULT: Grace = Grace(DEFAULT_TAKEOVER_GRACE);
-}
-
-impl fmt::Display for Grace {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", humantime::format_duration(self.0))
-    }
-}
-
-/// Parses a takeover grace: milliseconds (`2000`) or a duration (`2s`, `1500ms`), from zero
-/// (the plain rule) to [`MAX_TAKEOVER_GRACE`].
-pub fn grace(s: &str) -> Result<Grace, String> {
-    let s = s.trim();
-    let d = if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
-        s.parse::<u64>()
-            .map(Duration::from_millis)
-            .map_err(|e| format!("not a number of milliseconds ({e})"))?
-    } else {
-        humantime::parse_duration(s).map_err(|e| {
-            format!(
-                "not a duration ({e}); write milliseconds, such as 2000, or a number and a \
-                 unit, such as 2s or 1500ms"
-            )
-        })?
-    };
-    if d > MAX_TAKEOVER_GRACE {
-        return Err(format!(
-            "must be at most {} (the longest takeover grace a store accepts)",
-            show(MAX_TAKEOVER_GRACE)
-        ));
-    }
-    Ok(Grace(d))
 }
