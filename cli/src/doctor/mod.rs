@@ -10,12 +10,12 @@
 
 use std::time::Instant;
 
+use clap::Args;
 use lockwright::store_mongo::MongoFailure;
 use lockwright::{Error, MongoStore};
 use mongodb::bson::{Document, doc};
 use mongodb::options::Acknowledgment;
 
-use crate::DoctorArgs;
 use crate::connect::{ConnArgs, connect};
 use crate::exit::{self, CliError};
 
@@ -24,6 +24,20 @@ mod index;
 mod report;
 
 use report::{Report, Verdict};
+
+/// `lockwright doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Create the unique index on `resource` when it is missing.
+    #[arg(long)]
+    fix: bool,
+    /// Also check that a release reaches a waiter, by taking and releasing a probe lock on
+    /// a resource of doctor's own (a write: a collection that does not exist yet is created
+    /// with its index, as by any first lock operation). Without it, doctor only checks,
+    /// reading, that change streams open.
+    #[arg(long)]
+    wakeups: bool,
+}
 
 /// Runs `lockwright doctor`.
 pub async fn doctor(conn: &ConnArgs, args: &DoctorArgs) -> Result<u8, CliError> {
