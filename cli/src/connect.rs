@@ -3,10 +3,11 @@
 use std::time::Duration;
 
 use clap::Args;
-use lockwright::MongoStore;
+use lockwright::{DEFAULT_TAKEOVER_GRACE, MAX_TAKEOVER_GRACE, MongoStore};
 use mongodb::bson::Document;
 use mongodb::options::ClientOptions;
 
+use crate::durations::show;
 use crate::exit::{self, CliError};
 
 /// How long the driver looks for a usable server before an operation fails, unless the
@@ -49,10 +50,50 @@ pub struct ConnArgs {
         help_heading = "Connection",
         value_name = "MS|DURATION",
         env = "LOCKWRIGHT_TAKEOVER_GRACE",
-        default_value_t = crate::doctor::Grace::DEFAULT,
-        value_parser = crate::doctor::grace
+        default_value_t = Grace::DEFAULT,
+        value_parser = grace
     )]
-    pub takeover_grace: crate::doctor::Grace,
+    pub takeover_grace: Grace,
+}
+
+/// `--takeover-grace`: the takeover grace the collection's clients and purgers use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grace(pub Duration);
+
+impl Grace {
+    /// The library's default, [`DEFAULT_TAKEOVER_GRACE`].
+    pub const DEFAULT: Grace = Grace(DEFAULT_TAKEOVER_GRACE);
+}
+
+impl std::fmt::Display for Grace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", humantime::format_duration(self.0))
+    }
+}
+
+/// Parses a takeover grace: milliseconds (`2000`) or a duration (`2s`, `1500ms`), from zero
+/// (the plain rule) to [`MAX_TAKEOVER_GRACE`].
+pub fn grace(s: &str) -> Result<Grace, String> {
+    let s = s.trim();
+    let d = if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        s.parse::<u64>()
+            .map(Duration::from_millis)
+            .map_err(|e| format!("not a number of milliseconds ({e})"))?
+    } else {
+        humantime::parse_duration(s).map_err(|e| {
+            format!(
+                "not a duration ({e}); write milliseconds, such as 2000, or a number and a \
+                 unit, such as 2s or 1500ms"
+            )
+        })?
+    };
+    if d > MAX_TAKEOVER_GRACE {
+        return Err(format!(
+            "must be at most {} (the longest takeover grace a store accepts)",
+            show(MAX_TAKEOVER_GRACE)
+        ));
+    }
+    Ok(Grace(d))
 }
 
 /// A database and collection name.

@@ -11,26 +11,26 @@ use lockwright_engine::error::Escaped;
 use metrics::{Unit, describe_gauge, gauge};
 use metrics_exporter_prometheus::PrometheusBuilder;
 
-use crate::StatusArgs;
 use crate::connect::ConnArgs;
+use crate::durations::format_ttl;
 use crate::exit::{self, CliError};
 use crate::signals::Signals;
-use crate::status::format_ttl;
 
 /// Clears a terminal and puts the cursor at its top left.
 const CLEAR: &str = "\x1b[2J\x1b[H";
 
-/// Refreshes the view every `args.every` until SIGINT, SIGTERM or SIGHUP: on a terminal in
+/// Refreshes the view of the `top` most contended resources every `every` until SIGINT, SIGTERM or SIGHUP: on a terminal in
 /// place, otherwise one frame after another, separated by a blank line. A failed refresh
 /// is shown and retried at the next one.
 pub async fn watch(
     client: &Client<MongoStore>,
     conn: &ConnArgs,
-    args: &StatusArgs,
+    every: Duration,
+    top: usize,
 ) -> Result<u8, CliError> {
     let mut signals = Signals::catch()?;
     let terminal = std::io::stdout().is_terminal();
-    let mut ticks = tokio::time::interval(args.every);
+    let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut refreshes = 0u64;
     let stopped = |signal, refreshes| {
@@ -62,9 +62,9 @@ pub async fn watch(
                     ns.db,
                     ns.coll,
                     totals(&summary.resources),
-                    humantime::format_duration(args.every)
+                    humantime::format_duration(every)
                 ));
-                frame.push_str(&view(&summary, args.top));
+                frame.push_str(&view(&summary, top));
             }
             Err(e) => {
                 frame.push_str(&format!(

@@ -7,15 +7,14 @@
 //! reads one only from an environment variable or standard input, never from the command
 //! line. The exit codes are listed in [`exit`].
 
-use std::ffi::OsString;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 
 mod connect;
 mod contention;
 mod doctor;
+mod durations;
 mod exit;
 mod progress;
 mod purge;
@@ -26,7 +25,12 @@ mod unlock;
 mod wakeups;
 
 use connect::ConnArgs;
+use doctor::DoctorArgs;
 use exit::CliError;
+use purge::PurgeArgs;
+use run::RunArgs;
+use status::StatusArgs;
+use unlock::UnlockArgs;
 
 /// The exit codes, as `--help` shows them.
 const EXIT_CODES: &str = "\
@@ -83,148 +87,6 @@ enum Command {
     /// --wakeups takes and releases a probe lock.
     #[command(after_help = EXIT_CODES)]
     Doctor(DoctorArgs),
-}
-
-/// `lockwright run`.
-#[derive(Debug, Args)]
-struct RunArgs {
-    /// The resource to lock.
-    resource: String,
-    /// Take a shared lock instead of an exclusive one.
-    #[arg(long)]
-    shared: bool,
-    /// With --shared: at most N holders at once.
-    #[arg(long, value_name = "N", requires = "shared",
-          value_parser = clap::value_parser!(u32).range(1..))]
-    limit: Option<u32>,
-    /// How long the lock lives unless renewed (renewed at half of it while CMD runs).
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration)]
-    ttl: Duration,
-    /// Wait for the lock while it is held, for as long as it takes.
-    #[arg(long, conflicts_with = "wait_until")]
-    wait: bool,
-    /// Wait for the lock at most DURATION, then exit with 75.
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
-    wait_until: Option<Duration>,
-    /// While waiting, keep a place in the resource's queue: waiters are granted in the
-    /// order they came, and a writer is not overtaken by readers that came after it.
-    #[arg(long)]
-    fair: bool,
-    /// Who holds the lock, as `status` shows it [default: $USER].
-    #[arg(long, value_name = "NAME")]
-    owner: Option<String>,
-    /// Free text stored with the lock [default: CMD's program name].
-    #[arg(long, value_name = "TEXT")]
-    comment: Option<String>,
-    /// After SIGTERM on a lost lock, how long CMD has to exit before SIGKILL.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
-    kill_after: Duration,
-    /// Run CMD in lockwright's process group, so that it can read from the terminal; signals
-    /// are then forwarded to CMD alone, not to its children.
-    #[arg(long)]
-    foreground: bool,
-    /// The command to run, after `--`.
-    #[arg(last = true, required = true, num_args = 1.., value_name = "CMD",
-          value_parser = clap::value_parser!(OsString))]
-    command: Vec<OsString>,
-}
-
-/// `lockwright status`.
-#[derive(Debug, Args)]
-struct StatusArgs {
-    /// Only locks on this resource.
-    #[arg(long, value_name = "R")]
-    resource: Option<String>,
-    /// Only locks held by this owner.
-    #[arg(long, value_name = "O")]
-    owner: Option<String>,
-    /// Only exclusive (x) or shared (s) locks.
-    #[arg(long, value_enum)]
-    mode: Option<ModeArg>,
-    /// Only locks whose remaining TTL is below DURATION.
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
-    expiring_within: Option<Duration>,
-    /// One JSON object per lock and line, without the counts.
-    #[arg(long)]
-    json: bool,
-    /// Instead of the locks, a view of the resources, most contended first (most waiters,
-    /// longest wait, most holders), refreshed every --every until SIGINT or SIGTERM.
-    #[arg(long, group = "contention",
-          conflicts_with_all = ["json", "resource", "owner", "mode", "expiring_within"])]
-    watch: bool,
-    /// With --watch: the time between refreshes.
-    #[arg(long, value_name = "DURATION", default_value = "2s", requires = "watch",
-          value_parser = duration)]
-    every: Duration,
-    /// Instead of the locks, the collection's state as Prometheus gauges in the text format
-    /// (for a scrape job or a textfile collector): totals, and the --top most contended
-    /// resources labelled by name.
-    #[arg(long, group = "contention",
-          conflicts_with_all = ["json", "resource", "owner", "mode", "expiring_within"])]
-    prometheus: bool,
-    /// With --watch or --prometheus: how many of the most contended resources to show.
-    #[arg(long, value_name = "N", default_value_t = 20, requires = "contention")]
-    top: usize,
-}
-
-/// A lock mode on the command line.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum ModeArg {
-    /// Exclusive.
-    #[value(name = "x", alias = "exclusive")]
-    Exclusive,
-    /// Shared.
-    #[value(name = "s", alias = "shared")]
-    Shared,
-}
-
-/// `lockwright purge`.
-#[derive(Debug, Args)]
-struct PurgeArgs {
-    /// Keep purging, one line per pass, until SIGINT or SIGTERM.
-    #[arg(long)]
-    watch: bool,
-    /// With --watch: the time between passes.
-    #[arg(long, value_name = "DURATION", default_value = "30s", requires = "watch",
-          value_parser = duration)]
-    every: Duration,
-}
-
-/// `lockwright unlock`.
-#[derive(Debug, Args)]
-#[group(required = true, multiple = false, id = "source")]
-struct UnlockArgs {
-    /// Read the lock id from the environment variable VAR.
-    #[arg(long, value_name = "VAR", group = "source")]
-    lock_id_from_env: Option<String>,
-    /// Read the lock id from the first line of standard input.
-    #[arg(long, group = "source")]
-    lock_id_stdin: bool,
-}
-
-/// `lockwright doctor`.
-#[derive(Debug, Args)]
-struct DoctorArgs {
-    /// Create the unique index on `resource` when it is missing.
-    #[arg(long)]
-    fix: bool,
-    /// Also check that a release reaches a waiter, by taking and releasing a probe lock on
-    /// a resource of doctor's own (a write: a collection that does not exist yet is created
-    /// with its index, as by any first lock operation). Without it, doctor only checks,
-    /// reading, that change streams open.
-    #[arg(long)]
-    wakeups: bool,
-}
-
-/// Parses a positive duration such as `500ms`, `30s`, `5m` or `1h 30m`.
-fn duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| {
-        format!("not a duration ({e}); write a number and a unit, such as 500ms, 30s, 5m or 1h")
-    })?;
-    if d.is_zero() {
-        return Err("must be greater than zero".to_owned());
-    }
-    Ok(d)
 }
 
 fn main() -> ExitCode {

@@ -1,14 +1,26 @@
 //! `lockwright purge`: remove the expired locks, once or in a loop with a line per pass.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
+use clap::Args;
 use lockwright::{Client, Error, LockStatus, MongoStore};
 
-use crate::PurgeArgs;
 use crate::connect::{ConnArgs, connect};
 use crate::exit::{self, CliError};
 use crate::progress;
 use crate::signals::Signals;
+
+/// `lockwright purge`.
+#[derive(Debug, Args)]
+pub struct PurgeArgs {
+    /// Keep purging, one line per pass, until SIGINT or SIGTERM.
+    #[arg(long)]
+    watch: bool,
+    /// With --watch: the time between passes.
+    #[arg(long, value_name = "DURATION", default_value = "30s", requires = "watch",
+          value_parser = crate::durations::duration)]
+    every: Duration,
+}
 
 /// Runs `lockwright purge`.
 pub async fn purge(conn: &ConnArgs, args: &PurgeArgs) -> Result<u8, CliError> {

@@ -1,11 +1,12 @@
 //! `lockwright run`: take the lock, run CMD under it, renew while it runs, release after.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::ExitStatus;
 use std::time::Duration;
 
+use clap::Args;
 use lockwright::{
     Client, DEFAULT_RENEW_MARGIN, Error, Filter, LockGuard, LockOptions, LockStatus, Locker,
     LockerConfig, MongoStore,
@@ -14,11 +15,54 @@ use lockwright_engine::error::Escaped;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
-use crate::RunArgs;
 use crate::connect::{ConnArgs, connect};
 use crate::exit::{self, CliError};
 use crate::progress;
 use crate::signals::{self, Signals};
+
+/// `lockwright run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The resource to lock.
+    resource: String,
+    /// Take a shared lock instead of an exclusive one.
+    #[arg(long)]
+    shared: bool,
+    /// With --shared: at most N holders at once.
+    #[arg(long, value_name = "N", requires = "shared",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    limit: Option<u32>,
+    /// How long the lock lives unless renewed (renewed at half of it while CMD runs).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::durations::duration)]
+    ttl: Duration,
+    /// Wait for the lock while it is held, for as long as it takes.
+    #[arg(long, conflicts_with = "wait_until")]
+    wait: bool,
+    /// Wait for the lock at most DURATION, then exit with 75.
+    #[arg(long, value_name = "DURATION", value_parser = crate::durations::duration)]
+    wait_until: Option<Duration>,
+    /// While waiting, keep a place in the resource's queue: waiters are granted in the
+    /// order they came, and a writer is not overtaken by readers that came after it.
+    #[arg(long)]
+    fair: bool,
+    /// Who holds the lock, as `status` shows it [default: $USER].
+    #[arg(long, value_name = "NAME")]
+    owner: Option<String>,
+    /// Free text stored with the lock [default: CMD's program name].
+    #[arg(long, value_name = "TEXT")]
+    comment: Option<String>,
+    /// After SIGTERM on a lost lock, how long CMD has to exit before SIGKILL.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::durations::duration)]
+    kill_after: Duration,
+    /// Run CMD in lockwright's process group, so that it can read from the terminal; signals
+    /// are then forwarded to CMD alone, not to its children.
+    #[arg(long)]
+    foreground: bool,
+    /// The command to run, after `--`.
+    #[arg(last = true, required = true, num_args = 1.., value_name = "CMD",
+          value_parser = clap::value_parser!(OsString))]
+    command: Vec<OsString>,
+}
 
 /// How long releasing the lock after CMD exits may take before lockwright gives up (the
 /// lock then expires by its TTL).
@@ -193,7 +237,7 @@ fn describe(lock: &LockStatus) -> String {
         .unwrap_or_default();
     let ttl = lock.ttl.map_or_else(
         || "no TTL".to_owned(),
-        |t| format!("{} left", crate::status::format_ttl(t)),
+        |t| format!("{} left", crate::durations::format_ttl(t)),
     );
     format!(
         "{owner}{host} ({}, fence {}, {ttl}, {})",

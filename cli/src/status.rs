@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use clap::{Args, ValueEnum};
 use comfy_table::{ContentArrangement, Table, presets};
 use lockwright::{Client, Error, Filter, LockStatus, Mode, ResourceSummary, Timestamp, Waiter};
 use lockwright_engine::error::Escaped;
@@ -10,14 +11,63 @@ use serde::Serialize;
 
 use crate::connect::{ConnArgs, connect};
 use crate::contention;
+use crate::durations::format_ttl;
 use crate::exit::{self, CliError};
-use crate::{ModeArg, StatusArgs};
+
+/// `lockwright status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Only locks on this resource.
+    #[arg(long, value_name = "R")]
+    resource: Option<String>,
+    /// Only locks held by this owner.
+    #[arg(long, value_name = "O")]
+    owner: Option<String>,
+    /// Only exclusive (x) or shared (s) locks.
+    #[arg(long, value_enum)]
+    mode: Option<ModeArg>,
+    /// Only locks whose remaining TTL is below DURATION.
+    #[arg(long, value_name = "DURATION", value_parser = crate::durations::duration)]
+    expiring_within: Option<Duration>,
+    /// One JSON object per lock and line, without the counts.
+    #[arg(long)]
+    json: bool,
+    /// Instead of the locks, a view of the resources, most contended first (most waiters,
+    /// longest wait, most holders), refreshed every --every until SIGINT or SIGTERM.
+    #[arg(long, group = "contention",
+          conflicts_with_all = ["json", "resource", "owner", "mode", "expiring_within"])]
+    watch: bool,
+    /// With --watch: the time between refreshes.
+    #[arg(long, value_name = "DURATION", default_value = "2s", requires = "watch",
+          value_parser = crate::durations::duration)]
+    every: Duration,
+    /// Instead of the locks, the collection's state as Prometheus gauges in the text format
+    /// (for a scrape job or a textfile collector): totals, and the --top most contended
+    /// resources labelled by name.
+    #[arg(long, group = "contention",
+          conflicts_with_all = ["json", "resource", "owner", "mode", "expiring_within"])]
+    prometheus: bool,
+    /// With --watch or --prometheus: how many of the most contended resources to show.
+    #[arg(long, value_name = "N", default_value_t = 20, requires = "contention")]
+    top: usize,
+}
+
+/// A lock mode on the command line.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ModeArg {
+    /// Exclusive.
+    #[value(name = "x", alias = "exclusive")]
+    Exclusive,
+    /// Shared.
+    #[value(name = "s", alias = "shared")]
+    Shared,
+}
 
 /// Runs `lockwright status`.
 pub async fn status(conn: &ConnArgs, args: &StatusArgs) -> Result<u8, CliError> {
     let client = Client::new(connect(conn).await?);
     if args.watch {
-        return contention::watch(&client, conn, args).await;
+        return contention::watch(&client, conn, args.every, args.top).await;
     }
     if args.prometheus {
         return contention::prometheus(&client.summary().await?, conn, args.top);
@@ -217,18 +267,4 @@ fn counts(locks: &[LockStatus]) -> String {
         plural(resources.len(), "resource", "resources"),
         locks.len() - exclusive
     )
-}
-
-/// A remaining TTL or a wait: `expired` (zero), `850ms`, `12.3s`, or `4m 10s` (whole
-/// seconds from a minute).
-pub fn format_ttl(ttl: Duration) -> String {
-    if ttl.is_zero() {
-        "expired".to_owned()
-    } else if ttl < Duration::from_secs(1) {
-        format!("{}ms", ttl.as_millis())
-    } else if ttl < Duration::from_secs(60) {
-        format!("{:.1}s", ttl.as_secs_f64())
-    } else {
-        humantime::format_duration(Duration::from_secs(ttl.as_secs())).to_string()
-    }
 }

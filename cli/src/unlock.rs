@@ -1,12 +1,24 @@
 //! `lockwright unlock`: release a lock id's locks; the lock id comes from an environment
 //! variable or standard input, never from the command line.
 
+use clap::Args;
 use lockwright::{Client, LockId};
 use tokio::io::AsyncReadExt;
 
-use crate::UnlockArgs;
 use crate::connect::{ConnArgs, connect};
 use crate::exit::{self, CliError};
+
+/// `lockwright unlock`.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false, id = "source")]
+pub struct UnlockArgs {
+    /// Read the lock id from the environment variable VAR.
+    #[arg(long, value_name = "VAR", group = "source")]
+    lock_id_from_env: Option<String>,
+    /// Read the lock id from the first line of standard input.
+    #[arg(long, group = "source")]
+    lock_id_stdin: bool,
+}
 
 /// The most bytes read from standard input for a lock id.
 const MAX_STDIN: u64 = 64 * 1024;

@@ -10,8 +10,8 @@ use std::time::Duration;
 #[cfg(feature = "mem")]
 use lockwright::MemStore;
 use lockwright::{
-    Client, Ended, Error, Filter, LockId, LockOptions, LockRequest, LockStatus, LockStore, Locker,
-    LockerConfig, Outcome, Renewal, Resource, SharedLimit, Ttl,
+    Client, Ended, Error, Filter, HintStream, LockId, LockOptions, LockRequest, LockStatus,
+    LockStore, Locker, LockerConfig, Outcome, Renewal, Resource,
 };
 use lockwright_testkit::Backend;
 #[cfg(feature = "mem")]
@@ -76,7 +76,13 @@ impl<S> Faulty<S> {
     }
 }
 
-impl<S: LockStore> LockStore for Faulty<S> {
+impl<S: LockStore> lockwright_testkit::Forward for Faulty<S> {
+    type Inner = S;
+
+    fn inner(&self) -> &S {
+        &self.inner
+    }
+
     async fn xlock(&self, r: &LockRequest) -> Result<LockStatus, Error> {
         let unreachable = self
             .grants_unreachable
@@ -104,24 +110,6 @@ impl<S: LockStore> LockStore for Faulty<S> {
         tokio::time::sleep(Duration::from_millis(delay)).await;
         granted
     }
-    async fn slock(&self, r: &LockRequest, l: Option<SharedLimit>) -> Result<LockStatus, Error> {
-        self.inner.slock(r, l).await
-    }
-    async fn unlock(&self, id: &LockId) -> Result<Vec<LockStatus>, Error> {
-        self.inner.unlock(id).await
-    }
-    async fn leave_queue(&self, resource: &Resource, ticket: &LockId) -> Result<bool, Error> {
-        self.inner.leave_queue(resource, ticket).await
-    }
-
-    async fn waiters(&self, resource: &Resource) -> Result<Vec<lockwright::Waiter>, Error> {
-        self.inner.waiters(resource).await
-    }
-
-    async fn summary(&self) -> Result<lockwright::Summary, Error> {
-        self.inner.summary().await
-    }
-
     async fn unlock_one(&self, r: &Resource, id: &LockId) -> Result<Option<LockStatus>, Error> {
         self.unlock_calls.fetch_add(1, Ordering::SeqCst);
         let fail = self
@@ -136,9 +124,6 @@ impl<S: LockStore> LockStore for Faulty<S> {
         }
         self.inner.unlock_one(r, id).await
     }
-    async fn renew(&self, id: &LockId, t: Ttl, m: Duration) -> Result<Vec<LockStatus>, Error> {
-        self.inner.renew(id, t, m).await
-    }
     async fn renew_one(&self, lock: &Renewal, m: Duration) -> Result<LockStatus, Error> {
         self.renew_fault().await?;
         self.inner.renew_one(lock, m).await
@@ -151,16 +136,15 @@ impl<S: LockStore> LockStore for Faulty<S> {
         self.renew_fault().await?;
         self.inner.renew_many(locks, m).await
     }
-    async fn status(&self, f: &Filter) -> Result<Vec<LockStatus>, Error> {
-        self.inner.status(f).await
-    }
-    async fn purge(&self) -> Result<Vec<LockStatus>, Error> {
-        self.inner.purge().await
-    }
-    async fn create_indexes(&self) -> Result<(), Error> {
-        self.inner.create_indexes().await
+
+    /// None: this store never passed its inner store's hints on, so waiters on it poll, and
+    /// the timings of these tests were set that way.
+    fn hints(&self) -> Option<HintStream> {
+        None
     }
 }
+
+lockwright_testkit::forward_lock_store!(impl<S: LockStore> Faulty<S>);
 
 fn config(ttl: Duration) -> LockerConfig {
     let mut c = LockerConfig::default();

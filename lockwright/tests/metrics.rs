@@ -1,15 +1,23 @@
 //! What the client and the `Locker` record through the `metrics` facade, read back exactly
-//! from a debugging recorder after a scripted scenario on the in-memory store and tokio's
-//! paused clock (so every duration is exact); and that no lock id reaches a metric.
+//! from a debugging recorder after scripted scenarios on the in-memory store and tokio's
+//! paused clock (so every duration is exact): one where everything goes well, and one where
+//! leases are lost (each `cause` of `lockwright_locks_lost_total`) and the store ends a hint
+//! subscription; and that no lock id reaches a metric.
 
 #![cfg(feature = "mem")]
 // A test that cannot unwrap has failed: panicking is how it says so.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use lockwright::{Client, Error, LockDetails, LockOptions, Locker, LockerConfig, MemStore};
+use futures_util::StreamExt;
+use lockwright::{
+    Client, Ended, Error, Filter, HintStream, LockDetails, LockId, LockOptions, LockRequest,
+    LockStatus, LockStore, Locker, LockerConfig, MemStore, Renewal, Resource, SharedLimit, Summary,
+    Ttl, Waiter,
+};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
 /// A metric as the test reads it: name and sorted labels.
@@ -271,9 +279,171 @@ fn a_scripted_scenario_records_exactly_what_happened() {
     assert!(get(&m, "lockwright_hints_total", &[])[0] >= 1.0);
 }
 
+/// The in-memory store, except that its hint subscriptions end after their first hint (the
+/// `Missed` every subscription starts with), and its renewals never answer once `renew_hangs`
+/// is set: a store that stops sending hints, and one that cannot be reached in time.
+struct Failing {
+    inner: MemStore,
+    renew_hangs: AtomicBool,
+}
+
+impl Failing {
+    async fn renew_fault(&self) {
+        if self.renew_hangs.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+impl LockStore for Failing {
+    async fn xlock(&self, r: &LockRequest) -> Result<LockStatus, Error> {
+        self.inner.xlock(r).await
+    }
+    async fn slock(&self, r: &LockRequest, l: Option<SharedLimit>) -> Result<LockStatus, Error> {
+        self.inner.slock(r, l).await
+    }
+    async fn unlock(&self, id: &LockId) -> Result<Vec<LockStatus>, Error> {
+        self.inner.unlock(id).await
+    }
+    async fn renew(&self, id: &LockId, t: Ttl, m: Duration) -> Result<Vec<LockStatus>, Error> {
+        self.inner.renew(id, t, m).await
+    }
+    async fn renew_one(&self, lock: &Renewal, m: Duration) -> Result<LockStatus, Error> {
+        self.renew_fault().await;
+        self.inner.renew_one(lock, m).await
+    }
+    async fn renew_many(
+        &self,
+        locks: &[Renewal],
+        m: Duration,
+    ) -> Result<Vec<Result<LockStatus, Error>>, Error> {
+        self.renew_fault().await;
+        self.inner.renew_many(locks, m).await
+    }
+    async fn unlock_one(&self, r: &Resource, id: &LockId) -> Result<Option<LockStatus>, Error> {
+        self.inner.unlock_one(r, id).await
+    }
+    async fn leave_queue(&self, r: &Resource, ticket: &LockId) -> Result<bool, Error> {
+        self.inner.leave_queue(r, ticket).await
+    }
+    async fn waiters(&self, r: &Resource) -> Result<Vec<Waiter>, Error> {
+        self.inner.waiters(r).await
+    }
+    async fn status(&self, f: &Filter) -> Result<Vec<LockStatus>, Error> {
+        self.inner.status(f).await
+    }
+    async fn summary(&self) -> Result<Summary, Error> {
+        self.inner.summary().await
+    }
+    async fn purge(&self) -> Result<Vec<LockStatus>, Error> {
+        self.inner.purge().await
+    }
+    async fn create_indexes(&self) -> Result<(), Error> {
+        self.inner.create_indexes().await
+    }
+    fn hints(&self) -> Option<HintStream> {
+        let stream = self.inner.hints()?;
+        Some(Box::pin(stream.take(1)))
+    }
+}
+
+/// The losses: a waiter whose hint subscription the store ends, then gives up after 100 ms;
+/// a lease of 10 s on `taken` whose lock is unlocked behind its holder's back (the store
+/// refuses its renewal at 5 s); and a lease of 10 s on `unreachable` whose renewals never
+/// answer (its validity runs out).
+async fn losses() -> Vec<String> {
+    let client = Client::new(Failing {
+        inner: MemStore::new(),
+        renew_hangs: AtomicBool::new(false),
+    })
+    .with_resource_labels(true);
+    let locker = Locker::new(client.clone(), hint_only()).unwrap();
+    let options = LockOptions::exclusive(Duration::from_secs(10));
+
+    let held = locker.acquire("job", &options).await.unwrap();
+    // Refused, subscribed; the stream's `Missed` makes it ask again (refused), then the
+    // stream ends, and the next subscription is an hour away (the waiter's `max_backoff`).
+    let waited =
+        tokio::time::timeout(Duration::from_millis(100), locker.acquire("job", &options)).await;
+    assert!(waited.is_err(), "the lock is held: {waited:?}");
+    held.release().await.unwrap();
+
+    let taken = locker.acquire("taken", &options).await.unwrap();
+    client.unlock(taken.lock_id()).await.unwrap();
+    assert_eq!(taken.lost().await, Ended::Refused);
+
+    let unreachable = locker.acquire("unreachable", &options).await.unwrap();
+    client.store().renew_hangs.store(true, Ordering::SeqCst);
+    assert_eq!(unreachable.lost().await, Ended::Expired);
+    locker.shutdown();
+    vec![
+        held.lock_id().as_str().to_owned(),
+        taken.lock_id().as_str().to_owned(),
+        unreachable.lock_id().as_str().to_owned(),
+    ]
+}
+
+#[test]
+fn lost_leases_and_ended_hint_streams_are_recorded_exactly() {
+    let (m, _) = recorded(losses);
+    let x = ("mode", "exclusive");
+    let lost = "lockwright_locks_lost_total";
+    assert_eq!(
+        get(&m, lost, &[("cause", "refused"), ("resource", "taken")]),
+        [1.0]
+    );
+    assert_eq!(
+        get(
+            &m,
+            lost,
+            &[("cause", "expired"), ("resource", "unreachable")]
+        ),
+        [1.0]
+    );
+    // Those two, and no other loss (`job` was released).
+    assert_eq!(m.keys().filter(|(name, _)| name == lost).count(), 2);
+    // Held until the refused renewal at half the TTL; and until the validity ran out.
+    assert_eq!(
+        get(&m, "lockwright_hold_seconds", &[x, ("resource", "taken")]),
+        [5.0]
+    );
+    assert_eq!(
+        get(
+            &m,
+            "lockwright_hold_seconds",
+            &[x, ("resource", "unreachable")]
+        ),
+        [9.9]
+    );
+    // One subscription, opened for the waiter and ended by the store; none after it (the
+    // waiter gave up within the hour before the next).
+    assert_eq!(
+        get(&m, "lockwright_hint_streams_total", &[("event", "opened")]),
+        [1.0]
+    );
+    assert_eq!(
+        get(&m, "lockwright_hint_streams_total", &[("event", "ended")]),
+        [1.0]
+    );
+    assert_eq!(
+        get(
+            &m,
+            "lockwright_acquires_total",
+            &[x, ("outcome", "cancelled"), ("resource", "job")]
+        ),
+        [1.0]
+    );
+    assert_eq!(get(&m, "lockwright_held_leases", &[]), [0.0]);
+    assert_eq!(get(&m, "lockwright_waiting_acquires", &[]), [0.0]);
+}
+
 #[test]
 fn no_lock_id_reaches_a_metric() {
-    let (m, secrets) = recorded(scenario);
+    // Both scenarios: the losses label their counter with a cause and the resource.
+    let (mut m, mut secrets) = recorded(scenario);
+    let (lost, lost_secrets) = recorded(losses);
+    m.extend(lost);
+    secrets.extend(lost_secrets);
     let allowed_keys = ["operation", "outcome", "mode", "resource", "cause", "event"];
     for (name, labels) in m.keys() {
         assert!(name.starts_with("lockwright_"), "{name}");
@@ -281,7 +451,7 @@ fn no_lock_id_reaches_a_metric() {
             assert!(allowed_keys.contains(&k.as_str()), "{name}: label {k}");
             if k == "resource" {
                 assert!(
-                    ["job", "renewed", "direct"].contains(&v.as_str()),
+                    ["job", "renewed", "direct", "taken", "unreachable"].contains(&v.as_str()),
                     "{name}: {v}"
                 );
             }

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use lockwright::{
-    Client, Error, Filter, LockDetails, LockId, LockRequest, LockStatus, LockStore, ManualClock,
-    MemStore, Purger, Renewal, Resource, SharedLimit, Timestamp, Ttl, generate_lock_id,
+    Client, Error, Filter, LockDetails, LockId, LockStatus, LockStore, ManualClock, MemStore,
+    Purger, Timestamp, generate_lock_id,
 };
 
 const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);
@@ -78,47 +78,13 @@ struct HalfBrokenStore {
     purges: AtomicU32,
 }
 
-impl LockStore for HalfBrokenStore {
-    async fn xlock(&self, r: &LockRequest) -> Result<LockStatus, Error> {
-        self.inner.xlock(r).await
-    }
-    async fn slock(&self, r: &LockRequest, l: Option<SharedLimit>) -> Result<LockStatus, Error> {
-        self.inner.slock(r, l).await
-    }
-    async fn unlock(&self, id: &LockId) -> Result<Vec<LockStatus>, Error> {
-        self.inner.unlock(id).await
-    }
-    async fn renew(&self, id: &LockId, t: Ttl, m: Duration) -> Result<Vec<LockStatus>, Error> {
-        self.inner.renew(id, t, m).await
-    }
-    async fn renew_one(&self, lock: &Renewal, m: Duration) -> Result<LockStatus, Error> {
-        self.inner.renew_one(lock, m).await
-    }
-    async fn unlock_one(&self, r: &Resource, id: &LockId) -> Result<Option<LockStatus>, Error> {
-        self.inner.unlock_one(r, id).await
-    }
-    async fn renew_many(
-        &self,
-        locks: &[Renewal],
-        m: Duration,
-    ) -> Result<Vec<Result<LockStatus, Error>>, Error> {
-        self.inner.renew_many(locks, m).await
-    }
-    async fn leave_queue(&self, resource: &Resource, ticket: &LockId) -> Result<bool, Error> {
-        self.inner.leave_queue(resource, ticket).await
+impl lockwright_testkit::Forward for HalfBrokenStore {
+    type Inner = MemStore;
+
+    fn inner(&self) -> &MemStore {
+        &self.inner
     }
 
-    async fn waiters(&self, resource: &Resource) -> Result<Vec<lockwright::Waiter>, Error> {
-        self.inner.waiters(resource).await
-    }
-
-    async fn summary(&self) -> Result<lockwright::Summary, Error> {
-        self.inner.summary().await
-    }
-
-    async fn status(&self, f: &Filter) -> Result<Vec<LockStatus>, Error> {
-        self.inner.status(f).await
-    }
     async fn purge(&self) -> Result<Vec<LockStatus>, Error> {
         self.purges.fetch_add(1, Ordering::SeqCst);
         let removed = self.inner.purge().await?;
@@ -130,10 +96,9 @@ impl LockStore for HalfBrokenStore {
             )),
         })
     }
-    async fn create_indexes(&self) -> Result<(), Error> {
-        Ok(())
-    }
 }
+
+lockwright_testkit::forward_lock_store!(HalfBrokenStore);
 
 #[tokio::test(start_paused = true)]
 async fn failures_are_counted_reported_and_retried() {

@@ -9,6 +9,9 @@
 //!   mirror `lockwright`'s, so a test built without a backend does not build it.
 //! - [`NonAtomicStore`]: an engine-backed store whose `xlock` is deliberately not atomic,
 //!   which a linearizability checker must catch.
+//! - [`Forward`] and [`forward_lock_store!`]: a test store that wraps another and changes
+//!   only the calls it overrides (breaks, delays or counts them); the rest go to the inner
+//!   store.
 //! - [`FencedStore`]: a downstream store that accepts a write only with a fence at least as
 //!   high as any it accepted for that key.
 //! - [`conformance`]: the conformance suite every [`LockStore`] must pass, 123 cases
@@ -28,6 +31,7 @@ use lockwright_engine::{LockStore, LockTable, ManualClock};
 
 pub mod conformance;
 mod downstream;
+mod forward;
 #[cfg(feature = "mem")]
 mod mem;
 #[cfg(feature = "mongo")]
@@ -38,6 +42,9 @@ pub mod replset;
 pub mod seed;
 
 pub use downstream::{FencedStore, Verdict};
+#[doc(hidden)]
+pub use forward::__forward;
+pub use forward::Forward;
 #[cfg(feature = "mem")]
 pub use mem::{Mem, TokioClock};
 #[cfg(feature = "mongo")]

@@ -1,36 +1,30 @@
-//! `lockwright doctor`: check the deployment and say what to fix.
+//! Doctor's clock check.
 //!
-//! The replica set and unique index verdicts are the store's own set-up check (the one
-//! every lock operation runs first), reached through a `status` call; this module adds the
-//! details around it: the server's version and members, the write concern the store will
-//! use, and the clocks.
-//!
-//! **Clocks.** A replica set judges expiry with its primary's wall clock, and a failover
-//! switches clocks: the takeover grace (`MongoStore::with_takeover_grace`) must cover how far
-//! the clock of a member that can be primary runs ahead of another's. Doctor connects to
-//! every member the set lists (`hello`'s `hosts` and `passives`) directly, with the
-//! connection string's credentials and TLS options, reads each one's clock (`hello`'s
-//! `localTime`, the shortest of a few round trips) and estimates its offset against this
-//! machine as `localTime - (sent + round trip / 2)`, give or take half the round trip and
-//! the millisecond of `localTime`'s resolution. The largest disagreement between two
-//! members that can be primary (`hosts`), less its uncertainty, fails the check above the
-//! grace and is warned about above half of it. A member's offset against this machine only
-//! matters for reading times, and is warned about above [`MAX_LOCAL_OFFSET`].
+//! A replica set judges expiry with its primary's wall clock, and a failover switches
+//! clocks: the takeover grace (`MongoStore::with_takeover_grace`) must cover how far the
+//! clock of a member that can be primary runs ahead of another's. Doctor connects to every
+//! member the set lists (`hello`'s `hosts` and `passives`) directly, with the connection
+//! string's credentials and TLS options, reads each one's clock (`hello`'s `localTime`, the
+//! shortest of a few round trips) and estimates its offset against this machine as
+//! `localTime - (sent + round trip / 2)`, give or take half the round trip and the
+//! millisecond of `localTime`'s resolution. The largest disagreement between two members
+//! that can be primary (`hosts`), less its uncertainty, fails the check above the grace and
+//! is warned about above half of it. A member's offset against this machine only matters
+//! for reading times, and is warned about above [`MAX_LOCAL_OFFSET`].
 
-use std::fmt;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures_util::future::join_all;
 use lockwright::store_mongo::MongoFailure;
-use lockwright::{Client, DEFAULT_TAKEOVER_GRACE, Error, Filter, MAX_TAKEOVER_GRACE, MongoStore};
+use lockwright::{MAX_TAKEOVER_GRACE, MongoStore};
 use mongodb::Database;
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::error::ErrorKind;
-use mongodb::options::{Acknowledgment, ClientOptions, ServerAddress};
+use mongodb::options::{ClientOptions, ServerAddress};
 
-use crate::DoctorArgs;
-use crate::connect::{ConnArgs, connect};
-use crate::exit::{self, CliError};
+use super::report::{Report, Verdict};
+use crate::connect::ConnArgs;
+use crate::durations::show;
 
 /// A member's clock further than this from the local one is reported (a warning: locks
 /// never use the local clock).
@@ -45,364 +39,6 @@ const SAMPLES: usize = 3;
 
 /// `localTime` is in whole milliseconds: an uncertainty the round trip does not show.
 const RESOLUTION_US: i64 = 1_000;
-
-/// The result of one check.
-enum Verdict {
-    Ok,
-    Warn,
-    Fail,
-}
-
-/// Prints the checks as they finish; remembers whether any failed.
-#[derive(Default)]
-struct Report {
-    failed: bool,
-}
-
-impl Report {
-    fn line(&mut self, verdict: &Verdict, text: &str) {
-        let tag = match verdict {
-            Verdict::Ok => "ok  ",
-            Verdict::Warn => "warn",
-            Verdict::Fail => {
-                self.failed = true;
-                "FAIL"
-            }
-        };
-        println!("{tag} {}", exit::one_line(text));
-    }
-}
-
-/// Runs `lockwright doctor`.
-pub async fn doctor(conn: &ConnArgs, args: &DoctorArgs) -> Result<u8, CliError> {
-    let store = connect(conn).await?;
-    let mut report = Report::default();
-    let admin = store.client().database("admin");
-
-    // Reachable, and the members, from one `hello`.
-    let started = Instant::now();
-    let hello = match admin.run_command(doc! { "hello": 1 }).await {
-        Ok(hello) => hello,
-        Err(e) => {
-            // As the store reports driver failures: code and short message, never the raw
-            // reply.
-            let err = CliError::from(Error::backend("hello", MongoFailure::new(&e)));
-            report.line(&Verdict::Fail, &err.message);
-            return Ok(exit::UNAVAILABLE);
-        }
-    };
-    let round_trip = started.elapsed();
-    let version = admin
-        .run_command(doc! { "buildInfo": 1 })
-        .await
-        .ok()
-        .and_then(|b| b.get_str("version").ok().map(str::to_owned))
-        .unwrap_or_else(|| "of unknown version".to_owned());
-    let me = hello.get_str("me").unwrap_or("the server");
-    report.line(
-        &Verdict::Ok,
-        &format!(
-            "server reachable: MongoDB {version} at {me} ({} ms round trip)",
-            round_trip.as_millis()
-        ),
-    );
-
-    deployment(&mut report, &hello);
-    index(&mut report, &store, args.fix).await;
-    write_concern(&mut report, &store);
-    clocks(&mut report, &hello, &store, conn, conn.takeover_grace.0).await;
-    let wakeups = if args.wakeups {
-        crate::wakeups::probe(&store).await
-    } else {
-        crate::wakeups::stream_opens(&store).await
-    };
-    match wakeups {
-        Ok(worked) => report.line(&Verdict::Ok, &worked),
-        Err(why) => report.line(
-            &Verdict::Warn,
-            &format!("{why}: waiting acquires will only poll (up to max_backoff apart)"),
-        ),
-    }
-
-    if report.failed {
-        println!("problems found: fix the FAIL lines above");
-        Ok(exit::CONFIG)
-    } else {
-        println!("no problems found");
-        Ok(exit::OK)
-    }
-}
-
-/// A replica set (or sharded cluster), and how many members it has.
-fn deployment(report: &mut Report, hello: &Document) {
-    if let Ok(set) = hello.get_str("setName") {
-        let members = hello.get_array("hosts").map_or(0, Vec::len);
-        report.line(
-            &Verdict::Ok,
-            &format!("replica set `{set}` with {members} voting member(s)"),
-        );
-        if members < 3 {
-            report.line(
-                &Verdict::Warn,
-                "fewer than 3 members: locking is correct, but a failed member stops it; \
-                 use 3 members in production",
-            );
-        }
-    } else if hello.get_str("msg").is_ok_and(|m| m == "isdbgrid") {
-        report.line(&Verdict::Ok, "sharded cluster (connected to mongos)");
-    } else {
-        report.line(
-            &Verdict::Fail,
-            "standalone server: lockwright needs a replica set (renew, unlock and purge run \
-             in transactions); a one-member replica set is enough: start mongod with \
-             --replSet rs0 and run rs.initiate()",
-        );
-    }
-}
-
-/// What doctor finds of the lock collection before it asks the store anything.
-enum Found {
-    /// It does not exist yet.
-    Missing,
-    /// It exists with no document and no index but `_id`'s: the store's set-up check would
-    /// make its indexes (first use needs no set-up), so doctor does not run that check
-    /// without `--fix`.
-    NeverUsed,
-    /// Anything else: the store's set-up check only reads it.
-    InUse,
-}
-
-/// The unique index on `resource`, judged by the store itself; created with `--fix`.
-/// Without `--fix` nothing is written: a collection the store's set-up check would make
-/// ready (one missing or never used) is reported, not checked.
-async fn index(report: &mut Report, store: &MongoStore, fix: bool) {
-    let ns = store.collection().namespace();
-    let client = Client::new(store_clone(store));
-    let found = match find_collection(store).await {
-        Ok(found) => found,
-        Err(e) => {
-            let err = CliError::from(Error::backend("doctor", MongoFailure::new(&e)));
-            report.line(&Verdict::Fail, &err.message);
-            return;
-        }
-    };
-    if matches!(found, Found::Missing | Found::NeverUsed) {
-        if !fix {
-            let what = if matches!(found, Found::Missing) {
-                "does not exist yet"
-            } else {
-                "was never used (no document, no index but `_id`'s)"
-            };
-            report.line(
-                &Verdict::Ok,
-                &format!(
-                    "collection {ns} {what}: the first lock operation makes its unique index \
-                     on `resource` (or run `lockwright doctor --fix`)"
-                ),
-            );
-            return;
-        }
-        match client.create_indexes().await {
-            Ok(()) => report.line(
-                &Verdict::Ok,
-                &format!("created the unique index on `resource` in {ns}"),
-            ),
-            Err(e) => report.line(
-                &Verdict::Fail,
-                &format!("creating the index: {}", exit::chain(&e)),
-            ),
-        }
-    }
-    // Any operation runs the store's set-up check first, which only reads a collection in
-    // use (or one just fixed); status on one name reads little.
-    let probe = Filter::new().resource("lockwright-doctor-probe");
-    let mut checked = client.status(&probe).await;
-    if fix && matches!(checked, Err(Error::Misconfigured { .. })) {
-        match client.create_indexes().await {
-            Ok(()) => {
-                report.line(
-                    &Verdict::Ok,
-                    &format!("created the unique index on `resource` in {ns}"),
-                );
-                checked = client.status(&probe).await;
-            }
-            Err(e) => report.line(
-                &Verdict::Fail,
-                &format!("creating the index: {}", exit::chain(&e)),
-            ),
-        }
-    }
-    match checked {
-        Ok(_) | Err(Error::Skipped { .. }) => {
-            let name = resource_index_name(store).await.unwrap_or_default();
-            report.line(
-                &Verdict::Ok,
-                &format!("collection {ns} has a unique index on `resource` {name}"),
-            );
-        }
-        // Not a replica set: already reported.
-        Err(Error::Misconfigured { reason }) if reason.contains("replica set") => {}
-        Err(Error::Misconfigured { reason }) => report.line(
-            &Verdict::Fail,
-            &format!("{reason}; or run `lockwright doctor --fix`"),
-        ),
-        Err(e) => report.line(&Verdict::Fail, &CliError::from(e).message),
-    }
-}
-
-/// Whether the lock collection is missing, never used or in use, by reading it: its name
-/// in the database, its indexes and whether it holds a document.
-async fn find_collection(store: &MongoStore) -> Result<Found, mongodb::error::Error> {
-    use futures_util::TryStreamExt;
-    let coll = store.collection();
-    let ns = coll.namespace();
-    let names = store
-        .client()
-        .database(&ns.db)
-        .list_collection_names()
-        .filter(doc! {"name": &ns.coll})
-        .await?;
-    if names.is_empty() {
-        return Ok(Found::Missing);
-    }
-    let indexes: Vec<_> = coll.list_indexes().await?.try_collect().await?;
-    let only_id = indexes.iter().all(|i| {
-        i.options
-            .as_ref()
-            .and_then(|o| o.name.as_deref())
-            .is_some_and(|n| n == "_id_")
-    });
-    if !only_id {
-        return Ok(Found::InUse);
-    }
-    let any = coll.find_one(doc! {}).projection(doc! {"_id": 1}).await?;
-    Ok(if any.is_none() {
-        Found::NeverUsed
-    } else {
-        Found::InUse
-    })
-}
-
-/// A second store on the same collection (its set-up check is its own).
-fn store_clone(store: &MongoStore) -> MongoStore {
-    MongoStore::from_collection(store.collection().clone())
-}
-
-/// `(name)` of the unique index on `resource`, for the report.
-async fn resource_index_name(store: &MongoStore) -> Option<String> {
-    use futures_util::TryStreamExt;
-    let indexes: Vec<_> = store
-        .collection()
-        .list_indexes()
-        .await
-        .ok()?
-        .try_collect()
-        .await
-        .ok()?;
-    indexes
-        .into_iter()
-        .find(|i| {
-            i.keys.keys().map(String::as_str).eq(["resource"])
-                && i.options.as_ref().and_then(|o| o.unique) == Some(true)
-        })
-        .and_then(|i| i.options.and_then(|o| o.name))
-        .map(|n| format!("({n})"))
-}
-
-/// The write concern the store uses (majority, whatever the connection string says), and
-/// what the connection string asks for other writes.
-fn write_concern(report: &mut Report, store: &MongoStore) {
-    match store
-        .collection()
-        .write_concern()
-        .and_then(|wc| wc.w.as_ref())
-    {
-        None | Some(Acknowledgment::Majority) => {
-            report.line(&Verdict::Ok, "lock writes use write concern majority");
-        }
-        Some(other) => report.line(
-            &Verdict::Fail,
-            &format!(
-                "lock writes use write concern w={}: a grant acknowledged by fewer than a \
-                 majority can be lost in a failover, and then two holders are possible",
-                acknowledgment(other)
-            ),
-        ),
-    }
-    let ns = store.collection().namespace();
-    let uri = store.client().database(&ns.db).write_concern().cloned();
-    let Some(wc) = uri else { return };
-    if let Some(w) =
-        wc.w.as_ref()
-            .filter(|w| !matches!(w, Acknowledgment::Majority))
-    {
-        report.line(
-            &Verdict::Warn,
-            &format!(
-                "the connection string sets write concern w={}: Lockwright writes its locks \
-                 with majority regardless, but other writes through this URI do not",
-                acknowledgment(w)
-            ),
-        );
-    }
-    if wc.journal == Some(false) {
-        report.line(
-            &Verdict::Warn,
-            "the connection string sets journal=false: Lockwright's lock writes do not use \
-             it, but other writes through this URI may be lost if a member restarts",
-        );
-    }
-}
-
-fn acknowledgment(a: &Acknowledgment) -> String {
-    match a {
-        Acknowledgment::Nodes(n) => n.to_string(),
-        Acknowledgment::Majority => "majority".to_owned(),
-        Acknowledgment::Custom(tag) => tag.clone(),
-        _ => "?".to_owned(),
-    }
-}
-
-/// `--takeover-grace`: the takeover grace the collection's clients and purgers use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Grace(pub Duration);
-
-impl Grace {
-    /// The library's default, [`DEFAULT_TAKEOVER_GRACE`].
-    pub const DEFAULT: Grace = Grace(DEFAULT_TAKEOVER_GRACE);
-}
-
-impl fmt::Display for Grace {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", humantime::format_duration(self.0))
-    }
-}
-
-/// Parses a takeover grace: milliseconds (`2000`) or a duration (`2s`, `1500ms`), from zero
-/// (the plain rule) to [`MAX_TAKEOVER_GRACE`].
-pub fn grace(s: &str) -> Result<Grace, String> {
-    let s = s.trim();
-    let d = if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
-        s.parse::<u64>()
-            .map(Duration::from_millis)
-            .map_err(|e| format!("not a number of milliseconds ({e})"))?
-    } else {
-        humantime::parse_duration(s).map_err(|e| {
-            format!(
-                "not a duration ({e}); write milliseconds, such as 2000, or a number and a \
-                 unit, such as 2s or 1500ms"
-            )
-        })?
-    };
-    if d > MAX_TAKEOVER_GRACE {
-        return Err(format!(
-            "must be at most {} (the longest takeover grace a store accepts)",
-            show(MAX_TAKEOVER_GRACE)
-        ));
-    }
-    Ok(Grace(d))
-}
-
 /// One server's clock against this machine's.
 struct Reading {
     /// Its clock minus this machine's, in microseconds.
@@ -428,7 +64,7 @@ struct Member {
 /// The clocks: every member's against this machine's, and the members' against each other
 /// and the takeover grace. A standalone server or a mongos is only read against this
 /// machine.
-async fn clocks(
+pub(super) async fn clocks(
     report: &mut Report,
     hello: &Document,
     store: &MongoStore,
@@ -828,17 +464,4 @@ fn show_us(us: i64) -> String {
 /// An uncertainty, rounded up to the millisecond: `±2 ms`.
 fn show_pm(us: i64) -> String {
     format!("±{} ms", us.unsigned_abs().div_ceil(1_000))
-}
-
-/// A configured length of time, exactly to the millisecond: `2 s`, `1.5 s`, `500 ms`.
-fn show(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms.is_multiple_of(1_000) {
-        format!("{} s", ms / 1_000)
-    } else if ms < 1_000 {
-        format!("{ms} ms")
-    } else {
-        let secs = format!("{}.{:03}", ms / 1_000, ms % 1_000);
-        format!("{} s", secs.trim_end_matches('0'))
-    }
 }
