@@ -68,9 +68,14 @@ pub use lockwright_store_mem::{self as store_mem, MemStore};
 pub use lockwright_store_mongo::{self as store_mongo, MongoStore};
 
 /// Fenced writes to the user's own MongoDB collections: a write applies only if no higher
-/// fence of its resource has written the document (see [`LockGuard::fenced`]).
+/// fence of its resource has written the document (see [`LockGuard::fenced`]). Each write
+/// method returns the write, which runs when awaited (`.session(&mut session)` first runs it
+/// in a session).
 #[cfg(feature = "mongo")]
-pub use lockwright_store_mongo::{DEFAULT_FENCE_FIELD, FencedCollection, fenced::InSession};
+pub use lockwright_store_mongo::{
+    DEFAULT_FENCE_FIELD, FencedCollection,
+    fenced::{FencedDelete, FencedInsert, FencedReplace, FencedUpdate},
+};
 
 /// The README's examples, compiled and run as doc tests (they use every backend).
 #[cfg(all(doctest, feature = "mem", feature = "mongo"))]

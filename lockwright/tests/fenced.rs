@@ -238,8 +238,8 @@ async fn fenced_writes_run_in_the_callers_transaction() {
 
     let mut session = store.client().start_session().await.unwrap();
     session.start_transaction().await.unwrap();
-    high.in_session(&mut session)
-        .update_one(doc! {"_id": 1}, doc! {"$inc": {"n": 1}})
+    high.update_one(doc! {"_id": 1}, doc! {"$inc": {"n": 1}})
+        .session(&mut session)
         .await
         .unwrap();
     assert_eq!(
@@ -252,8 +252,8 @@ async fn fenced_writes_run_in_the_callers_transaction() {
 
     session.start_transaction().await.unwrap();
     let refused = low
-        .in_session(&mut session)
         .update_one(doc! {"_id": 1}, doc! {"$inc": {"n": 1}})
+        .session(&mut session)
         .await;
     // Aborted before any assertion: a transaction left open (a failing run's) would hold
     // its document until the server's 60 s transaction limit, and the test database's drop
@@ -263,6 +263,99 @@ async fn fenced_writes_run_in_the_callers_transaction() {
     assert_eq!(fenced_by(&e), Some(20), "{e:?}");
     assert_eq!(read(&orders, 1).await.get_i32("n").unwrap(), 1);
     // The driver's shutdown waits for every session and cursor to be dropped.
+    drop(session);
+    done(&store, &orders).await;
+}
+
+/// Every kind of fenced write takes the session it is given: in a transaction, none of them
+/// is visible outside it before the commit, and all of them are after. A lower fence's
+/// replacement and delete are refused in a transaction, which stays usable.
+#[tokio::test]
+async fn every_fenced_write_runs_in_the_session_it_is_given() {
+    activate_mutant();
+    let store = fresh_store(None).await;
+    let orders = user_collection(&store);
+    orders
+        .insert_many([doc! {"_id": 1, "n": 0}, doc! {"_id": 4, "n": 0}])
+        .await
+        .unwrap();
+    let fenced = FencedCollection::new(&orders, Resource::new("order-10").unwrap(), 3);
+
+    let mut session = store.client().start_session().await.unwrap();
+    session.start_transaction().await.unwrap();
+    let writes = async {
+        fenced
+            .replace_one(doc! {"_id": 1}, &doc! {"_id": 1, "n": 5})
+            .session(&mut session)
+            .await?;
+        fenced
+            .insert_one(&doc! {"_id": 2, "n": 2})
+            .session(&mut session)
+            .await?;
+        fenced
+            .upsert_one(doc! {"_id": 3}, doc! {"$set": {"n": 3}})
+            .session(&mut session)
+            .await?;
+        fenced
+            .delete_one(doc! {"_id": 4})
+            .session(&mut session)
+            .await
+    }
+    .await;
+    let outside: Vec<Document> = orders
+        .find(doc! {})
+        .sort(doc! {"_id": 1})
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    // Ended before any assertion, so that a failing run leaves no transaction open.
+    let committed = session.commit_transaction().await;
+    writes.unwrap();
+    committed.unwrap();
+    assert_eq!(
+        outside,
+        vec![doc! {"_id": 1, "n": 0}, doc! {"_id": 4, "n": 0}],
+        "no write is visible outside the transaction before its commit"
+    );
+    let after: Vec<(i32, i32)> = orders
+        .find(doc! {})
+        .sort(doc! {"_id": 1})
+        .await
+        .unwrap()
+        .try_collect::<Vec<Document>>()
+        .await
+        .unwrap()
+        .iter()
+        .map(|d| (d.get_i32("_id").unwrap(), d.get_i32("n").unwrap()))
+        .collect();
+    assert_eq!(after, vec![(1, 5), (2, 2), (3, 3)]);
+
+    let stale = FencedCollection::new(&orders, Resource::new("order-10").unwrap(), 2);
+    session.start_transaction().await.unwrap();
+    let replaced = stale
+        .replace_one(doc! {"_id": 1}, &doc! {"_id": 1, "n": -1})
+        .session(&mut session)
+        .await;
+    let deleted = stale
+        .delete_one(doc! {"_id": 2})
+        .session(&mut session)
+        .await;
+    let later = fenced
+        .update_one(doc! {"_id": 3}, doc! {"$inc": {"n": 1}})
+        .session(&mut session)
+        .await;
+    let committed = session.commit_transaction().await;
+    for refused in [replaced.map(|_| ()), deleted.map(|_| ())] {
+        let e = refused.unwrap_err();
+        assert_eq!(fenced_by(&e), Some(3), "{e:?}");
+    }
+    later.unwrap();
+    committed.unwrap();
+    assert_eq!(read(&orders, 1).await.get_i32("n").unwrap(), 5);
+    assert_eq!(read(&orders, 2).await.get_i32("n").unwrap(), 2);
+    assert_eq!(read(&orders, 3).await.get_i32("n").unwrap(), 4);
     drop(session);
     done(&store, &orders).await;
 }

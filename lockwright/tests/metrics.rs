@@ -14,9 +14,8 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use lockwright::{
-    Client, Ended, Error, Filter, HintStream, LockDetails, LockId, LockOptions, LockRequest,
-    LockStatus, LockStore, Locker, LockerConfig, MemStore, Renewal, Resource, SharedLimit, Summary,
-    Ttl, Waiter,
+    Client, Ended, Error, HintStream, LockDetails, LockOptions, LockStatus, LockStore, Locker,
+    LockerConfig, MemStore, Renewal,
 };
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
@@ -295,23 +294,18 @@ impl Failing {
     }
 }
 
-impl LockStore for Failing {
-    async fn xlock(&self, r: &LockRequest) -> Result<LockStatus, Error> {
-        self.inner.xlock(r).await
+impl lockwright_testkit::Forward for Failing {
+    type Inner = MemStore;
+
+    fn inner(&self) -> &MemStore {
+        &self.inner
     }
-    async fn slock(&self, r: &LockRequest, l: Option<SharedLimit>) -> Result<LockStatus, Error> {
-        self.inner.slock(r, l).await
-    }
-    async fn unlock(&self, id: &LockId) -> Result<Vec<LockStatus>, Error> {
-        self.inner.unlock(id).await
-    }
-    async fn renew(&self, id: &LockId, t: Ttl, m: Duration) -> Result<Vec<LockStatus>, Error> {
-        self.inner.renew(id, t, m).await
-    }
+
     async fn renew_one(&self, lock: &Renewal, m: Duration) -> Result<LockStatus, Error> {
         self.renew_fault().await;
         self.inner.renew_one(lock, m).await
     }
+
     async fn renew_many(
         &self,
         locks: &[Renewal],
@@ -320,32 +314,14 @@ impl LockStore for Failing {
         self.renew_fault().await;
         self.inner.renew_many(locks, m).await
     }
-    async fn unlock_one(&self, r: &Resource, id: &LockId) -> Result<Option<LockStatus>, Error> {
-        self.inner.unlock_one(r, id).await
-    }
-    async fn leave_queue(&self, r: &Resource, ticket: &LockId) -> Result<bool, Error> {
-        self.inner.leave_queue(r, ticket).await
-    }
-    async fn waiters(&self, r: &Resource) -> Result<Vec<Waiter>, Error> {
-        self.inner.waiters(r).await
-    }
-    async fn status(&self, f: &Filter) -> Result<Vec<LockStatus>, Error> {
-        self.inner.status(f).await
-    }
-    async fn summary(&self) -> Result<Summary, Error> {
-        self.inner.summary().await
-    }
-    async fn purge(&self) -> Result<Vec<LockStatus>, Error> {
-        self.inner.purge().await
-    }
-    async fn create_indexes(&self) -> Result<(), Error> {
-        self.inner.create_indexes().await
-    }
+
     fn hints(&self) -> Option<HintStream> {
         let stream = self.inner.hints()?;
         Some(Box::pin(stream.take(1)))
     }
 }
+
+lockwright_testkit::forward_lock_store!(Failing);
 
 /// The losses: a waiter whose hint subscription the store ends, then gives up after 100 ms;
 /// a lease of 10 s on `taken` whose lock is unlocked behind its holder's back (the store

@@ -28,17 +28,25 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use mongodb::bson::{Bson, Document, doc};
+use mongodb::bson::{Document, doc};
 use mongodb::options::UpdateModifications;
 use mongodb::results::{DeleteResult, InsertOneResult, UpdateResult};
 use mongodb::{ClientSession, Collection};
 use serde::Serialize;
 
 use lockwright_engine::error::Escaped;
-use lockwright_engine::{Error, MalformedDocument, Resource};
+use lockwright_engine::{Error, Resource};
 
 use crate::failure;
 use crate::setup::{DUPLICATE_KEY, command_code};
+
+mod stamp;
+#[cfg(test)]
+mod tests;
+mod write;
+
+use stamp::names_id;
+pub use write::{FencedDelete, FencedInsert, FencedReplace, FencedUpdate};
 
 /// The field a [`FencedCollection`] stamps unless told otherwise.
 pub const DEFAULT_FENCE_FIELD: &str = "_fence";
@@ -48,8 +56,9 @@ pub const DEFAULT_FENCE_FIELD: &str = "_fence";
 /// [module](crate::fenced) for the rules).
 ///
 /// Build one from a guard (`LockGuard::fenced` in the `lockwright` crate) or from a
-/// resource and fence with [`FencedCollection::new`]. Writes run in the caller's session,
-/// and so in its transaction, through [`FencedCollection::in_session`].
+/// resource and fence with [`FencedCollection::new`]. Each write method returns the write,
+/// which runs when awaited; `.session(&mut session)` before the `.await` runs it in the
+/// caller's session, and so in its transaction if one is started.
 ///
 /// ```no_run
 /// # async fn f(orders: mongodb::Collection<mongodb::bson::Document>) -> Result<(), lockwright_engine::Error> {
@@ -63,6 +72,23 @@ pub const DEFAULT_FENCE_FIELD: &str = "_fence";
 ///     Err(Error::Fenced { seen_fence, .. }) => eprintln!("taken over: fence {seen_fence} wrote since"),
 ///     Err(e) => return Err(e),
 /// }
+/// # Ok(()) }
+/// ```
+///
+/// The same writes in a transaction, with the user's other writes:
+///
+/// ```no_run
+/// # async fn f(orders: mongodb::Collection<mongodb::bson::Document>, fenced: lockwright_store_mongo::FencedCollection<mongodb::bson::Document>) -> Result<(), Box<dyn std::error::Error>> {
+/// use mongodb::bson::doc;
+///
+/// let mut session = orders.client().start_session().await?;
+/// session.start_transaction().await?;
+/// fenced
+///     .update_one(doc! {"_id": 7}, doc! {"$set": {"state": "paid"}})
+///     .session(&mut session)
+///     .await?;
+/// fenced.delete_one(doc! {"_id": 8}).session(&mut session).await?;
+/// session.commit_transaction().await?;
 /// # Ok(()) }
 /// ```
 pub struct FencedCollection<T> {
@@ -153,17 +179,10 @@ impl<T> FencedCollection<T> {
         self.fence
     }
 
-    /// The same writes, in `session` (and so in its transaction, if one is started).
-    pub fn in_session<'a>(&'a self, session: &'a mut ClientSession) -> InSession<'a, T> {
-        InSession {
-            fenced: self,
-            session,
-        }
-    }
-
     /// Updates one document that matches `filter` and that no higher fence has written,
     /// with `update` (update operators, or a pipeline), and stamps it with this fence.
-    /// `matched_count` 0 means no document matched `filter`.
+    /// `matched_count` 0 means no document matched `filter`. Runs when awaited; add
+    /// [`.session(&mut session)`](FencedUpdate::session) first to run it in a session.
     ///
     /// # Errors
     /// [`Error::Fenced`] when documents match `filter` but a fence this one may not
@@ -171,29 +190,30 @@ impl<T> FencedCollection<T> {
     /// replacement document or that changes the fence field itself; [`Error::Backend`] for
     /// a failure of the server or the connection (its outcome says whether the update may
     /// have been applied); [`Error::Malformed`] for a fence field this library did not write.
-    pub async fn update_one(
+    pub fn update_one(
         &self,
         filter: Document,
         update: impl Into<UpdateModifications>,
-    ) -> Result<UpdateResult, Error> {
-        self.update(None, filter, update.into(), false).await
+    ) -> FencedUpdate<'_, T> {
+        FencedUpdate::new(self, filter, update.into(), false)
     }
 
     /// As [`update_one`](Self::update_one), inserting the document when none matches
     /// `filter`. The filter must name the document's `_id` (an equality), so that an
     /// existing document the fence refuses is not mistaken for a missing one: the server
     /// then tries to insert a second document with that `_id`, fails, and the failure is
-    /// reported as [`Error::Fenced`].
+    /// reported as [`Error::Fenced`]. In a session's transaction, that failure aborts the
+    /// transaction, as any duplicate key in a transaction does.
     ///
     /// # Errors
     /// As [`update_one`](Self::update_one), and [`Error::InvalidArgument`] for a filter
     /// without an `_id` equality.
-    pub async fn upsert_one(
+    pub fn upsert_one(
         &self,
         filter: Document,
         update: impl Into<UpdateModifications>,
-    ) -> Result<UpdateResult, Error> {
-        self.update(None, filter, update.into(), true).await
+    ) -> FencedUpdate<'_, T> {
+        FencedUpdate::new(self, filter, update.into(), true)
     }
 
     /// Replaces one document that matches `filter` and that no higher fence has written
@@ -202,28 +222,25 @@ impl<T> FencedCollection<T> {
     ///
     /// # Errors
     /// As [`update_one`](Self::update_one).
-    pub async fn replace_one(
-        &self,
-        filter: Document,
-        replacement: &T,
-    ) -> Result<UpdateResult, Error>
+    pub fn replace_one<'a>(&'a self, filter: Document, replacement: &'a T) -> FencedReplace<'a, T>
     where
         T: Serialize,
     {
-        self.replace(None, filter, replacement).await
+        FencedReplace::new(self, filter, replacement)
     }
 
     /// Inserts `document`, stamped with this fence. When a document with its `_id` exists
     /// already and a fence this one may not overtake wrote it, the error is
-    /// [`Error::Fenced`]; any other duplicate is the server's duplicate-key error.
+    /// [`Error::Fenced`]; any other duplicate is the server's duplicate-key error. In a
+    /// session's transaction, a duplicate aborts the transaction.
     ///
     /// # Errors
     /// [`Error::Fenced`], or [`Error::Backend`] (a duplicate key among them).
-    pub async fn insert_one(&self, document: &T) -> Result<InsertOneResult, Error>
+    pub fn insert_one<'a>(&'a self, document: &'a T) -> FencedInsert<'a, T>
     where
         T: Serialize,
     {
-        self.insert(None, document).await
+        FencedInsert::new(self, document)
     }
 
     /// Deletes one document that matches `filter` and that no higher fence has written.
@@ -231,8 +248,8 @@ impl<T> FencedCollection<T> {
     ///
     /// # Errors
     /// As [`update_one`](Self::update_one).
-    pub async fn delete_one(&self, filter: Document) -> Result<DeleteResult, Error> {
-        self.delete(None, filter).await
+    pub fn delete_one(&self, filter: Document) -> FencedDelete<'_, T> {
+        FencedDelete::new(self, filter)
     }
 
     /// The fence as BSON stores it.
@@ -407,76 +424,6 @@ impl<T> FencedCollection<T> {
         }
     }
 
-    /// `update` with the stamp added: to `$set` for update operators, as a last `$set`
-    /// stage for a pipeline.
-    fn stamped_update(
-        &self,
-        op: &'static str,
-        update: UpdateModifications,
-    ) -> Result<UpdateModifications, Error> {
-        let stamp = self.stamp(op)?;
-        let field = self.field.as_str();
-        match update {
-            UpdateModifications::Document(mut operators) => {
-                for (operator, fields) in &operators {
-                    if !operator.starts_with('$') {
-                        return Err(Error::invalid(
-                            "update",
-                            format!(
-                                "`{}` is not an update operator: use replace_one to replace a document",
-                                Escaped(operator)
-                            ),
-                        ));
-                    }
-                    let touches = |path: &String| {
-                        path == field
-                            || path.strip_prefix(field).is_some_and(|r| r.starts_with('.'))
-                    };
-                    if let Bson::Document(fields) = fields
-                        && fields.keys().any(touches)
-                    {
-                        return Err(Error::invalid(
-                            "update",
-                            format!(
-                                "`{operator}` changes the fence field `{}`, which the fenced write sets itself",
-                                Escaped(field)
-                            ),
-                        ));
-                    }
-                }
-                match operators.get_mut("$set") {
-                    Some(Bson::Document(set)) => {
-                        set.insert(field, stamp);
-                    }
-                    Some(_) => return Err(Error::invalid("update", "`$set` is not a document")),
-                    None => {
-                        operators.insert("$set", doc! {field: stamp});
-                    }
-                }
-                Ok(UpdateModifications::Document(operators))
-            }
-            UpdateModifications::Pipeline(mut stages) => {
-                stages.push(doc! {"$set": {field: {"$literal": stamp}}});
-                Ok(UpdateModifications::Pipeline(stages))
-            }
-            _ => Err(Error::invalid(
-                "update",
-                "a fenced write takes update operators or a pipeline",
-            )),
-        }
-    }
-
-    /// `document` as BSON, stamped with this fence.
-    fn stamped_document(&self, op: &'static str, document: &T) -> Result<Document, Error>
-    where
-        T: Serialize,
-    {
-        let mut document = mongodb::bson::to_document(document)
-            .map_err(|e| Error::invalid("document", format!("{op}: not a BSON document: {e}")))?;
-        document.insert(self.field.as_str(), self.stamp(op)?);
-        Ok(document)
-    }
-
     /// After a write that matched nothing: [`Error::Fenced`] if a document matches `filter`
     /// under a stamp this fence may not overtake, else the write's own result.
     async fn refused_or<R>(
@@ -531,270 +478,5 @@ impl<T> FencedCollection<T> {
         }
         .map_err(|e| failure::backend(op, &e))?;
         Ok(found)
-    }
-
-    /// The error for a write refused by the stamp in `document`.
-    fn refusal(&self, op: &'static str, document: Document) -> Result<Error, Error> {
-        let field = self.field.as_str();
-        let malformed = |reason: &str| {
-            Error::from(MalformedDocument {
-                resource: document
-                    .get("_id")
-                    .map_or_else(|| "(no _id)".to_owned(), |id| format!("_id {id}")),
-                field: field.to_owned(),
-                reason: format!("{op}: {reason}"),
-            })
-        };
-        let Some(Bson::Document(stamp)) = document.get(field) else {
-            return Err(malformed(
-                "the fence field is not a document {resource, fence}",
-            ));
-        };
-        let seen_resource = match stamp.get("resource") {
-            Some(Bson::String(r)) => r.clone(),
-            _ => return Err(malformed("the stamp's `resource` is not a string")),
-        };
-        let seen_fence = match stamp.get("fence") {
-            Some(Bson::Int64(f)) => u64::try_from(*f).ok(),
-            Some(Bson::Int32(f)) => u64::try_from(*f).ok(),
-            _ => None,
-        }
-        .ok_or_else(|| malformed("the stamp's `fence` is not a non-negative integer"))?;
-        Ok(Error::Fenced {
-            resource: self.resource.clone(),
-            fence: self.fence,
-            seen_resource,
-            seen_fence,
-        })
-    }
-}
-
-/// A [`FencedCollection`]'s writes in the caller's session: in its transaction, if one is
-/// started. The methods are those of [`FencedCollection`].
-pub struct InSession<'a, T> {
-    fenced: &'a FencedCollection<T>,
-    session: &'a mut ClientSession,
-}
-
-impl<T> fmt::Debug for InSession<'_, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("InSession")
-            .field("fenced", self.fenced)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<T> InSession<'_, T> {
-    /// [`FencedCollection::update_one`], in the session.
-    ///
-    /// # Errors
-    /// As [`FencedCollection::update_one`].
-    pub async fn update_one(
-        &mut self,
-        filter: Document,
-        update: impl Into<UpdateModifications>,
-    ) -> Result<UpdateResult, Error> {
-        let fenced = self.fenced;
-        fenced
-            .update(Some(self.session), filter, update.into(), false)
-            .await
-    }
-
-    /// [`FencedCollection::upsert_one`], in the session. A refused upsert aborts the
-    /// session's transaction (the server's duplicate-key error does), as any failed write
-    /// in a transaction does.
-    ///
-    /// # Errors
-    /// As [`FencedCollection::upsert_one`].
-    pub async fn upsert_one(
-        &mut self,
-        filter: Document,
-        update: impl Into<UpdateModifications>,
-    ) -> Result<UpdateResult, Error> {
-        let fenced = self.fenced;
-        fenced
-            .update(Some(self.session), filter, update.into(), true)
-            .await
-    }
-
-    /// [`FencedCollection::replace_one`], in the session.
-    ///
-    /// # Errors
-    /// As [`FencedCollection::replace_one`].
-    pub async fn replace_one(
-        &mut self,
-        filter: Document,
-        replacement: &T,
-    ) -> Result<UpdateResult, Error>
-    where
-        T: Serialize,
-    {
-        let fenced = self.fenced;
-        fenced
-            .replace(Some(self.session), filter, replacement)
-            .await
-    }
-
-    /// [`FencedCollection::insert_one`], in the session.
-    ///
-    /// # Errors
-    /// As [`FencedCollection::insert_one`].
-    pub async fn insert_one(&mut self, document: &T) -> Result<InsertOneResult, Error>
-    where
-        T: Serialize,
-    {
-        let fenced = self.fenced;
-        fenced.insert(Some(self.session), document).await
-    }
-
-    /// [`FencedCollection::delete_one`], in the session.
-    ///
-    /// # Errors
-    /// As [`FencedCollection::delete_one`].
-    pub async fn delete_one(&mut self, filter: Document) -> Result<DeleteResult, Error> {
-        let fenced = self.fenced;
-        fenced.delete(Some(self.session), filter).await
-    }
-}
-
-/// Whether `filter` pins the document's `_id` with an equality (a value, not operators).
-fn names_id(filter: &Document) -> bool {
-    match filter.get("_id") {
-        None => false,
-        Some(Bson::Document(d)) => !d.keys().any(|k| k.starts_with('$')),
-        Some(_) => true,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn fenced() -> FencedCollection<Document> {
-        let client = mongodb::Client::with_options(
-            mongodb::options::ClientOptions::builder()
-                .hosts(vec![mongodb::options::ServerAddress::Tcp {
-                    host: "localhost".into(),
-                    port: Some(1),
-                }])
-                .build(),
-        )
-        .expect("a client is made without connecting");
-        FencedCollection::new(
-            &client.database("d").collection("c"),
-            Resource::new("r").expect("a valid name"),
-            7,
-        )
-    }
-
-    #[tokio::test]
-    async fn field_names_are_checked() {
-        for bad in ["", "_id", "$x", "a.b", "a\0b"] {
-            assert!(
-                matches!(
-                    fenced().with_field(bad),
-                    Err(Error::InvalidArgument {
-                        field: "fence field",
-                        ..
-                    })
-                ),
-                "{bad:?}"
-            );
-        }
-        assert_eq!(
-            fenced().with_field("owner").expect("valid").field(),
-            "owner"
-        );
-    }
-
-    #[tokio::test]
-    async fn the_stamp_joins_set_or_ends_a_pipeline() {
-        let f = fenced();
-        let stamp = doc! {"resource": "r", "fence": 7_i64};
-        let UpdateModifications::Document(d) = f
-            .stamped_update("t", doc! {"$set": {"a": 1}, "$inc": {"n": 1}}.into())
-            .expect("valid")
-        else {
-            panic!("not a document")
-        };
-        assert_eq!(
-            d,
-            doc! {"$set": {"a": 1, "_fence": stamp.clone()}, "$inc": {"n": 1}}
-        );
-        let UpdateModifications::Pipeline(p) = f
-            .stamped_update("t", vec![doc! {"$set": {"a": 1}}].into())
-            .expect("valid")
-        else {
-            panic!("not a pipeline")
-        };
-        assert_eq!(
-            p.last(),
-            Some(&doc! {"$set": {"_fence": {"$literal": stamp}}})
-        );
-    }
-
-    #[tokio::test]
-    async fn updates_that_touch_the_fence_or_replace_are_refused() {
-        let f = fenced();
-        for bad in [
-            doc! {"$unset": {"_fence": ""}},
-            doc! {"$set": {"_fence.fence": 99}},
-            doc! {"a": 1},
-        ] {
-            assert!(
-                matches!(
-                    f.stamped_update("t", bad.clone().into()),
-                    Err(Error::InvalidArgument {
-                        field: "update",
-                        ..
-                    })
-                ),
-                "{bad}"
-            );
-        }
-        // A field that only starts with the fence field's name is the user's.
-        assert!(
-            f.stamped_update("t", doc! {"$set": {"_fenced": 1}}.into())
-                .is_ok()
-        );
-    }
-
-    #[tokio::test]
-    async fn upserts_need_an_id_equality() {
-        assert!(names_id(&doc! {"_id": 3}));
-        assert!(names_id(&doc! {"_id": {"a": 1}, "x": 2}));
-        assert!(!names_id(&doc! {"_id": {"$gt": 3}}));
-        assert!(!names_id(&doc! {"x": 3}));
-    }
-
-    #[tokio::test]
-    async fn fences_beyond_bson_are_refused() {
-        let f = FencedCollection {
-            fence: u64::MAX,
-            ..fenced()
-        };
-        assert!(matches!(
-            f.guarded("t", doc! {}),
-            Err(Error::InvalidArgument { field: "fence", .. })
-        ));
-    }
-
-    #[tokio::test]
-    async fn a_refusal_names_the_stamp_and_a_foreign_field_is_malformed() {
-        let f = fenced();
-        let e = f
-            .refusal(
-                "t",
-                doc! {"_id": 1, "_fence": {"resource": "r", "fence": 9_i64}},
-            )
-            .expect("a stamp");
-        assert!(
-            matches!(&e, Error::Fenced { fence: 7, seen_fence: 9, seen_resource, .. } if seen_resource == "r"),
-            "{e:?}"
-        );
-        let bad = f
-            .refusal("t", doc! {"_id": 1, "_fence": "yes"})
-            .expect_err("not a stamp");
-        assert!(matches!(bad, Error::Malformed { .. }), "{bad:?}");
     }
 }
