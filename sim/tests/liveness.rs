@@ -121,156 +121,135 @@ fn a_calm_seed_replays_exactly() {
     assert_eq!(first, run_seed(&calm(), 77, true));
 }
 
-/// The `handover_liveness` violations of seeds `0..seeds` of calm runs with `mutant` on,
-/// and the seeds' other violations.
+/// The tests that switch a mutant on: they exist only in mutant builds (`--cfg
+/// lockwright_mutants`), where the kill matrix (`scripts/mutants`) runs every test of this
+/// binary once, with no mutant named in `LOCKWRIGHT_MUTANT`, and fails if any of them fails
+/// or if it lists none in this module.
 #[cfg(lockwright_mutants)]
-fn with_mutant(
-    mutant: lockwright_engine::mutants::Mutant,
-    seeds: u64,
-) -> (
-    Vec<lockwright_sim::Violation>,
-    Vec<lockwright_sim::Violation>,
-) {
-    let (all, _) = with_mutant_in(&calm(), mutant, seeds);
-    all.into_iter()
-        .partition(|v| v.kind == lockwright_sim::ViolationKind::HandoverLiveness)
-}
+mod mutant_build {
+    use lockwright_engine::mutants::{self, Mutant};
+    use lockwright_sim::{Options, Tally, Violation, ViolationKind, run_seed};
 
-/// The violations of seeds `0..seeds` of `opts` with `mutant` on, and the summed tally.
-#[cfg(lockwright_mutants)]
-fn with_mutant_in(
-    opts: &Options,
-    mutant: lockwright_engine::mutants::Mutant,
-    seeds: u64,
-) -> (Vec<lockwright_sim::Violation>, lockwright_sim::Tally) {
-    use lockwright_engine::mutants;
-    /// Switches the mutant off again, also when a seed panics.
-    struct Off;
-    impl Drop for Off {
-        fn drop(&mut self) {
-            mutants::activate(None);
+    use super::{calm, calm_fair, serial};
+
+    /// The `handover_liveness` violations of seeds `0..seeds` of calm runs with `mutant` on,
+    /// and the seeds' other violations.
+    fn with_mutant(mutant: Mutant, seeds: u64) -> (Vec<Violation>, Vec<Violation>) {
+        let (all, _) = with_mutant_in(&calm(), mutant, seeds);
+        all.into_iter()
+            .partition(|v| v.kind == ViolationKind::HandoverLiveness)
+    }
+
+    /// The violations of seeds `0..seeds` of `opts` with `mutant` on, and the summed tally.
+    fn with_mutant_in(opts: &Options, mutant: Mutant, seeds: u64) -> (Vec<Violation>, Tally) {
+        /// Switches the mutant off again, also when a seed panics.
+        struct Off;
+        impl Drop for Off {
+            fn drop(&mut self) {
+                mutants::activate(None);
+            }
+        }
+        let _off = Off;
+        mutants::activate(Some(mutant));
+        let mut tally = Tally::default();
+        let mut violations = Vec::new();
+        for seed in 0..seeds {
+            let r = run_seed(opts, seed, false);
+            tally.add(&r.tally);
+            violations.extend(r.violations);
+        }
+        (violations, tally)
+    }
+
+    /// How many of `violations` are of `kind`.
+    fn of_kind(violations: &[Violation], kind: ViolationKind) -> usize {
+        violations.iter().filter(|v| v.kind == kind).count()
+    }
+
+    #[test]
+    fn grants_that_ignore_the_queue_overtake_fair_waiters() {
+        let _serial = serial();
+        // In calm seeds and in faulty ones: `fifo` holds whatever the faults.
+        for opts in [
+            calm_fair(),
+            Options {
+                fair_seeds_pct: 100,
+                ..Options::default()
+            },
+        ] {
+            let (v, _) = with_mutant_in(&opts, Mutant::QueueIgnored, 100);
+            let overtaken = of_kind(&v, ViolationKind::QueueOrder);
+            assert!(
+                overtaken > 10,
+                "{overtaken} grants past live places ahead: {v:?}"
+            );
         }
     }
-    let _off = Off;
-    mutants::activate(Some(mutant));
-    let mut tally = lockwright_sim::Tally::default();
-    let mut violations = Vec::new();
-    for seed in 0..seeds {
-        let r = run_seed(opts, seed, false);
-        tally.add(&r.tally);
-        violations.extend(r.violations);
+
+    #[test]
+    fn places_left_after_grants_keep_fair_waiters_waiting() {
+        let _serial = serial();
+        let (v, _) = with_mutant_in(&calm_fair(), Mutant::GrantLeavesEntry, 100);
+        let late = of_kind(&v, ViolationKind::BoundedWaiting);
+        assert!(late > 100, "{late} fair waits past their bound");
+        // The store is stricter than the queue, never looser: nobody is overtaken.
+        assert_eq!(of_kind(&v, ViolationKind::QueueOrder), 0);
     }
-    (violations, tally)
-}
 
-/// How many of `violations` are of `kind`.
-#[cfg(lockwright_mutants)]
-fn of_kind(violations: &[lockwright_sim::Violation], kind: lockwright_sim::ViolationKind) -> usize {
-    violations.iter().filter(|v| v.kind == kind).count()
-}
-
-#[cfg(lockwright_mutants)]
-#[test]
-fn grants_that_ignore_the_queue_overtake_fair_waiters() {
-    use lockwright_sim::ViolationKind;
-    let _serial = serial();
-    // In calm seeds and in faulty ones: `fifo` holds whatever the faults.
-    for opts in [
-        calm_fair(),
-        Options {
-            fair_seeds_pct: 100,
-            ..Options::default()
-        },
-    ] {
-        let (v, _) = with_mutant_in(&opts, lockwright_engine::mutants::Mutant::QueueIgnored, 100);
-        let overtaken = of_kind(&v, ViolationKind::QueueOrder);
+    #[test]
+    fn dead_places_that_never_lapse_block_fair_waiters() {
+        let _serial = serial();
+        let (v, t) = with_mutant_in(&calm_fair(), Mutant::QueueDeadEntryBlocks, 100);
+        let late = of_kind(&v, ViolationKind::BoundedWaiting);
         assert!(
-            overtaken > 10,
-            "{overtaken} grants past live places ahead: {v:?}"
+            late > 10,
+            "{late} fair waits past their bound ({} places lapsed)",
+            t.places_lapsed
+        );
+        assert_eq!(of_kind(&v, ViolationKind::QueueOrder), 0);
+    }
+
+    #[test]
+    fn a_core_ignoring_hints_hands_released_locks_over_late() {
+        let _serial = serial();
+        let (late, other) = with_mutant(Mutant::LockerIgnoresHints, 100);
+        // Fair waiters that wait on their backoff also wait past their bound.
+        assert!(
+            other
+                .iter()
+                .all(|v| v.kind == ViolationKind::BoundedWaiting),
+            "{other:?}"
+        );
+        let releases = late
+            .iter()
+            .filter(|v| v.detail.contains("a release freed it"))
+            .count();
+        assert!(
+            releases > 100,
+            "ignoring hints must leave released locks free: {releases} late handovers"
         );
     }
-}
 
-#[cfg(lockwright_mutants)]
-#[test]
-fn places_left_after_grants_keep_fair_waiters_waiting() {
-    use lockwright_sim::ViolationKind;
-    let _serial = serial();
-    let (v, _) = with_mutant_in(
-        &calm_fair(),
-        lockwright_engine::mutants::Mutant::GrantLeavesEntry,
-        100,
-    );
-    let late = of_kind(&v, ViolationKind::BoundedWaiting);
-    assert!(late > 100, "{late} fair waits past their bound");
-    // The store is stricter than the queue, never looser: nobody is overtaken.
-    assert_eq!(of_kind(&v, ViolationKind::QueueOrder), 0);
-}
-
-#[cfg(lockwright_mutants)]
-#[test]
-fn dead_places_that_never_lapse_block_fair_waiters() {
-    use lockwright_sim::ViolationKind;
-    let _serial = serial();
-    let (v, t) = with_mutant_in(
-        &calm_fair(),
-        lockwright_engine::mutants::Mutant::QueueDeadEntryBlocks,
-        100,
-    );
-    let late = of_kind(&v, ViolationKind::BoundedWaiting);
-    assert!(
-        late > 10,
-        "{late} fair waits past their bound ({} places lapsed)",
-        t.places_lapsed
-    );
-    assert_eq!(of_kind(&v, ViolationKind::QueueOrder), 0);
-}
-
-#[cfg(lockwright_mutants)]
-#[test]
-fn a_core_ignoring_hints_hands_released_locks_over_late() {
-    let _serial = serial();
-    let (late, other) = with_mutant(lockwright_engine::mutants::Mutant::LockerIgnoresHints, 100);
-    // Fair waiters that wait on their backoff also wait past their bound.
-    assert!(
-        other
+    #[test]
+    fn a_core_ignoring_retry_in_takes_crashed_holders_locks_over_late() {
+        let _serial = serial();
+        let (late, other) = with_mutant(Mutant::LockerIgnoresRetryIn, 100);
+        // Fair waiters behind a crashed holder wait past their bound too.
+        assert!(
+            other
+                .iter()
+                .all(|v| v.kind == ViolationKind::BoundedWaiting),
+            "{other:?}"
+        );
+        let takeovers = late
             .iter()
-            .all(|v| v.kind == lockwright_sim::ViolationKind::BoundedWaiting),
-        "{other:?}"
-    );
-    let releases = late
-        .iter()
-        .filter(|v| v.detail.contains("a release freed it"))
-        .count();
-    assert!(
-        releases > 100,
-        "ignoring hints must leave released locks free: {releases} late handovers"
-    );
-}
-
-#[cfg(lockwright_mutants)]
-#[test]
-fn a_core_ignoring_retry_in_takes_crashed_holders_locks_over_late() {
-    let _serial = serial();
-    let (late, other) = with_mutant(
-        lockwright_engine::mutants::Mutant::LockerIgnoresRetryIn,
-        100,
-    );
-    // Fair waiters behind a crashed holder wait past their bound too.
-    assert!(
-        other
-            .iter()
-            .all(|v| v.kind == lockwright_sim::ViolationKind::BoundedWaiting),
-        "{other:?}"
-    );
-    let takeovers = late
-        .iter()
-        .filter(|v| v.detail.contains("crashed holder's lock was abandoned"))
-        .count();
-    assert!(
-        takeovers > 10,
-        "ignoring retry_in must leave crashed holders' locks untaken: {takeovers} late takeovers"
-    );
-    // Releases are still handed over in time: the hints do that.
-    assert_eq!(late.len(), takeovers, "{late:?}");
+            .filter(|v| v.detail.contains("crashed holder's lock was abandoned"))
+            .count();
+        assert!(
+            takeovers > 10,
+            "ignoring retry_in must leave crashed holders' locks untaken: {takeovers} late takeovers"
+        );
+        // Releases are still handed over in time: the hints do that.
+        assert_eq!(late.len(), takeovers, "{late:?}");
+    }
 }
