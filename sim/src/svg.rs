@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use crate::{Options, SeedReport};
+use crate::options::Options;
+use crate::report::SeedReport;
 
 /// Draws `report` (recorded with its timeline) as an SVG document.
 #[must_use]

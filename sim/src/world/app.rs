@@ -11,15 +11,14 @@ use lockwright_engine::locker::{Access, Ask, Ended, Event as CoreEvent, Wait, Wh
 use lockwright_testkit::Verdict;
 use rand::Rng;
 
-use super::client::Hold;
 use super::{Event, World};
-use crate::ViolationKind;
+use crate::report::ViolationKind;
 
 /// The most resources one job holds together.
 const MAX_JOB: usize = 4;
 
 /// What the client's application is doing. Times are on the client's clock. The guards it
-/// holds are the client's [`Hold`]s.
+/// holds are its client's [`Hold`]s.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum App {
     /// Waits until `until`, then starts a job: acquires one resource, or sometimes several
@@ -34,6 +33,16 @@ pub(super) enum App {
     Holding { work_until: u64, next_write: u64 },
     /// Stopped for good (the world is healing).
     Done,
+}
+
+/// A guard the application was handed and still holds (no `Ended` for it yet).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Hold {
+    pub(super) key: LeaseKey,
+    pub(super) resource: usize,
+    pub(super) fence: u64,
+    /// Local time.
+    pub(super) trust_until: u64,
 }
 
 impl World {
@@ -281,7 +290,7 @@ impl World {
 
     pub(super) fn downstream(&mut self, client: usize, resource: usize, fence: u64) {
         let verdict = self.fenced.write(resource, fence);
-        self.report.writes.push(crate::DownstreamWrite {
+        self.report.writes.push(crate::report::DownstreamWrite {
             at: self.now,
             client,
             resource,

@@ -10,7 +10,7 @@ use lockwright_engine::locker::{Reply, Request};
 use lockwright_engine::table::fence_floor;
 
 use super::{World, at_once};
-use crate::ViolationKind;
+use crate::report::ViolationKind;
 
 impl World {
     pub(super) fn apply(&mut self, client: usize, incarnation: u32, request: &Request) -> Reply {

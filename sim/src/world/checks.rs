@@ -9,9 +9,9 @@ use std::collections::BTreeSet;
 use lockwright_engine::LocalMs;
 use lockwright_engine::{Filter, LockStore};
 
-use super::client::Hold;
+use super::app::Hold;
 use super::{World, at_once};
-use crate::ViolationKind;
+use crate::report::ViolationKind;
 
 impl World {
     /// past_trust_deadline: every client that can act (neither paused nor crashed) has had

@@ -9,20 +9,10 @@ use lockwright_engine::lease::LeaseKey;
 use lockwright_engine::locker::{LockerCore, Reply, RequestId};
 use rand::Rng;
 
-use super::app::App;
+use super::app::{App, Hold};
 use super::hints::{InFlightHint, Watch};
 use super::{Event, World};
 use crate::SimRng;
-
-/// A guard the application was handed and still holds (no `Ended` for it yet).
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Hold {
-    pub(super) key: LeaseKey,
-    pub(super) resource: usize,
-    pub(super) fence: u64,
-    /// Local time.
-    pub(super) trust_until: u64,
-}
 
 /// A reply that reached a paused client, handled when it resumes.
 pub(super) type Buffered = (RequestId, Reply, Option<u64>);

@@ -48,7 +48,7 @@ use lockwright_engine::{Filter, LockId, LockStatus, LockStore};
 
 use super::app::App;
 use super::{EPOCH, World, at_once};
-use crate::{Violation, ViolationKind};
+use crate::report::{Violation, ViolationKind};
 
 /// The bound of a handover, in one-way latencies (the seed's largest): the `Freed` hint
 /// reaches the waiter, which asks at once (two); if the waiter's subscription was still on

@@ -30,7 +30,9 @@ use lockwright_testkit::FencedStore;
 use rand::{Rng, SeedableRng};
 
 use crate::SimRng;
-use crate::{FaultMix, Options, SeedReport, TimelineEntry, Violation, ViolationKind};
+use crate::faults::FaultMix;
+use crate::options::Options;
+use crate::report::{SeedReport, TimelineEntry, Violation, ViolationKind};
 use app::App;
 use client::Client;
 
@@ -162,10 +164,10 @@ pub(crate) struct World {
 impl World {
     pub(crate) fn new(opts: &Options, seed: u64, record: bool) -> Self {
         let mut rng = SimRng::seed_from_u64(seed);
-        let mut failover_rng = crate::failover_rng(seed);
-        let mut hint_rng = crate::hint_rng(seed);
+        let mut failover_rng = crate::faults::failover_rng(seed);
+        let mut hint_rng = crate::faults::hint_rng(seed);
         let mix = FaultMix::from_rng(&mut rng, &mut failover_rng, &mut hint_rng, opts)
-            .with_fair_clients(&mut crate::fair_rng(seed), opts);
+            .with_fair_clients(&mut crate::faults::fair_rng(seed), opts);
         let clock = Arc::new(ManualClock::new(EPOCH));
         let store = MemStore::with_clock_and_shards(Arc::clone(&clock), 1)
             .with_takeover_grace(Duration::from_millis(opts.grace_ms))

@@ -43,7 +43,7 @@ use lockwright_engine::{Error, LockId, Timestamp};
 
 use super::app::App;
 use super::{EPOCH, World};
-use crate::{Violation, ViolationKind};
+use crate::report::{Violation, ViolationKind};
 
 /// One place in a resource's queue, as the specification has it.
 struct Place {
