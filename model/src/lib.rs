@@ -84,8 +84,9 @@
 //!   which is as good as a fresh ticket. Places are judged at the store's clock, like locks.
 //!   A waiting client asks again only where [`Config::grants_per_ms`] lets the resource
 //!   grant, like any request. The queue is in [`Config::ci_fair`] only: two clients, one
-//!   resource, 0..=5 ms, 159,099 unique states (with queues, `skew` has 1,596,597 and `ci`
-//!   more than 4.2 M: by command, `--fair`).
+//!   resource, 0..=5 ms, 110,263 unique states (with queues, `skew` had 1,596,597 and `ci`
+//!   more than 4.2 M before the fence floor became the cluster-time rule: by command,
+//!   `--fair`).
 //!
 //! ```
 //! use lockwright_model::{Config, LockModel};

@@ -27,13 +27,13 @@ use stateright::{Checker, Expectation, HasDiscoveries, Model};
 /// 120,418 before the engine's fence clock: a grant refused in a later millisecond than a
 /// begun purge raises the fence clock, and with it what that purge's deletion removes, so
 /// such states are told apart now (`LockState::fence_clock`).
-const CI_UNIQUE_STATES: usize = 151_195;
+const CI_UNIQUE_STATES: usize = 127_006;
 
 /// The unique states of an exhaustive search of [`Config::ci_skew`].
-const CI_SKEW_UNIQUE_STATES: usize = 23_805;
+const CI_SKEW_UNIQUE_STATES: usize = 20_894;
 
 /// The unique states of an exhaustive search of [`Config::ci_fair`].
-const CI_FAIR_UNIQUE_STATES: usize = 159_099;
+const CI_FAIR_UNIQUE_STATES: usize = 110_263;
 
 /// Switches on the engine mutant named by `LOCKWRIGHT_MUTANT`, if any (kill-matrix runs).
 fn setup() {
