@@ -1,4 +1,5 @@
-//! What a lock grants: exclusive or shared access, and the limit of a shared one.
+//! What a lock grants: exclusive or shared access ([`Access`], with the limit of a shared
+//! one), and the kind of a lock a store holds ([`Mode`]).
 
 use std::fmt;
 use std::num::NonZeroU32;
@@ -7,7 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::invalid::InvalidArgument;
 
-/// Exclusive or shared.
+/// Exclusive or shared: the kind of a lock a store holds, or of a place in its queue (what
+/// a status reports). A request says more: its [`Access`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
@@ -44,8 +46,14 @@ impl SharedLimit {
 
     /// The limit.
     #[must_use]
-    pub fn get(self) -> u32 {
+    pub const fn get(self) -> u32 {
         self.0.get()
+    }
+}
+
+impl From<NonZeroU32> for SharedLimit {
+    fn from(limit: NonZeroU32) -> Self {
+        SharedLimit(limit)
     }
 }
 
@@ -59,5 +67,78 @@ impl TryFrom<u32> for SharedLimit {
 impl From<SharedLimit> for u32 {
     fn from(l: SharedLimit) -> u32 {
         l.get()
+    }
+}
+
+/// What a request asks for: an exclusive lock, or a shared one with an optional limit.
+///
+/// The one type for "how to lock" in every API: [`LockOptions`](crate::LockOptions),
+/// [`LockRequest`](crate::LockRequest) and the Locker's asks all carry it. A shared limit
+/// is a [`SharedLimit`], so a limit of zero cannot be built. A lock the store holds records
+/// only its [`Mode`] (the limit belongs to each request, not to the lock).
+///
+/// ```
+/// use lockwright_engine::{Access, Mode, SharedLimit};
+///
+/// let five = Access::shared(Some(5))?;
+/// assert_eq!(five, Access::Shared(Some(SharedLimit::new(5)?)));
+/// assert_eq!(five.mode(), Mode::Shared);
+/// assert!(Access::shared(Some(0)).is_err());
+/// assert_eq!(Access::default(), Access::Exclusive);
+/// # Ok::<(), lockwright_engine::InvalidArgument>(())
+/// ```
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Access {
+    /// One holder, and no shared holders beside it.
+    #[default]
+    Exclusive,
+    /// One of any number of shared holders, or of at most `limit` (counted when the request
+    /// is decided), and no exclusive holder.
+    Shared(Option<SharedLimit>),
+}
+
+impl Access {
+    /// Shared access with at most `limit` holders (`None`: no limit).
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming `limit` for `Some(0)`.
+    pub fn shared(limit: Option<u32>) -> Result<Self, InvalidArgument> {
+        Ok(Access::Shared(limit.map(SharedLimit::new).transpose()?))
+    }
+
+    /// The kind of lock it grants.
+    #[must_use]
+    pub const fn mode(self) -> Mode {
+        match self {
+            Access::Exclusive => Mode::Exclusive,
+            Access::Shared(_) => Mode::Shared,
+        }
+    }
+
+    /// The shared limit, if any (always `None` for exclusive access).
+    #[must_use]
+    pub const fn limit(self) -> Option<SharedLimit> {
+        match self {
+            Access::Exclusive => None,
+            Access::Shared(limit) => limit,
+        }
+    }
+
+    /// The operation's name, as the API and metrics say it: `xlock` or `slock`.
+    #[must_use]
+    pub const fn operation(self) -> &'static str {
+        match self {
+            Access::Exclusive => "xlock",
+            Access::Shared(_) => "slock",
+        }
+    }
+}
+
+impl From<SharedLimit> for Access {
+    fn from(limit: SharedLimit) -> Self {
+        Access::Shared(Some(limit))
     }
 }

@@ -7,7 +7,7 @@
 //! decoders, the model checker and the simulator all call these same functions, so there is
 //! one copy of the rules.
 //!
-//! - [`LockTable::xlock`] and [`LockTable::slock`] grant locks on one resource;
+//! - [`LockTable::lock`] grants locks on one resource, exclusive or shared ([`Access`]);
 //! - [`table::unlock`], [`table::renew`], [`table::status`] and [`table::purge`] work on a
 //!   group of locks across one or more tables (shards), and [`Summary::of`] says how
 //!   contended each resource is;
@@ -15,19 +15,19 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use lockwright_engine::{LockDetails, LockRequest, LockTable, Timestamp};
+//! use lockwright_engine::{LockOptions, LockRequest, LockTable, Timestamp};
 //!
 //! let grace = Duration::from_secs(2);
 //! let mut table = LockTable::new().with_takeover_grace(grace);
 //! let now = Timestamp::from_millis(1_000);
-//! let a = LockRequest::new("report", "worker-a", &LockDetails::new().ttl(Duration::from_secs(10)))?;
-//! let b = LockRequest::new("report", "worker-b", &LockDetails::new())?;
-//! let granted = table.xlock(&a, now)?;
-//! assert!(table.xlock(&b, now).is_err()); // a live exclusive lock blocks
+//! let a = LockRequest::new("report", "worker-a", &LockOptions::exclusive(Duration::from_secs(10)))?;
+//! let b = LockRequest::new("report", "worker-b", &LockOptions::new())?;
+//! let granted = table.lock(&a, now)?;
+//! assert!(table.lock(&b, now).is_err()); // a live exclusive lock blocks
 //! let expired = now.saturating_add(Duration::from_secs(10));
-//! assert!(table.xlock(&b, expired).is_err()); // expired, but held for the grace
+//! assert!(table.lock(&b, expired).is_err()); // expired, but held for the grace
 //! let later = expired.saturating_add(grace);
-//! let taken_over = table.xlock(&b, later)?; // abandoned at `later`: taken over
+//! let taken_over = table.lock(&b, later)?; // abandoned at `later`: taken over
 //! assert!(taken_over.fence > granted.fence);
 //! # Ok::<(), lockwright_engine::Error>(())
 //! ```
@@ -46,6 +46,7 @@ pub mod mutants;
 #[cfg(not(lockwright_mutants))]
 mod mutants;
 pub mod names;
+pub mod options;
 pub mod port;
 pub mod queue;
 pub mod resource;
@@ -53,17 +54,17 @@ pub mod status;
 pub mod table;
 pub mod time;
 
-pub use access::{Mode, SharedLimit};
+pub use access::{Access, Mode, SharedLimit};
 pub use error::{BoxError, Error, MalformedDocument, Outcome, Result};
 pub use filter::Filter;
 pub use invalid::InvalidArgument;
-pub use lock::{LockDetails, LockRequest, QueueAsk, StoredLock};
+pub use lock::{LockRequest, StoredLock};
 pub use names::{LockId, Resource};
+pub use options::LockOptions;
 pub use port::{Hint, HintStream, LockStore};
 pub use queue::{Queue, QueueEntry, Ticket, Waiter};
 pub use resource::{
-    ClusterTime, DEFAULT_TAKEOVER_GRACE, MAX_TAKEOVER_GRACE, ResourceState, Rule,
-    check_takeover_grace,
+    ClusterTime, DEFAULT_TAKEOVER_GRACE, MAX_TAKEOVER_GRACE, ResourceState, check_takeover_grace,
 };
 pub use status::{Holder, LockStatus, Queued, Renewal};
 pub use table::{LockTable, ResourceSummary, Summary};

@@ -1,143 +1,25 @@
 //! Locks: what a caller asks for, and what a store keeps.
 
-use std::fmt;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::access::Mode;
+use crate::access::{Access, Mode};
 use crate::error::Error;
 use crate::names::{LockId, Resource};
+use crate::options::LockOptions;
 use crate::queue::Ticket;
 use crate::status::{Holder, LockStatus};
 use crate::time::{Timestamp, Ttl};
 
-/// Optional facts about a lock, as the caller gives them. Checked when a lock is requested.
-///
-/// ```
-/// use std::time::Duration;
-/// use lockwright_engine::LockDetails;
-///
-/// let details = LockDetails::new().owner("billing-worker").ttl(Duration::from_secs(30));
-/// assert_eq!(details.holder.owner.as_deref(), Some("billing-worker"));
-/// assert_eq!(details.ttl, Some(Duration::from_secs(30)));
-/// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[non_exhaustive]
-pub struct LockDetails {
-    /// Who takes the lock, from where, and why.
-    #[serde(flatten)]
-    pub holder: Holder,
-    /// How long the lock lives unless renewed; `None`: until unlocked.
-    pub ttl: Option<Duration>,
-    /// Makes the request fair: its place in the resource's queue ([`crate::queue`]): the
-    /// ticket that names it across attempts (a secret like a lock id, never serialized)
-    /// and how long it lasts unless the waiter asks again.
-    #[serde(skip)]
-    pub queue: Option<QueueAsk>,
-}
-
-/// A fair request's ticket and place lease, as [`LockDetails::queue`] takes them. The
-/// ticket is a secret: `Debug` never shows it.
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct QueueAsk {
-    ticket: String,
-    ttl: Duration,
-}
-
-impl QueueAsk {
-    /// The place's lease.
-    #[must_use]
-    pub fn ttl(&self) -> Duration {
-        self.ttl
-    }
-}
-
-impl fmt::Debug for QueueAsk {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("QueueAsk")
-            .field("ticket", &"<redacted>")
-            .field("ttl", &self.ttl)
-            .finish()
-    }
-}
-
-impl LockDetails {
-    /// No owner, host, comment or TTL.
-    #[must_use]
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Sets the owner.
-    #[must_use]
-    pub fn owner(mut self, owner: impl Into<String>) -> Self {
-        self.holder.owner = Some(owner.into());
-        self
-    }
-
-    /// Sets the host.
-    #[must_use]
-    pub fn host(mut self, host: impl Into<String>) -> Self {
-        self.holder.host = Some(host.into());
-        self
-    }
-
-    /// Sets the comment.
-    #[must_use]
-    pub fn comment(mut self, comment: impl Into<String>) -> Self {
-        self.holder.comment = Some(comment.into());
-        self
-    }
-
-    /// Sets the TTL.
-    #[must_use]
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = Some(ttl);
-        self
-    }
-
-    /// Makes the request fair: refused, it takes (or keeps) the place `ticket` names in
-    /// the resource's queue for `queue_ttl`, and it is granted only when no conflicting
-    /// waiter is ahead of it ([`crate::queue`]). Use one ticket (from
-    /// `generate_lock_id()`) for every attempt of one wait, and ask again within
-    /// `queue_ttl` to keep the place.
-    #[must_use]
-    pub fn queue(mut self, ticket: impl Into<String>, queue_ttl: Duration) -> Self {
-        self.queue = Some(QueueAsk {
-            ticket: ticket.into(),
-            ttl: queue_ttl,
-        });
-        self
-    }
-
-    /// Checks every field, as a lock request does.
-    ///
-    /// # Errors
-    /// `InvalidArgument` naming the first bad field: `owner`, `host`, `comment` (empty or
-    /// over [`MAX_DETAIL_LEN`](crate::names::MAX_DETAIL_LEN) bytes), `ttl` (zero, under 1 ms, or over 100 years),
-    /// `ticket` (empty or too long) or `queue_ttl` (outside 100 ms to 10 minutes).
-    pub fn check(&self) -> Result<(), Error> {
-        self.holder.check()?;
-        self.ttl.map(Ttl::new).transpose()?;
-        self.ticket().transpose()?;
-        Ok(())
-    }
-
-    fn ticket(&self) -> Option<Result<Ticket, Error>> {
-        self.queue.as_ref().map(|QueueAsk { ticket, ttl }| {
-            let id = LockId::new(ticket.as_str()).map_err(|e| e.about("ticket"))?;
-            Ok(Ticket::new(id, *ttl)?)
-        })
-    }
-}
-
-/// A validated request for one lock; the mode comes from the operation.
+/// A validated request for one lock: what a store's `lock` decides.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct LockRequest {
     /// The resource to lock.
     pub resource: Resource,
+    /// Exclusive, or shared with an optional limit.
+    pub access: Access,
     /// The group the lock joins.
     pub lock_id: LockId,
     /// Who takes it, from where, and why.
@@ -158,24 +40,44 @@ impl LockRequest {
         self
     }
 
-    /// Checks every argument of a lock request.
+    /// Checks every argument of a lock request. The request is not fair (a place in the
+    /// queue is named by a ticket: [`LockRequest::fair`]), whatever `options.fair` says.
     ///
     /// # Errors
     /// `InvalidArgument` naming the first bad field: `resource`, `lock_id`, `owner`, `host`,
     /// `comment` (empty or too long) or `ttl` (zero, under 1 ms, or over 100 years).
-    pub fn new(resource: &str, lock_id: &str, details: &LockDetails) -> Result<Self, Error> {
+    pub fn new(resource: &str, lock_id: &str, options: &LockOptions) -> Result<Self, Error> {
         let resource = Resource::new(resource)?;
         let lock_id = LockId::new(lock_id)?;
-        details.holder.check()?;
-        let ttl = details.ttl.map(Ttl::new).transpose()?;
-        let fair = details.ticket().transpose()?;
+        options.holder.check()?;
+        let ttl = options.ttl.map(Ttl::new).transpose()?;
         Ok(LockRequest {
             resource,
+            access: options.access,
             lock_id,
-            holder: details.holder.clone(),
+            holder: options.holder.clone(),
             ttl,
-            fair,
+            fair: None,
         })
+    }
+
+    /// The same request with `access`.
+    #[must_use]
+    pub fn with_access(mut self, access: Access) -> Self {
+        self.access = access;
+        self
+    }
+
+    /// The ticket that names a fair request's place in the queue.
+    #[must_use]
+    pub fn ticket(&self) -> Option<&LockId> {
+        self.fair.as_ref().map(|t| &t.id)
+    }
+
+    /// The kind of lock it asks for.
+    #[must_use]
+    pub fn mode(&self) -> Mode {
+        self.access.mode()
     }
 }
 

@@ -7,7 +7,6 @@ use std::time::Duration;
 use futures_core::Stream;
 use serde::{Deserialize, Serialize};
 
-use crate::access::SharedLimit;
 use crate::error::Result;
 use crate::filter::Filter;
 use crate::lock::LockRequest;
@@ -23,15 +22,8 @@ use crate::time::Ttl;
 /// `lockwright_testkit::conformance_suite!(TheBackend)`). Arguments arrive validated;
 /// results follow the same order conventions as [`crate::table`].
 pub trait LockStore: Send + Sync + 'static {
-    /// Grants an exclusive lock ([`crate::LockTable::xlock`]).
-    fn xlock(&self, request: &LockRequest) -> impl Future<Output = Result<LockStatus>> + Send;
-
-    /// Grants a shared lock ([`crate::LockTable::slock`]).
-    fn slock(
-        &self,
-        request: &LockRequest,
-        limit: Option<SharedLimit>,
-    ) -> impl Future<Output = Result<LockStatus>> + Send;
+    /// Grants a lock, exclusive or shared as its access says ([`crate::LockTable::lock`]).
+    fn lock(&self, request: &LockRequest) -> impl Future<Output = Result<LockStatus>> + Send;
 
     /// Removes a group ([`crate::table::unlock`]).
     fn unlock(&self, lock_id: &LockId) -> impl Future<Output = Result<Vec<LockStatus>>> + Send;

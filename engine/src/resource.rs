@@ -28,11 +28,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::access::{Mode, SharedLimit};
+use crate::access::{Access, Mode, SharedLimit};
 use crate::error::Error;
 use crate::lock::{LockRequest, StoredLock};
 use crate::mutants::{self, Mutant};
-use crate::names::{LockId, Resource};
+use crate::names::LockId;
 use crate::queue::{Queue, QueueEntry, Ticket};
 use crate::status::{LockStatus, Queued};
 use crate::time::Timestamp;
@@ -127,50 +127,6 @@ impl ClusterTime {
 #[must_use]
 pub fn fence_floor(now: Timestamp) -> u64 {
     ClusterTime::at(now).fence_floor()
-}
-
-/// The rule of a grant: exclusive, or shared by `lock_id` with a limit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Rule<'a> {
-    /// `xlock`'s rule ([`ResourceState::can_xlock`]).
-    Exclusive {
-        /// The ticket of a fair request: its place in the queue ([`crate::queue`]).
-        ticket: Option<&'a LockId>,
-    },
-    /// `slock`'s rule for `lock_id` with `limit` ([`ResourceState::can_slock`]).
-    Shared {
-        /// The lock id asking.
-        lock_id: &'a LockId,
-        /// The limit it asks with.
-        limit: Option<SharedLimit>,
-        /// The ticket of a fair request: its place in the queue ([`crate::queue`]).
-        ticket: Option<&'a LockId>,
-    },
-}
-
-impl<'a> Rule<'a> {
-    /// The rule of `request` in `mode` (`limit` is read for a shared request only).
-    #[must_use]
-    pub fn of(mode: Mode, request: &'a LockRequest, limit: Option<SharedLimit>) -> Self {
-        let ticket = request.fair.as_ref().map(|t| &t.id);
-        match mode {
-            Mode::Exclusive => Rule::Exclusive { ticket },
-            Mode::Shared => Rule::Shared {
-                lock_id: &request.lock_id,
-                limit,
-                ticket,
-            },
-        }
-    }
-
-    /// The mode the rule grants.
-    #[must_use]
-    pub fn mode(&self) -> Mode {
-        match self {
-            Rule::Exclusive { .. } => Mode::Exclusive,
-            Rule::Shared { .. } => Mode::Shared,
-        }
-    }
 }
 
 /// The locks of one resource: an exclusive lock, or shared locks, or none; the fence
@@ -271,26 +227,31 @@ impl ResourceState {
                 || mutants::active(Mutant::SharedIgnoresLimit))
     }
 
-    /// Whether `rule` allows a grant at `now` with the takeover `grace`: the locks allow it,
-    /// and no live place that conflicts with it is ahead in the queue
-    /// ([`ResourceState::queue_allows`]).
+    /// Whether `request` may be granted at `now` with the takeover `grace`: the locks allow
+    /// it (the exclusive or the shared rule, as its access says), and no live place that
+    /// conflicts with it is ahead in the queue ([`ResourceState::queue_allows`]).
     #[must_use]
-    pub fn allows(&self, rule: &Rule<'_>, now: Timestamp, grace: Duration) -> bool {
-        let locks = match rule {
-            Rule::Exclusive { .. } => self.can_xlock(now, grace),
-            Rule::Shared { lock_id, limit, .. } => self.can_slock(lock_id, *limit, now, grace),
+    pub fn allows(&self, request: &LockRequest, now: Timestamp, grace: Duration) -> bool {
+        let locks = match request.access {
+            Access::Exclusive => self.can_xlock(now, grace),
+            Access::Shared(limit) => self.can_slock(&request.lock_id, limit, now, grace),
         };
-        locks && self.queue_allows(rule, now, grace)
+        locks && self.queue_allows(request, now, grace)
     }
 
-    /// How long after `now` `rule` first allows a grant, should no lock here be renewed or
+    /// How long after `now` `request` may first be granted, should no lock here be renewed or
     /// released and no waiter ask again: the earliest instant a held lock is abandoned or a
-    /// waiter's place lapses at which the rule allows (locks are only ever abandoned and
-    /// places only lapse as time goes on, so the rule, once it allows, keeps allowing).
+    /// waiter's place lapses at which the rules allow it (locks are only ever abandoned and
+    /// places only lapse as time goes on, so the rules, once they allow, keep allowing).
     /// `None` when no such instant comes (a lock without a TTL is in the way). What a
     /// refusal reports as `retry_in`.
     #[must_use]
-    pub fn free_in(&self, rule: &Rule<'_>, now: Timestamp, grace: Duration) -> Option<Duration> {
+    pub fn free_in(
+        &self,
+        request: &LockRequest,
+        now: Timestamp,
+        grace: Duration,
+    ) -> Option<Duration> {
         let mut ends: Vec<Timestamp> = self
             .locks()
             .filter_map(|(_, l)| l.expires_at.map(|e| e.saturating_add(grace)))
@@ -299,7 +260,7 @@ impl ResourceState {
             .collect();
         ends.sort_unstable();
         ends.into_iter()
-            .find(|&t| self.allows(rule, t, grace))
+            .find(|&t| self.allows(request, t, grace))
             .map(|t| t.saturating_duration_since(now))
     }
 
@@ -322,18 +283,19 @@ impl ResourceState {
         self.queue.live(now)
     }
 
-    /// The queue's part of the grant rule: whether no live place that conflicts with `rule`
-    /// is ahead of the request's own (see the [module documentation](self)).
+    /// The queue's part of the grant rule: whether no live place that conflicts with
+    /// `request` is ahead of its own (see the [module documentation](self)).
     #[must_use]
-    pub fn queue_allows(&self, rule: &Rule<'_>, now: Timestamp, grace: Duration) -> bool {
+    pub fn queue_allows(&self, request: &LockRequest, now: Timestamp, grace: Duration) -> bool {
         if mutants::active(Mutant::QueueIgnored) {
             return true;
         }
-        match rule {
-            Rule::Exclusive { ticket } => self.queue.ahead(*ticket, now).next().is_none(),
-            Rule::Shared { limit, ticket, .. } => {
+        let ticket = request.ticket();
+        match request.access {
+            Access::Exclusive => self.queue.ahead(ticket, now).next().is_none(),
+            Access::Shared(limit) => {
                 let mut shared_ahead = 0usize;
-                for e in self.queue.ahead(*ticket, now) {
+                for e in self.queue.ahead(ticket, now) {
                     match e.mode {
                         Mode::Exclusive if !mutants::active(Mutant::SharedOvertakesWriter) => {
                             return false;
@@ -352,36 +314,24 @@ impl ResourceState {
         }
     }
 
-    /// How many live places ahead of the request's own conflict with `rule` (every place
+    /// How many live places ahead of the request's own conflict with it (every place
     /// for an exclusive request or a limited shared one, the exclusive places for a shared
     /// one without a limit): what a refusal reports as the waiter's place.
     #[must_use]
-    pub fn queued(&self, rule: &Rule<'_>, now: Timestamp) -> Queued {
+    pub fn queued(&self, request: &LockRequest, now: Timestamp) -> Queued {
         Queued {
-            ahead: self.conflicting_ahead(rule, now),
+            ahead: self.conflicting_ahead(request, now),
             fence: self.last_fence,
         }
     }
 
     /// See [`ResourceState::queued`].
     #[must_use]
-    pub fn conflicting_ahead(&self, rule: &Rule<'_>, now: Timestamp) -> u32 {
-        let n = match rule {
-            Rule::Exclusive { ticket }
-            | Rule::Shared {
-                ticket,
-                limit: Some(_),
-                ..
-            } => self.queue.ahead(*ticket, now).count(),
-            Rule::Shared {
-                ticket,
-                limit: None,
-                ..
-            } => self
-                .queue
-                .ahead(*ticket, now)
-                .filter(|e| e.mode == Mode::Exclusive)
-                .count(),
+    pub fn conflicting_ahead(&self, request: &LockRequest, now: Timestamp) -> u32 {
+        let ahead = self.queue.ahead(request.ticket(), now);
+        let n = match request.access {
+            Access::Exclusive | Access::Shared(Some(_)) => ahead.count(),
+            Access::Shared(None) => ahead.filter(|e| e.mode == Mode::Exclusive).count(),
         };
         u32::try_from(n).unwrap_or(u32::MAX)
     }
@@ -399,8 +349,8 @@ impl ResourceState {
         had
     }
 
-    /// Decides `request` under `rule` at `now` with the takeover `grace` and the fence clock
-    /// at `floor`: grants it if the rule allows, or refuses it.
+    /// Decides `request` at `now` with the takeover `grace` and the fence clock at `floor`:
+    /// grants it if the rules allow, or refuses it.
     /// A refusal leaves the locks as they were and says when the rule would allow the
     /// request; a fair one takes or refreshes its place in the queue first, and reports it.
     /// Returns the grant's status and the lock ids it took over.
@@ -409,23 +359,21 @@ impl ResourceState {
     /// `AlreadyLocked` when the rule refuses.
     pub fn decide(
         &mut self,
-        resource: &Resource,
         request: &LockRequest,
-        rule: &Rule<'_>,
         now: Timestamp,
         grace: Duration,
         floor: u64,
     ) -> Result<(LockStatus, Vec<LockId>), Error> {
-        if self.allows(rule, now, grace) {
-            return Ok(self.grant(rule.mode(), request, now, grace, floor));
+        if self.allows(request, now, grace) {
+            return Ok(self.grant(request, now, grace, floor));
         }
         let queued = request.fair.as_ref().map(|ticket| {
-            self.queue.join(ticket, rule.mode(), now);
-            self.queued(rule, now)
+            self.queue.join(ticket, request.mode(), now);
+            self.queued(request, now)
         });
         Err(Error::AlreadyLocked {
-            resource: resource.clone(),
-            retry_in: self.free_in(rule, now, grace),
+            resource: request.resource.clone(),
+            retry_in: self.free_in(request, now, grace),
             queued,
         })
     }
@@ -440,13 +388,12 @@ impl ResourceState {
         }
     }
 
-    /// Grants `request` in `mode` at `now` with the fence clock at `floor`, which the caller
+    /// Grants `request` at `now` with the fence clock at `floor`, which the caller
     /// has checked is allowed: removes every abandoned lock (takeover), takes the next fence
     /// and stores the lock. Returns the new lock's status and the lock ids whose locks were
     /// removed.
     pub(crate) fn grant(
         &mut self,
-        mode: Mode,
         request: &LockRequest,
         now: Timestamp,
         grace: Duration,
@@ -471,8 +418,8 @@ impl ResourceState {
         self.dequeue_granted(request.fair.as_ref(), now);
         self.last_fence = self.next_fence(floor);
         let lock = StoredLock::granted(request, now, self.last_fence);
-        let status = lock.status(&request.resource, mode, now);
-        match mode {
+        let status = lock.status(&request.resource, request.mode(), now);
+        match request.mode() {
             Mode::Exclusive => self.exclusive = Some(lock),
             Mode::Shared => self.shared.push(lock),
         }

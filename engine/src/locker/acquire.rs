@@ -39,13 +39,14 @@ impl<R: RngCore> LockerCore<R> {
         };
         let request = LockRequest {
             resource,
+            access,
             lock_id,
             holder: Holder::clone(&who),
             ttl: Some(ttl),
             fair,
         };
         let id = self.send(
-            Request::Lock { request, access },
+            Request::Lock { request },
             Purpose::Lock { key, grant },
             deadline,
             now,

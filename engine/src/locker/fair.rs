@@ -24,7 +24,7 @@
 use rand_core::RngCore;
 
 use super::{Acquire, LockerCore, Purpose, Request};
-use crate::locker::Access;
+use crate::access::Access;
 use crate::names::LockId;
 use crate::queue::Ticket;
 use crate::status::Queued;

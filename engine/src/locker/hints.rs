@@ -65,7 +65,7 @@ impl<R: RngCore> LockerCore<R> {
                     continue;
                 }
                 place.first();
-                let shared = matches!(a.ask.access, super::Access::Shared(_));
+                let shared = matches!(a.ask.access, crate::access::Access::Shared(_));
                 if !taken || shared {
                     self.wake_one(key, now);
                 }

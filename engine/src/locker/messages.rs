@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Access, RequestId};
-use crate::access::SharedLimit;
+use super::RequestId;
 use crate::error::Error;
 use crate::lease::LeaseKey;
 use crate::lock::LockRequest;
@@ -20,13 +19,11 @@ use crate::time::LocalMs;
 /// A request for the store.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
-    /// Grant `request` (`xlock`, or `slock` with the limit of a shared `access`). Its lock
-    /// id is fresh for this attempt; its owner, host and comment are the acquire's.
+    /// Grant `request`. Its lock id is fresh for this attempt; its access, owner, host and
+    /// comment are the acquire's.
     Lock {
         /// The lock to take, as a store takes it.
         request: LockRequest,
-        /// Exclusive, or shared with a limit.
-        access: Access,
     },
     /// Renew this one lock (each attempt's lock id is fresh, so the group is that one
     /// lock), refused if it expires within `margin`.
@@ -68,13 +65,7 @@ impl Request {
     /// the simulator checks is what ships.
     pub async fn send_to<S: LockStore>(&self, store: &S) -> Reply {
         match self {
-            Request::Lock { request, access } => Reply::from_lock(match access {
-                Access::Exclusive => store.xlock(request).await,
-                Access::Shared(limit) => match limit.map(SharedLimit::new).transpose() {
-                    Ok(limit) => store.slock(request, limit).await,
-                    Err(e) => Err(e.into()),
-                },
-            }),
+            Request::Lock { request } => Reply::from_lock(store.lock(request).await),
             Request::Renew { lock, margin } => {
                 Reply::from_done(store.renew_one(lock, *margin).await)
             }

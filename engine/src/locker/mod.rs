@@ -44,8 +44,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rand_core::RngCore;
-use serde::{Deserialize, Serialize};
 
+use crate::access::Access;
 use crate::error::Error;
 use crate::holder::trust_until;
 use crate::lease::{LeaseEvent, LeaseKey, LeaseSchedule};
@@ -78,15 +78,6 @@ pub struct Ask {
     /// a place, and the lock goes to the waiters in turn. Only for waiting acquires; a
     /// one-shot acquire never takes a place.
     pub fair: bool,
-}
-
-/// What to lock: one holder, or one of at most `limit` holders (`None`: no limit).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Access {
-    /// An exclusive lock.
-    Exclusive,
-    /// A shared lock with an optional limit.
-    Shared(Option<u32>),
 }
 
 /// How long an acquire waits while the lock is held by others.
@@ -286,11 +277,6 @@ impl<R: RngCore> LockerCore<R> {
             // The core builds each attempt's request unchecked: owner, host and comment are
             // checked here, once.
             Some(e.into())
-        } else if ask.access == Access::Shared(Some(0)) {
-            Some(Error::invalid(
-                "limit",
-                "must be at least 1 (use None for no limit)",
-            ))
         } else {
             None
         };

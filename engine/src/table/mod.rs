@@ -18,7 +18,7 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
-use crate::access::{Mode, SharedLimit};
+use crate::access::Mode;
 use crate::error::Error;
 use crate::lock::{LockRequest, StoredLock};
 use crate::names::{LockId, Resource};
@@ -29,7 +29,7 @@ pub use self::group::{renew, status, unlock};
 use self::index::GroupResources;
 pub use self::purge::{delete_empty, expired_groups, purge, purge_groups, sort_purged};
 pub use self::summary::{ResourceSummary, Summary};
-pub use crate::resource::{ClusterTime, FENCES_PER_SECOND, ResourceState, Rule, fence_floor};
+pub use crate::resource::{ClusterTime, FENCES_PER_SECOND, ResourceState, fence_floor};
 
 /// Every lock of a store: resources by name, plus an index from lock id to the resources its
 /// group holds, the store's takeover grace, and its fence clock. `Clone + Eq + Hash`, so a
@@ -145,49 +145,31 @@ impl LockTable {
         self.resources.values().map(|r| r.locks().count()).sum()
     }
 
-    /// Grants an exclusive lock iff the resource has no held lock; abandoned locks (expired
-    /// for at least the takeover grace) are taken over. Not re-entrant.
-    ///
-    /// # Errors
-    /// `AlreadyLocked` when a held lock (of any lock id, this one included) is present.
-    pub fn xlock(&mut self, request: &LockRequest, now: Timestamp) -> Result<LockStatus, Error> {
-        self.grant_if(request, now, &Rule::of(Mode::Exclusive, request, None))
-    }
-
-    /// Grants a shared lock iff there is no held exclusive lock, the lock id holds no held
-    /// lock on the resource, and fewer than `limit` held shared locks exist (`None`: no
-    /// limit). A fresh resource obeys the limit like any other.
+    /// Grants `request` if the rule of its access allows it on the resource. Exclusive: the
+    /// resource has no held lock (abandoned locks, expired for at least the takeover grace,
+    /// are taken over); not re-entrant. Shared: no held exclusive lock, the lock id holds no
+    /// held lock on the resource, and fewer than the limit of held shared locks (none: no
+    /// limit); a fresh resource obeys the limit like any other. Either way no live
+    /// conflicting place may be ahead in the queue ([`crate::queue`]).
     ///
     /// # Errors
     /// `AlreadyLocked` when the rule refuses.
-    pub fn slock(
-        &mut self,
-        request: &LockRequest,
-        limit: Option<SharedLimit>,
-        now: Timestamp,
-    ) -> Result<LockStatus, Error> {
-        self.grant_if(request, now, &Rule::of(Mode::Shared, request, limit))
+    pub fn lock(&mut self, request: &LockRequest, now: Timestamp) -> Result<LockStatus, Error> {
+        self.grant_if(request, now)
     }
 
-    /// Grants `request` if `rule` allows it on the resource's state (an empty state for a
+    /// Grants `request` if the rules allow it on the resource's state (an empty state for a
     /// resource the table does not know). One search of the table either way. A refused
     /// request leaves the locks as they were and says when the rule would allow it; a fair
     /// one takes or refreshes its place in the queue ([`crate::queue`]).
-    fn grant_if(
-        &mut self,
-        request: &LockRequest,
-        now: Timestamp,
-        rule: &Rule<'_>,
-    ) -> Result<LockStatus, Error> {
+    fn grant_if(&mut self, request: &LockRequest, now: Timestamp) -> Result<LockStatus, Error> {
         let (grace, floor) = (self.grace, self.tick(now));
         let resource = &request.resource;
         let decided = match self.resources.entry(resource.clone()) {
-            Entry::Occupied(entry) => entry
-                .into_mut()
-                .decide(resource, request, rule, now, grace, floor),
+            Entry::Occupied(entry) => entry.into_mut().decide(request, now, grace, floor),
             Entry::Vacant(entry) => {
                 let mut state = ResourceState::default();
-                let decided = state.decide(resource, request, rule, now, grace, floor);
+                let decided = state.decide(request, now, grace, floor);
                 // A refused request that is not fair leaves nothing to keep.
                 if decided.is_ok() || !state.queue.is_empty() {
                     entry.insert(state);

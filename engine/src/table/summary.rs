@@ -157,7 +157,7 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{LockDetails, LockId, LockRequest, SharedLimit, Ticket};
+    use crate::{Access, LockId, LockOptions, LockRequest, SharedLimit, Ticket};
 
     const T0: Timestamp = Timestamp::from_millis(1_000_000);
 
@@ -166,7 +166,7 @@ mod tests {
     }
 
     fn request(resource: &str, lock_id: &str, ttl_ms: u64) -> LockRequest {
-        let details = LockDetails::new().ttl(Duration::from_millis(ttl_ms));
+        let details = LockOptions::new().ttl(Duration::from_millis(ttl_ms));
         LockRequest::new(resource, lock_id, &details).unwrap()
     }
 
@@ -184,22 +184,31 @@ mod tests {
         let grace = Duration::from_millis(500);
         let mut t = LockTable::new().with_takeover_grace(grace);
         // `hot`: one exclusive holder, two fair writers and a fair reader queued.
-        t.xlock(&request("hot", "h", 5_000), at(0)).unwrap();
-        t.xlock(&fair("hot", "w1", 3_000), at(100)).unwrap_err();
-        t.slock(&fair("hot", "r1", 3_000), None, at(200))
-            .unwrap_err();
+        t.lock(&request("hot", "h", 5_000), at(0)).unwrap();
+        t.lock(&fair("hot", "w1", 3_000), at(100)).unwrap_err();
+        t.lock(
+            &fair("hot", "r1", 3_000).with_access(Access::Shared(None)),
+            at(200),
+        )
+        .unwrap_err();
         // w2's place lapses at 1 300: a dead waiter is not counted.
-        t.xlock(&fair("hot", "w2", 1_000), at(300)).unwrap_err();
+        t.lock(&fair("hot", "w2", 1_000), at(300)).unwrap_err();
         // `readers`: two shared holders under a limit of 3, one expiring soon.
         let limit = Some(SharedLimit::new(3).unwrap());
-        t.slock(&request("readers", "s1", 1_000), limit, at(0))
-            .unwrap();
-        t.slock(&request("readers", "s2", 9_000), limit, at(0))
-            .unwrap();
+        t.lock(
+            &request("readers", "s1", 1_000).with_access(Access::Shared(limit)),
+            at(0),
+        )
+        .unwrap();
+        t.lock(
+            &request("readers", "s2", 9_000).with_access(Access::Shared(limit)),
+            at(0),
+        )
+        .unwrap();
         // `stale`: an exclusive lock that expired at 400 and is abandoned at 900.
-        t.xlock(&request("stale", "old", 400), at(0)).unwrap();
+        t.lock(&request("stale", "old", 400), at(0)).unwrap();
         // `idle`: granted and released; only its fence counter is left.
-        t.xlock(&request("idle", "gone", 1_000), at(0)).unwrap();
+        t.lock(&request("idle", "gone", 1_000), at(0)).unwrap();
         t.unlock(&LockId::new("gone").unwrap(), at(10));
 
         let now = at(2_000);
@@ -249,15 +258,18 @@ mod tests {
     #[test]
     fn ties_go_by_longest_wait_then_holders_then_name() {
         let mut t = LockTable::new();
-        t.xlock(&request("b", "hb", 10_000), at(0)).unwrap();
-        t.xlock(&request("a", "ha", 10_000), at(0)).unwrap();
-        t.xlock(&fair("a", "wa", 5_000), at(50)).unwrap_err();
-        t.xlock(&request("c", "hc", 10_000), at(0)).unwrap();
-        t.xlock(&fair("c", "wc", 5_000), at(10)).unwrap_err();
+        t.lock(&request("b", "hb", 10_000), at(0)).unwrap();
+        t.lock(&request("a", "ha", 10_000), at(0)).unwrap();
+        t.lock(&fair("a", "wa", 5_000), at(50)).unwrap_err();
+        t.lock(&request("c", "hc", 10_000), at(0)).unwrap();
+        t.lock(&fair("c", "wc", 5_000), at(10)).unwrap_err();
         let mut shared = LockTable::new();
         for id in ["s1", "s2"] {
             shared
-                .slock(&request("d", id, 10_000), None, at(0))
+                .lock(
+                    &request("d", id, 10_000).with_access(Access::Shared(None)),
+                    at(0),
+                )
                 .unwrap();
         }
         let summary = Summary::of(&[&t, &shared], at(100), Vec::new());

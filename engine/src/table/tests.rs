@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use super::purge::{PurgeStrategy, SCAN_HASHES_OVER, purge_groups_by};
 use super::*;
-use crate::LockDetails;
+use crate::{Access, LockOptions, SharedLimit};
 
 fn req(resource: &str, lock_id: &str, ttl_ms: Option<u64>) -> LockRequest {
-    let mut d = LockDetails::new();
+    let mut d = LockOptions::new();
     d.ttl = ttl_ms.map(Duration::from_millis);
     LockRequest::new(resource, lock_id, &d).unwrap()
 }
@@ -21,12 +21,12 @@ fn t(ms: u64) -> Timestamp {
 fn fences_increase_when_the_clock_goes_back_across_deletion() {
     // A failover to a store whose clock is 3 s behind: the fence clock does not follow it.
     let mut table = LockTable::new();
-    let first = table.xlock(&req("r", "a", Some(10)), t(10_000)).unwrap();
+    let first = table.lock(&req("r", "a", Some(10)), t(10_000)).unwrap();
     table.unlock(&LockId::new("a").unwrap(), t(10_001));
     table.purge(t(10_002));
     assert!(table.resources().is_empty(), "deleted");
     assert_eq!(table.fence_clock(), fence_floor(t(10_002)));
-    let second = table.xlock(&req("r", "b", None), t(7_000)).unwrap();
+    let second = table.lock(&req("r", "b", None), t(7_000)).unwrap();
     assert!(
         second.fence > first.fence,
         "{} after {}",
@@ -40,9 +40,9 @@ fn an_expired_lock_is_held_until_its_grace_has_passed() {
     let grace = Duration::from_millis(2_000);
     let mut table = LockTable::new().with_takeover_grace(grace);
     assert_eq!(table.takeover_grace(), grace);
-    let first = table.xlock(&req("r", "a", Some(1_000)), t(0)).unwrap();
+    let first = table.lock(&req("r", "a", Some(1_000)), t(0)).unwrap();
     // Expired at 1 s, held until 3 s: refused, counted, spared, renewable by its holder.
-    let refused = table.xlock(&req("r", "b", None), t(2_999));
+    let refused = table.lock(&req("r", "b", None), t(2_999));
     assert!(matches!(refused, Err(Error::AlreadyLocked { .. })));
     assert!(table.purge(t(2_999)).is_empty());
     let margin = Duration::from_millis(500);
@@ -57,8 +57,8 @@ fn an_expired_lock_is_held_until_its_grace_has_passed() {
         .unwrap();
     assert_eq!(renewed.expires_at, Some(t(3_499)));
     // Renewed at 2.499 s until 3.499 s: held until 5.499 s.
-    assert!(table.xlock(&req("r", "b", None), t(5_498)).is_err());
-    let second = table.xlock(&req("r", "b", None), t(5_499)).unwrap();
+    assert!(table.lock(&req("r", "b", None), t(5_498)).is_err());
+    let second = table.lock(&req("r", "b", None), t(5_499)).unwrap();
     assert!(second.fence > first.fence);
 }
 
@@ -100,7 +100,9 @@ fn emptied_resource_is_kept_until_the_floor_passes_its_counter() {
     // one a millisecond within a second).
     for i in 0..10 {
         let id = format!("id{i}");
-        table.slock(&req("r", &id, None), None, t(5)).unwrap();
+        table
+            .lock(&req("r", &id, None).with_access(Access::Shared(None)), t(5))
+            .unwrap();
         table.unlock(&LockId::new(id).unwrap(), t(5));
     }
     let counter = table
@@ -123,15 +125,15 @@ fn emptied_resource_is_kept_until_the_floor_passes_its_counter() {
         table.resources().is_empty(),
         "deleted once the floor passed the counter"
     );
-    let next = table.xlock(&req("r", "again", None), t(7)).unwrap();
+    let next = table.lock(&req("r", "again", None), t(7)).unwrap();
     assert!(next.fence > counter);
 }
 
 #[test]
 fn index_follows_takeover_and_purge() {
     let mut table = LockTable::new();
-    table.xlock(&req("r", "a", Some(10)), t(0)).unwrap();
-    table.xlock(&req("r", "b", None), t(10)).unwrap();
+    table.lock(&req("r", "a", Some(10)), t(0)).unwrap();
+    table.lock(&req("r", "b", None), t(10)).unwrap();
     let a = LockId::new("a").unwrap();
     assert_eq!(table.group(&a).count(), 0, "taken over");
     assert!(table.unlock(&a, t(10)).is_empty());
@@ -192,9 +194,13 @@ fn build(steps: &[Step]) -> LockTable {
                 let r = req(&format!("r{resource}"), &format!("g{lock}"), ttl_ms);
                 // A refused grant leaves the table as it was; either outcome is a table.
                 let _ = if shared {
-                    table.slock(&r, SharedLimit::new(2).ok(), t(at))
+                    table.lock(
+                        &r.clone()
+                            .with_access(Access::Shared(SharedLimit::new(2).ok())),
+                        t(at),
+                    )
                 } else {
-                    table.xlock(&r, t(at))
+                    table.lock(&r, t(at))
                 };
             }
             Step::Unlock { lock, at } => {
@@ -249,33 +255,45 @@ fn a_refusal_says_when_the_rule_would_allow() {
         Err(Error::AlreadyLocked { retry_in, .. }) => retry_in,
         other => panic!("expected AlreadyLocked, got {other:?}"),
     };
-    table.xlock(&req("x", "a", Some(1_000)), t(0)).unwrap();
+    table.lock(&req("x", "a", Some(1_000)), t(0)).unwrap();
     // Abandoned at 1.5 s: asked at 0.2 s, 1.3 s from now.
-    let r = table.xlock(&req("x", "b", None), t(200));
+    let r = table.lock(&req("x", "b", None), t(200));
     assert_eq!(retry_in(r), Some(Duration::from_millis(1_300)));
     // Three shared locks, ending (with the grace) at 1.5, 3.5 and 2.5 s: under a limit of 2
     // a slot opens once two have ended, under a limit of 1 (and for an exclusive lock) once
     // all three have.
     let limit = SharedLimit::new(2).ok();
     table
-        .slock(&req("s", "a", Some(1_000)), None, t(0))
+        .lock(
+            &req("s", "a", Some(1_000)).with_access(Access::Shared(None)),
+            t(0),
+        )
         .unwrap();
     table
-        .slock(&req("s", "b", Some(3_000)), None, t(0))
+        .lock(
+            &req("s", "b", Some(3_000)).with_access(Access::Shared(None)),
+            t(0),
+        )
         .unwrap();
     table
-        .slock(&req("s", "c", Some(2_000)), None, t(0))
+        .lock(
+            &req("s", "c", Some(2_000)).with_access(Access::Shared(None)),
+            t(0),
+        )
         .unwrap();
-    let r = table.slock(&req("s", "d", None), limit, t(0));
+    let r = table.lock(
+        &req("s", "d", None).with_access(Access::Shared(limit)),
+        t(0),
+    );
     assert_eq!(retry_in(r), Some(Duration::from_millis(2_500)));
-    let r = table.slock(&req("s", "d", None), SharedLimit::new(1).ok(), t(0));
+    let r = table.lock(
+        &req("s", "d", None).with_access(Access::Shared(SharedLimit::new(1).ok())),
+        t(0),
+    );
     assert_eq!(retry_in(r), Some(Duration::from_millis(3_500)));
-    let r = table.xlock(&req("s", "d", None), t(0));
+    let r = table.lock(&req("s", "d", None), t(0));
     assert_eq!(retry_in(r), Some(Duration::from_millis(3_500)));
     // A lock without a TTL never ends.
-    table.xlock(&req("forever", "a", None), t(0)).unwrap();
-    assert_eq!(
-        retry_in(table.xlock(&req("forever", "b", None), t(0))),
-        None
-    );
+    table.lock(&req("forever", "a", None), t(0)).unwrap();
+    assert_eq!(retry_in(table.lock(&req("forever", "b", None), t(0))), None);
 }
