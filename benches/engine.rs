@@ -20,6 +20,7 @@
 // A bench that cannot set up has failed: panicking is how it says so.
 #![allow(clippy::unwrap_used)]
 
+use lockwright_engine::Access;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -27,7 +28,7 @@ use criterion::measurement::WallTime;
 use criterion::{BatchSize, Bencher, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use lockwright_benches::RunMode;
 use lockwright_engine::{
-    Error, Filter, LockDetails, LockId, LockRequest, LockStatus, LockTable, SharedLimit, Timestamp,
+    Error, Filter, LockId, LockOptions, LockRequest, LockStatus, LockTable, SharedLimit, Timestamp,
     Ttl, table,
 };
 
@@ -37,7 +38,7 @@ const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);
 const NOW: Timestamp = Timestamp::from_millis(1_800_000_001_000);
 
 fn request(resource: &str, lock_id: &str, ttl: Duration) -> LockRequest {
-    LockRequest::new(resource, lock_id, &LockDetails::new().ttl(ttl)).unwrap()
+    LockRequest::new(resource, lock_id, &LockOptions::new().ttl(ttl)).unwrap()
 }
 
 /// `n` resources, each held by its own group; with `half_expired`, every other lock has
@@ -50,7 +51,7 @@ fn held(n: usize, half_expired: bool) -> LockTable {
         } else {
             Duration::from_secs(60)
         };
-        t.xlock(&request(&format!("r{i:06}"), &format!("g{i:06}"), ttl), T0)
+        t.lock(&request(&format!("r{i:06}"), &format!("g{i:06}"), ttl), T0)
             .unwrap();
     }
     t
@@ -140,8 +141,10 @@ fn engine(c: &mut Criterion) {
 
         let mut warm = full.clone();
         let grants: [(&str, Grant); 2] = [
-            ("xlock", &|t, r| t.xlock(r, now)),
-            ("slock", &|t, r| t.slock(r, limit, now)),
+            ("xlock", &|t, r| t.lock(r, now)),
+            ("slock", &|t, r| {
+                t.lock(&r.clone().with_access(Access::Shared(limit)), now)
+            }),
         ];
         for (name, grant) in grants {
             run(&mut group, name, n, 1, |b| {
@@ -161,7 +164,7 @@ fn engine(c: &mut Criterion) {
         run(&mut group, "unlock", n, 1, |b| {
             b.iter_custom(|iters| {
                 let take = |t: &mut LockTable, r: &LockRequest| {
-                    t.xlock(r, now).unwrap();
+                    t.lock(r, now).unwrap();
                 };
                 in_place(&mut warm, &fresh, iters, take, |t, r| {
                     black_box(t.unlock(&r.lock_id, now));
@@ -173,7 +176,7 @@ fn engine(c: &mut Criterion) {
             // memory criterion's batches have pushed out of the cache.
             b.iter_batched_ref(
                 || full.clone(),
-                |t| t.xlock(&fresh[0], now).unwrap(),
+                |t| t.lock(&fresh[0], now).unwrap(),
                 BatchSize::SmallInput,
             );
         });
@@ -185,7 +188,7 @@ fn engine(c: &mut Criterion) {
             // Both transitions on the same table, kept warm in the cache: no clone.
             let mut t = full.clone();
             b.iter(|| {
-                t.xlock(&fresh[0], now).unwrap();
+                t.lock(&fresh[0], now).unwrap();
                 t.unlock(&fresh[0].lock_id, now)
             });
         });

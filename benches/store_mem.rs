@@ -26,7 +26,7 @@ use criterion::{BatchSize, Bencher, BenchmarkGroup, BenchmarkId, Criterion, Thro
 use futures_util::FutureExt;
 use lockwright_benches::RunMode;
 use lockwright_engine::{
-    Error, LockDetails, LockId, LockRequest, LockStore, ManualClock, Timestamp, Ttl,
+    Error, LockId, LockOptions, LockRequest, LockStore, ManualClock, Timestamp, Ttl,
 };
 use lockwright_store_mem::MemStore;
 
@@ -39,7 +39,7 @@ fn at_once<T>(f: impl Future<Output = T>) -> T {
 }
 
 fn request(resource: &str, lock_id: &str, ttl: Option<Duration>) -> LockRequest {
-    let mut details = LockDetails::new();
+    let mut details = LockOptions::new();
     details.ttl = ttl;
     LockRequest::new(resource, lock_id, &details).unwrap()
 }
@@ -65,8 +65,8 @@ fn purge_fixture(n: usize) -> MemStore {
             &format!("ge{i}"),
             Some(Duration::from_secs(1)),
         );
-        at_once(store.xlock(&expiring)).unwrap();
-        at_once(store.xlock(&request(&format!("l{i}"), &format!("gl{i}"), None))).unwrap();
+        at_once(store.lock(&expiring)).unwrap();
+        at_once(store.lock(&request(&format!("l{i}"), &format!("gl{i}"), None))).unwrap();
     }
     // Past the TTL and the store's takeover grace: the expiring locks are abandoned.
     clock.advance(Duration::from_secs(1) + lockwright_engine::DEFAULT_TAKEOVER_GRACE);
@@ -88,7 +88,7 @@ fn store_mem(c: &mut Criterion) {
         BenchmarkId::from_parameter("lock_unlock"),
         |b| {
             b.iter(|| {
-                at_once(store.xlock(&hot)).unwrap();
+                at_once(store.lock(&hot)).unwrap();
                 at_once(store.unlock(&hot.lock_id)).unwrap()
             });
         },
@@ -111,7 +111,7 @@ fn store_mem(c: &mut Criterion) {
                             start.wait();
                             let t = Instant::now();
                             for _ in 0..iters {
-                                match at_once(store.xlock(req)) {
+                                match at_once(store.lock(req)) {
                                     Ok(_) => {
                                         at_once(store.unlock(&req.lock_id)).unwrap();
                                         granted.fetch_add(1, Ordering::Relaxed);
@@ -154,7 +154,7 @@ fn store_mem(c: &mut Criterion) {
                 group_id.as_str(),
                 Some(ttl.as_duration()),
             );
-            at_once(store.xlock(&req)).unwrap();
+            at_once(store.lock(&req)).unwrap();
         }
         run(&mut group, k as u64, BenchmarkId::new("renew", k), |b| {
             b.iter(|| {

@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use lockwright::{Client, Error, LockDetails, LockId, LockStatus, MemStore, generate_lock_id};
+use lockwright::{Client, Error, LockId, LockOptions, LockStatus, MemStore, generate_lock_id};
 
 const RESOURCE: &str = "reports/nightly";
 const TTL: Duration = Duration::from_millis(400);
@@ -27,8 +27,8 @@ async fn main() -> Result<(), Error> {
         let client = client.clone();
         tokio::spawn(async move {
             let lock_id = generate_lock_id();
-            let details = LockDetails::new().owner("worker-a").ttl(TTL);
-            let lock = client.xlock(RESOURCE, &lock_id, &details).await?;
+            let details = LockOptions::new().owner("worker-a").ttl(TTL);
+            let lock = client.lock(RESOURCE, &lock_id, &details).await?;
             log("A", format!("locked {RESOURCE} with fence {}", lock.fence));
             for step in 1..=3 {
                 tokio::time::sleep(TTL / 2).await;
@@ -42,7 +42,7 @@ async fn main() -> Result<(), Error> {
     };
     tokio::time::sleep(Duration::from_millis(20)).await;
     let b_id = generate_lock_id();
-    let b_details = LockDetails::new().owner("worker-b").ttl(TTL);
+    let b_details = LockOptions::new().owner("worker-b").ttl(TTL);
     let b_lock = xlock_until_granted(
         &client,
         &b_id,
@@ -63,7 +63,7 @@ async fn main() -> Result<(), Error> {
     // takeover grace.
     log("B", "crashes without unlocking".into());
     let a_id = generate_lock_id();
-    let a_details = LockDetails::new().owner("worker-a").ttl(TTL);
+    let a_details = LockOptions::new().owner("worker-a").ttl(TTL);
     let pause = Duration::from_millis(100);
     let taken = xlock_until_granted(&client, &a_id, &a_details, pause, || {}).await?;
     log(
@@ -85,12 +85,12 @@ async fn main() -> Result<(), Error> {
 async fn xlock_until_granted(
     client: &Client<MemStore>,
     lock_id: &LockId,
-    details: &LockDetails,
+    details: &LockOptions,
     pause: Duration,
     refused: impl Fn(),
 ) -> Result<LockStatus, Error> {
     loop {
-        match client.xlock(RESOURCE, lock_id, details).await {
+        match client.lock(RESOURCE, lock_id, details).await {
             Err(Error::AlreadyLocked { .. }) => {
                 refused();
                 tokio::time::sleep(pause).await;

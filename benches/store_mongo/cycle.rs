@@ -25,7 +25,7 @@ async fn one_lock_cycle(
     req: &LockRequest,
     renew: Option<Ttl>,
 ) -> Result<Option<LockStatus>, Error> {
-    let lock = store.xlock(req).await?;
+    let lock = store.lock(req).await?;
     if let Some(ttl) = renew {
         store
             .renew_one(&lock.renewal(ttl), DEFAULT_RENEW_MARGIN)
@@ -72,7 +72,7 @@ pub fn one_lock_operations(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTi
     // (untimed) just before.
     let renewed = bench.rt.block_on(async {
         latency
-            .xlock(&request(
+            .lock(&request(
                 "r-one",
                 "renew-one",
                 Some(cycle_ttl.as_duration()),
@@ -97,7 +97,7 @@ pub fn one_lock_operations(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTi
         Row::new("unlock_one"),
         async |seq| {
             let req = request("u-one", &fresh_id(seq), Some(cycle_ttl.as_duration()));
-            latency.xlock(&req).await.unwrap()
+            latency.lock(&req).await.unwrap()
         },
         async |lock| latency.unlock_one(&lock.resource, &lock.lock_id).await,
         async |_, _| (),

@@ -4,6 +4,7 @@
 
 use criterion::BenchmarkGroup;
 use criterion::measurement::WallTime;
+use lockwright_engine::Access;
 use lockwright_engine::LockStore;
 use lockwright_store_mongo::test_support::request;
 use mongodb::Collection;
@@ -52,7 +53,10 @@ pub fn slock_appends(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) {
     bench.rt.block_on(async {
         for j in 0..3 {
             let holder = request("s-diag", &format!("holder-{j}"), None);
-            latency.slock(&holder, None).await.unwrap();
+            latency
+                .lock(&holder.clone().with_access(Access::Shared(None)))
+                .await
+                .unwrap();
         }
     });
     let appends: [(&str, Append); 2] = [

@@ -4,6 +4,7 @@
 
 use criterion::BenchmarkGroup;
 use criterion::measurement::WallTime;
+use lockwright_engine::Access;
 use lockwright_engine::{Error, LockRequest, LockStatus, LockStore, SharedLimit};
 use lockwright_store_mongo::MongoStore;
 use lockwright_store_mongo::test_support::request;
@@ -137,14 +138,14 @@ pub fn baseline(
 /// `xlock` (also interleaved with the baseline) and `xlock_unlock`.
 pub fn xlock(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) {
     s.grant_vs_baseline(group, Row::new("xlock"), "x", async |store, req| {
-        store.xlock(req).await
+        store.lock(req).await
     });
     s.bench.run(
         group,
         Row::new("xlock_unlock"),
         async |seq| request("xu", &fresh_id(seq), None),
         async |req| {
-            s.latency.xlock(req).await.unwrap();
+            s.latency.lock(req).await.unwrap();
             s.latency.unlock(&req.lock_id).await
         },
         async |_, _| (),
@@ -160,13 +161,19 @@ pub fn slock_at_limit(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) 
     bench.rt.block_on(async {
         for j in 0..3 {
             latency
-                .slock(&request("s-limit", &format!("holder-{j}"), None), limit)
+                .lock(
+                    &request("s-limit", &format!("holder-{j}"), None)
+                        .with_access(Access::Shared(limit)),
+                )
                 .await
                 .unwrap();
         }
         for j in 0..4 {
             latency
-                .slock(&request("s-full", &format!("holder-{j}"), None), limit)
+                .lock(
+                    &request("s-full", &format!("holder-{j}"), None)
+                        .with_access(Access::Shared(limit)),
+                )
                 .await
                 .unwrap();
         }
@@ -176,7 +183,11 @@ pub fn slock_at_limit(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTime>) 
         group,
         Row::new("slock_at_limit"),
         "s-limit",
-        async |store, req| store.slock(req, limit).await,
+        async |store, req| {
+            store
+                .lock(&req.clone().with_access(Access::Shared(limit)))
+                .await
+        },
     );
 }
 
@@ -187,7 +198,11 @@ pub fn slock_refused_full(s: &Single<'_>, group: &mut BenchmarkGroup<'_, WallTim
         group,
         Row::new("slock_refused_full"),
         async |seq| request("s-full", &fresh_id(seq), None),
-        async |req| s.latency.slock(req, limit).await,
+        async |req| {
+            s.latency
+                .lock(&req.clone().with_access(Access::Shared(limit)))
+                .await
+        },
         async |_, _| (),
         |r| assert!(matches!(r, Err(Error::AlreadyLocked { .. })), "{r:?}"),
     );

@@ -34,7 +34,7 @@ pub fn renew(
                     lock_id.as_str(),
                     Some(ttl.as_duration()),
                 );
-                renewing.xlock(&req).await.unwrap();
+                renewing.lock(&req).await.unwrap();
             }
         });
         let sent = bench.measure(

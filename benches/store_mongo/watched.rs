@@ -1,12 +1,13 @@
 //! The store under the measured Locker: the MongoDB store, noting when each grant and
 //! renewal reaches it, so that each renewal round's lag can be reported.
 
+use lockwright_engine::Access;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use lockwright_engine::{
-    Filter, LockId, LockRequest, LockStatus, LockStore, Renewal, Resource, Result, SharedLimit, Ttl,
+    Filter, LockId, LockRequest, LockStatus, LockStore, Renewal, Resource, Result, Ttl,
 };
 use lockwright_store_mongo::MongoStore;
 
@@ -100,18 +101,14 @@ impl Watched {
 }
 
 impl LockStore for Watched {
-    async fn xlock(&self, request: &LockRequest) -> Result<LockStatus> {
+    async fn lock(&self, request: &LockRequest) -> Result<LockStatus> {
         let at = Instant::now();
-        let granted = self.inner.xlock(request).await;
-        if granted.is_ok() {
+        let granted = self.inner.lock(request).await;
+        if granted.is_ok() && request.access == Access::Exclusive {
             let mut log = self.log.lock().unwrap();
             log.sent.insert(request.resource.clone(), at);
         }
         granted
-    }
-
-    async fn slock(&self, request: &LockRequest, limit: Option<SharedLimit>) -> Result<LockStatus> {
-        self.inner.slock(request, limit).await
     }
 
     async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>> {

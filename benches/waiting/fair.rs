@@ -171,7 +171,7 @@ pub async fn abandoned<F: Fleet>(fleet: &F, dead: usize, rounds: usize) -> Strin
             let r = request(&resource, &format!("ghost-lock-{round}-{i}"), TTL)
                 .fair(Ticket::new(ticket, queue_ttl).unwrap());
             let sent = Instant::now();
-            assert!(ghosts.xlock(&r).await.is_err(), "the lock is held");
+            assert!(ghosts.lock(&r).await.is_err(), "the lock is held");
             last_place = sent;
         }
         let (tx, rx) = tokio::sync::oneshot::channel();

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use lockwright::{Client as LockClient, LockOptions, Locker, LockerConfig};
 use lockwright_benches::{max, quantile};
-use lockwright_engine::{LockDetails, LockRequest, LockStore};
+use lockwright_engine::{LockRequest, LockStore};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
@@ -76,7 +76,7 @@ pub fn switch(hints: bool) -> &'static str {
 }
 
 pub fn request(resource: &str, lock_id: &str, ttl: Duration) -> LockRequest {
-    LockRequest::new(resource, lock_id, &LockDetails::new().ttl(ttl)).unwrap()
+    LockRequest::new(resource, lock_id, &LockOptions::new().ttl(ttl)).unwrap()
 }
 
 /// The median of `n` bare `xlock`s (released untimed) on `store`: one uncontended grant.
@@ -85,7 +85,7 @@ pub async fn bare_xlock<S: LockStore>(store: &S, n: usize) -> f64 {
     for i in 0..n {
         let r = request("bare", &format!("bare-{i}"), TTL);
         let start = Instant::now();
-        store.xlock(&r).await.unwrap();
+        store.lock(&r).await.unwrap();
         times.push(ms(start.elapsed()));
         store.unlock_one(&r.resource, &r.lock_id).await.unwrap();
     }
@@ -116,7 +116,7 @@ pub async fn cycle<F: Fleet>(fleet: &F, warm_up: usize, rounds: usize) -> [Strin
             xlocks.clear();
         }
         let start = Instant::now();
-        raw.xlock(&bare).await.unwrap();
+        raw.lock(&bare).await.unwrap();
         xlocks.push(ms(start.elapsed()));
         raw.unlock_one(&bare.resource, &bare.lock_id).await.unwrap();
         // Alternate which setting goes first.
@@ -166,7 +166,7 @@ pub async fn crashed<F: Fleet>(fleet: &F, waiters: usize, hints: bool, rounds: u
         let resource = format!("crashed/{waiters}/{}/{round}", switch(hints));
         let crashed = request(&resource, &format!("crashed-{round}"), CRASH_TTL);
         let sent = Instant::now();
-        holder.xlock(&crashed).await.unwrap();
+        holder.lock(&crashed).await.unwrap();
         let received = Instant::now();
         rtts.push(ms(received - sent));
         let free_at = sent + (received - sent) / 2 + CRASH_TTL + CRASH_GRACE;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use lockwright_engine::{
     Error, Filter, HintStream, LockId, LockRequest, LockStatus, LockStore, Renewal, Resource,
-    Result, SharedLimit, Summary, Ttl, Waiter,
+    Result, Summary, Ttl, Waiter,
 };
 
 /// Commands or calls so far, by name.
@@ -37,18 +37,13 @@ pub struct Tallied<S> {
 }
 
 impl<S: LockStore> LockStore for Tallied<S> {
-    async fn xlock(&self, request: &LockRequest) -> Result<LockStatus> {
-        self.calls.add("xlock");
-        let granted = self.inner.xlock(request).await;
+    async fn lock(&self, request: &LockRequest) -> Result<LockStatus> {
+        self.calls.add(request.access.operation());
+        let granted = self.inner.lock(request).await;
         if let Err(Error::AlreadyLocked { .. }) = granted {
             self.calls.add("refused");
         }
         granted
-    }
-
-    async fn slock(&self, request: &LockRequest, limit: Option<SharedLimit>) -> Result<LockStatus> {
-        self.calls.add("slock");
-        self.inner.slock(request, limit).await
     }
 
     async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>> {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 use lockwright::{
     Client, DEFAULT_RENEW_MARGIN, Error, Filter, LockGuard, LockOptions, LockStatus, Locker,
-    LockerConfig, MongoStore,
+    LockerConfig, MongoStore, SharedLimit,
 };
 use lockwright_engine::error::Escaped;
 use nix::sys::signal::{Signal, kill, killpg};
@@ -29,9 +29,8 @@ pub struct RunArgs {
     #[arg(long)]
     shared: bool,
     /// With --shared: at most N holders at once.
-    #[arg(long, value_name = "N", requires = "shared",
-          value_parser = clap::value_parser!(u32).range(1..))]
-    limit: Option<u32>,
+    #[arg(long, value_name = "N", requires = "shared", value_parser = shared_limit)]
+    limit: Option<SharedLimit>,
     /// How long the lock lives unless renewed (renewed at half of it while CMD runs).
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::durations::duration)]
     ttl: Duration,
@@ -99,6 +98,12 @@ pub async fn run(conn: &ConnArgs, args: RunArgs) -> Result<u8, CliError> {
         }
     }
     code
+}
+
+/// `--limit`: a whole number of at least 1.
+fn shared_limit(s: &str) -> Result<SharedLimit, String> {
+    let n: u32 = s.parse().map_err(|e| format!("{e}"))?;
+    SharedLimit::new(n).map_err(|e| e.reason)
 }
 
 /// The lock `args` ask for.

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use lockwright::store_mongo::MongoFailure;
 use lockwright::{
-    Hint, LockDetails, LockId, LockRequest, LockStore, MongoStore, Resource, generate_lock_id,
+    Hint, LockId, LockOptions, LockRequest, LockStore, MongoStore, Resource, generate_lock_id,
 };
 use mongodb::bson::doc;
 
@@ -71,19 +71,19 @@ pub async fn probe(store: &MongoStore) -> Result<String, String> {
 
 async fn run(store: &MongoStore, name: &str) -> Result<String, String> {
     let resource = Resource::new(name).map_err(|e| e.to_string())?;
-    let details = LockDetails::new()
+    let details = LockOptions::new()
         .ttl(Duration::from_secs(30))
         .owner("lockwright doctor");
     let holder: LockId = generate_lock_id();
     let request = LockRequest::new(name, holder.as_str(), &details).map_err(|e| e.to_string())?;
     store
-        .xlock(&request)
+        .lock(&request)
         .await
         .map_err(|e| format!("could not take the probe lock: {}", crate::exit::chain(&e)))?;
     let waiter = MongoStore::from_collection(store.collection().clone());
     let theirs = generate_lock_id();
     let asking = LockRequest::new(name, theirs.as_str(), &details).map_err(|e| e.to_string())?;
-    if waiter.xlock(&asking).await.is_ok() {
+    if waiter.lock(&asking).await.is_ok() {
         return Err("the probe lock was granted twice: run the conformance tests".into());
     }
     let Some(mut hints) = waiter.hints() else {

@@ -17,7 +17,7 @@
 
 use std::time::Duration;
 
-use lockwright::{Client, Error, LockDetails, LockOptions, LockStore, Locker, LockerConfig};
+use lockwright::{Client, Error, LockOptions, LockStore, Locker, LockerConfig};
 
 /// How long A holds its lock, and how long it pauses.
 const TTL: Duration = Duration::from_millis(300);
@@ -28,10 +28,10 @@ async fn a_then_b<S: LockStore + 'static>(
     client: &Client<S>,
 ) -> Result<(lockwright::LockStatus, Locker<S>), Error> {
     let a = client
-        .xlock(
+        .lock(
             "invoice-42",
             lockwright::generate_lock_id(),
-            &LockDetails::new().ttl(TTL),
+            &LockOptions::new().ttl(TTL),
         )
         .await?;
     println!("A holds invoice-42 with fence {}", a.fence);

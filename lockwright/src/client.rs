@@ -8,8 +8,8 @@ use lockwright_engine::time::validate_margin;
 
 use crate::metrics::Labels;
 use lockwright_engine::{
-    Error, Filter, LockDetails, LockId, LockRequest, LockStatus, LockStore, Resource, SharedLimit,
-    Summary, Ttl, Waiter,
+    Error, Filter, LockId, LockOptions, LockRequest, LockStatus, LockStore, Resource, Summary, Ttl,
+    Waiter,
 };
 
 /// The renew margin used unless [`Client::with_renew_margin`] sets another.
@@ -25,17 +25,17 @@ pub const DEFAULT_RENEW_MARGIN: Duration = Duration::from_secs(1);
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), lockwright::Error> {
 /// use std::time::Duration;
-/// use lockwright::{Client, LockDetails, MemStore, generate_lock_id};
+/// use lockwright::{Client, LockOptions, MemStore, generate_lock_id};
 ///
 /// let client = Client::new(MemStore::new());
 /// let lock_id = generate_lock_id();
-/// let details = LockDetails::new().owner("nightly-report").ttl(Duration::from_secs(30));
-/// let lock = client.xlock("reports/2026-11-22", &lock_id, &details).await?;
+/// let details = LockOptions::new().owner("nightly-report").ttl(Duration::from_secs(30));
+/// let lock = client.lock("reports/2026-11-22", &lock_id, &details).await?;
 /// println!("holding with fence {}", lock.fence);
 ///
 /// // Another group is refused while the lock is live.
 /// let other = generate_lock_id();
-/// assert!(client.xlock("reports/2026-11-22", &other, &details).await.is_err());
+/// assert!(client.lock("reports/2026-11-22", &other, &details).await.is_err());
 ///
 /// // Renew and release the whole group at once.
 /// client.renew(&lock_id, Duration::from_secs(30)).await?;
@@ -130,49 +130,51 @@ impl<S: LockStore> Client<S> {
         result
     }
 
-    /// Takes an exclusive lock on `resource` for the group `lock_id`.
+    /// Takes a lock on `resource` for the group `lock_id`, exclusive or shared as
+    /// `options.access` says, with the lease and holder of `options`. One attempt: it takes
+    /// no place in the resource's queue, whatever `options.fair` says (waiting is the
+    /// [`Locker`](crate::Locker)'s).
     ///
-    /// Granted iff the resource has no live lock; expired locks are taken over. Not
-    /// re-entrant: the same lock id asking again is refused too. The returned status carries
-    /// the fence to hand to downstream systems.
+    /// Exclusive: granted iff the resource has no live lock (expired locks are taken over
+    /// once their takeover grace has passed) and no live fair waiter is queued. Shared:
+    /// granted iff there is no live exclusive lock, `lock_id` holds no live lock on the
+    /// resource, fewer than the limit of live shared locks exist (none: no limit), and no
+    /// queued fair waiter it conflicts with. Not re-entrant: the same lock id asking again
+    /// is refused too. The returned status carries the fence to hand to downstream systems.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lockwright::Error> {
+    /// use std::time::Duration;
+    /// use lockwright::{Client, LockOptions, MemStore, SharedLimit, generate_lock_id};
+    ///
+    /// let client = Client::new(MemStore::new());
+    /// let report = LockOptions::exclusive(Duration::from_secs(30)).owner("report-job");
+    /// let granted = client.lock("report", generate_lock_id(), &report).await?;
+    /// assert!(client.lock("report", generate_lock_id(), &report).await.is_err());
+    ///
+    /// // At most two holders of "tenant-42" at once.
+    /// let two = LockOptions::shared(SharedLimit::new(2)?, Duration::from_secs(30));
+    /// client.lock("tenant-42", generate_lock_id(), &two).await?;
+    /// client.lock("tenant-42", generate_lock_id(), &two).await?;
+    /// assert!(client.lock("tenant-42", generate_lock_id(), &two).await.is_err());
+    /// # let _ = granted; Ok(()) }
+    /// ```
     ///
     /// # Errors
-    /// `AlreadyLocked`, `InvalidArgument` (`resource`, `lock_id`, `owner`, `host`, `comment`,
-    /// `ttl`), or a backend error.
-    pub async fn xlock(
+    /// `AlreadyLocked`, `InvalidArgument` (`resource`, `lock_id`, `owner`, `host`,
+    /// `comment`, `ttl`), or a backend error.
+    pub async fn lock(
         &self,
         resource: &str,
         lock_id: impl AsRef<str>,
-        details: &LockDetails,
+        options: &LockOptions,
     ) -> Result<LockStatus, Error> {
-        let request = LockRequest::new(resource, lock_id.as_ref(), details)?;
+        let request = LockRequest::new(resource, lock_id.as_ref(), options)?;
         let store = &self.inner.store;
-        self.metered("xlock", Some(&request.resource), store.xlock(&request))
+        let operation = request.access.operation();
+        self.metered(operation, Some(&request.resource), store.lock(&request))
             .await
-    }
-
-    /// Takes a shared lock on `resource` for the group `lock_id`, with at most `limit` live
-    /// shared locks on the resource (`None`: no limit).
-    ///
-    /// # Errors
-    /// `AlreadyLocked`, `InvalidArgument` (as [`Client::xlock`], and `limit` for
-    /// `Some(0)`), or a backend error.
-    pub async fn slock(
-        &self,
-        resource: &str,
-        lock_id: impl AsRef<str>,
-        details: &LockDetails,
-        limit: Option<u32>,
-    ) -> Result<LockStatus, Error> {
-        let request = LockRequest::new(resource, lock_id.as_ref(), details)?;
-        let limit = limit.map(SharedLimit::new).transpose()?;
-        let store = &self.inner.store;
-        self.metered(
-            "slock",
-            Some(&request.resource),
-            store.slock(&request, limit),
-        )
-        .await
     }
 
     /// Releases every lock of the group, live or expired, and returns each as it was, newest
@@ -238,7 +240,7 @@ impl<S: LockStore> Client<S> {
     }
 
     /// Removes the place `ticket` holds in `resource`'s queue (a fair waiter that stopped
-    /// waiting; see [`LockDetails::queue`]), and the places there whose lease ran out.
+    /// waiting; see [`LockRequest::fair`]), and the places there whose lease ran out.
     /// Returns whether it had one.
     ///
     /// # Errors
@@ -289,10 +291,10 @@ impl<S: LockStore> Client<S> {
     #[cfg_attr(not(feature = "mem"), doc = "```ignore")]
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), lockwright::Error> {
-    /// use lockwright::{Client, LockDetails, MemStore};
+    /// use lockwright::{Client, LockOptions, MemStore};
     ///
     /// let client = Client::new(MemStore::new());
-    /// client.xlock("reports", "worker-1", &LockDetails::new()).await?;
+    /// client.lock("reports", "worker-1", &LockOptions::new()).await?;
     /// let summary = client.summary().await?;
     /// assert_eq!(summary.resources[0].resource.as_str(), "reports");
     /// assert_eq!(summary.resources[0].held_exclusive, 1);

@@ -24,34 +24,33 @@
 #![cfg_attr(not(feature = "mem"), doc = "```ignore")]
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), lockwright::Error> {
-//! use lockwright::{Client, LockDetails, MemStore, generate_lock_id};
+//! use lockwright::{Client, LockOptions, MemStore, generate_lock_id};
 //!
 //! let client = Client::new(MemStore::new());
 //! let (a, b) = (generate_lock_id(), generate_lock_id());
 //! // At most two holders of "tenant-42" at once.
-//! client.slock("tenant-42", &a, &LockDetails::new(), Some(2)).await?;
-//! client.slock("tenant-42", &b, &LockDetails::new(), Some(2)).await?;
-//! let third = client.slock("tenant-42", generate_lock_id(), &LockDetails::new(), Some(2)).await;
+//! client.lock("tenant-42", &a, &LockOptions::new().access(Access::shared(Some(2)).unwrap())).await?;
+//! client.lock("tenant-42", &b, &LockOptions::new().access(Access::shared(Some(2)).unwrap())).await?;
+//! let third = client.lock("tenant-42", generate_lock_id(), &LockOptions::new().access(Access::shared(Some(2)).unwrap())).await;
 //! assert!(matches!(third, Err(lockwright::Error::AlreadyLocked { .. })));
 //! # Ok(()) }
 //! ```
 #![forbid(unsafe_code)]
 
 mod client;
+mod hostname;
 mod locker;
 pub mod metrics;
-mod options;
 mod purger;
 
 pub use client::{Client, DEFAULT_RENEW_MARGIN, generate_lock_id};
-pub use locker::{Access, Ended, LockGuard, Locker, LockerConfig, LockerStats};
-pub use options::LockOptions;
+pub use locker::{Ended, LockGuard, Locker, LockerConfig, LockerStats};
 pub use purger::{Purger, PurgerHandle, PurgerReport};
 
 pub use lockwright_engine::{
-    DEFAULT_TAKEOVER_GRACE, Error, Filter, Hint, HintStream, Holder, LockDetails, LockId,
+    Access, DEFAULT_TAKEOVER_GRACE, Error, Filter, Hint, HintStream, Holder, LockId, LockOptions,
     LockRequest, LockStatus, LockStore, MAX_TAKEOVER_GRACE, MalformedDocument, Mode, Outcome,
-    Renewal, Resource, ResourceSummary, SharedLimit, Summary, Timestamp, Ttl, Waiter,
+    Renewal, Resource, ResourceSummary, SharedLimit, Summary, Ticket, Timestamp, Ttl, Waiter,
 };
 
 /// A clock that moves only when told to: hand it to `MemStore::with_clock` to drive expiry

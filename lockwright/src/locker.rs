@@ -13,13 +13,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lockwright_engine::lease::LeaseKey;
-pub use lockwright_engine::locker::{Access, Ended, LockerConfig, LockerStats};
 use lockwright_engine::locker::{Ask, LockerCore, Wait, Who};
+pub use lockwright_engine::locker::{Ended, LockerConfig, LockerStats};
 use lockwright_engine::{Error, LocalMs, LockId, LockStatus, LockStore, Resource, Ttl};
 use rand_core::{OsRng, UnwrapErr};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
+use crate::hostname::hostname;
 use crate::{Client, LockOptions};
 use driver::drive;
 
@@ -224,9 +225,19 @@ impl<S: LockStore> Locker<S> {
         wait: impl FnOnce(&Inner<S>) -> Wait,
     ) -> Result<LockGuard<S>, Error> {
         let resource = Resource::new(resource)?;
-        let ttl = Ttl::new(options.ttl)?;
-        // Owner, host, comment and limit are checked by the core, before anything is sent.
+        let ttl = options.ttl.ok_or_else(|| {
+            Error::invalid(
+                "ttl",
+                "is needed: a Locker renews its locks within their TTL",
+            )
+        })?;
+        let ttl = Ttl::new(ttl)?;
+        // Owner, host and comment are checked by the core, before anything is sent.
         let access = options.access;
+        let mut holder = options.holder.clone();
+        if holder.host.is_none() {
+            holder.host = hostname().map(str::to_owned);
+        }
         let key = self.shared.next_key.fetch_add(1, Ordering::Relaxed);
         let (reply, answer) = oneshot::channel();
         let command = Command::Acquire {
@@ -235,7 +246,7 @@ impl<S: LockStore> Locker<S> {
                 resource,
                 access,
                 ttl,
-                who: Who::new(options.holder.clone()),
+                who: Who::new(holder),
                 fair: options.fair,
             },
             wait: wait(&self.shared),

@@ -17,7 +17,7 @@
 
 use std::time::Duration;
 
-use lockwright::{Client, Error, Filter, LockDetails, MongoStore, generate_lock_id};
+use lockwright::{Client, Error, Filter, LockOptions, MongoStore, generate_lock_id};
 use lockwright_testkit::replset::ReplSet;
 use mongodb::bson::doc;
 use tokio::time::Instant;
@@ -69,7 +69,7 @@ async fn take(client: &Client<MongoStore>, resource: &str, until: Instant) -> (I
     loop {
         let sent = Instant::now();
         match client
-            .xlock(resource, generate_lock_id(), &LockDetails::new())
+            .lock(resource, generate_lock_id(), &LockOptions::new())
             .await
         {
             Ok(_) => return (sent, Instant::now()),
@@ -104,7 +104,7 @@ async fn fences_and_leases_survive_failovers_to_and_from_a_skewed_member() {
     // Fences: grant, release and purge (the document is deleted), fail over to the member
     // behind, grant again.
     let a = generate_lock_id();
-    let first = graced.xlock("r", &a, &LockDetails::new()).await.unwrap();
+    let first = graced.lock("r", &a, &LockOptions::new()).await.unwrap();
     graced.unlock(&a).await.unwrap();
     graced.purge().await.unwrap();
     let left = graced
@@ -116,7 +116,7 @@ async fn fences_and_leases_survive_failovers_to_and_from_a_skewed_member() {
     assert_eq!(left, 0, "purge deleted the emptied document");
     step_up(&set, 2).await;
     let second = graced
-        .xlock("r", generate_lock_id(), &LockDetails::new())
+        .lock("r", generate_lock_id(), &LockOptions::new())
         .await
         .unwrap();
     assert!(
@@ -129,13 +129,13 @@ async fn fences_and_leases_survive_failovers_to_and_from_a_skewed_member() {
     // Leases: two locks written under the member behind, then a failover to member 1 (member
     // 0 stepped down a moment ago and would wait out its freeze before standing again).
     let sent = Instant::now();
-    let ttl = LockDetails::new().ttl(TTL);
+    let ttl = LockOptions::new().ttl(TTL);
     graced
-        .xlock("covered", generate_lock_id(), &ttl)
+        .lock("covered", generate_lock_id(), &ttl)
         .await
         .unwrap();
     plain
-        .xlock("uncovered", generate_lock_id(), &ttl)
+        .lock("uncovered", generate_lock_id(), &ttl)
         .await
         .unwrap();
     let trusted_until = sent + TTL - DRIFT_MARGIN;

@@ -10,12 +10,13 @@
 // A test that cannot unwrap has failed: panicking is how it says so.
 #![allow(clippy::unwrap_used)]
 
+use lockwright::Access;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::TryStreamExt;
 use lockwright::{
-    Client, Error, FencedCollection, LockDetails, ManualClock, MongoStore, Resource, Timestamp,
+    Client, Error, FencedCollection, LockOptions, ManualClock, MongoStore, Resource, Timestamp,
     generate_lock_id,
 };
 use lockwright_testkit::mongo::fixture::{fresh_store, teardown};
@@ -68,9 +69,9 @@ async fn a_stale_holders_writes_are_refused_by_the_server() {
     let orders = user_collection(&store);
     let client = Client::new(store);
     let store = client.store();
-    let details = LockDetails::new().ttl(Duration::from_secs(10));
+    let details = LockOptions::new().ttl(Duration::from_secs(10));
     let a = client
-        .xlock("order-7", generate_lock_id(), &details)
+        .lock("order-7", generate_lock_id(), &details)
         .await
         .unwrap();
     let a_writes = FencedCollection::new(&orders, a.resource.clone(), a.fence);
@@ -92,7 +93,7 @@ async fn a_stale_holders_writes_are_refused_by_the_server() {
     // A pauses past its TTL; B takes the lock over and writes.
     clock.advance(Duration::from_secs(11));
     let b = client
-        .xlock("order-7", generate_lock_id(), &details)
+        .lock("order-7", generate_lock_id(), &details)
         .await
         .unwrap();
     assert!(b.fence > a.fence);
@@ -476,8 +477,11 @@ async fn racing_holders_never_write_behind_a_higher_fence() {
             let (mut accepted, mut refused) = (0_usize, 0_usize);
             for _ in 0..25 {
                 let id = generate_lock_id();
-                let details = LockDetails::new().ttl(Duration::from_secs(30));
-                let lock = client.slock("race", &id, &details, None).await.unwrap();
+                let details = LockOptions::new().ttl(Duration::from_secs(30));
+                let lock = client
+                    .lock("race", &id, &details.clone().access(Access::Shared(None)))
+                    .await
+                    .unwrap();
                 tokio::time::sleep(Duration::from_millis(rng.random_range(0..4))).await;
                 let fenced = FencedCollection::new(&orders, lock.resource.clone(), lock.fence);
                 let doc_id = rng.random_range(0..3_i64);

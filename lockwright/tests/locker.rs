@@ -4,6 +4,7 @@
 // A test that cannot unwrap has failed: panicking is how it says so.
 #![allow(clippy::unwrap_used)]
 
+use lockwright::SharedLimit;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -83,7 +84,7 @@ impl<S: LockStore> lockwright_testkit::Forward for Faulty<S> {
         &self.inner
     }
 
-    async fn xlock(&self, r: &LockRequest) -> Result<LockStatus, Error> {
+    async fn lock(&self, r: &LockRequest) -> Result<LockStatus, Error> {
         let unreachable = self
             .grants_unreachable
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -97,12 +98,12 @@ impl<S: LockStore> lockwright_testkit::Forward for Faulty<S> {
         match failure {
             Some(Outcome::NotApplied) => return Err(Error::not_applied("xlock", lost())),
             Some(Outcome::Unknown) => {
-                let _granted = self.inner.xlock(r).await;
+                let _granted = self.inner.lock(r).await;
                 return Err(Error::backend("xlock", lost()));
             }
             None => {}
         }
-        let granted = self.inner.xlock(r).await;
+        let granted = self.inner.lock(r).await;
         if self.slow_grant.load(Ordering::SeqCst) {
             tokio::time::sleep(Duration::from_secs(3600)).await;
         }
@@ -217,7 +218,10 @@ async fn broken_backend_fires_lost_before_the_lease_expires<B: Backend>(hang: bo
 async fn refused_renewal_is_reported<B: Backend>() {
     let locker = locker::<B>().await;
     let guard = locker
-        .acquire("job", &LockOptions::shared(Some(2), B::TTL))
+        .acquire(
+            "job",
+            &LockOptions::shared(SharedLimit::new(2).unwrap(), B::TTL),
+        )
         .await
         .unwrap();
     locker.client().unlock(guard.lock_id()).await.unwrap(); // behind the holder's back
@@ -360,11 +364,12 @@ async fn release_is_idempotent_and_drop_releases<B: Backend>() {
 /// bad ones are refused before anything is sent.
 async fn options_are_recorded_with_the_lock<B: Backend>() {
     let locker = locker::<B>().await;
-    let options = LockOptions::shared(Some(2), B::TTL)
+    let options = LockOptions::shared(SharedLimit::new(2).unwrap(), B::TTL)
         .owner("billing-worker")
         .comment("invoice run");
-    let host = options.holder.host.clone();
-    assert!(host.is_some(), "the host defaults to the hostname");
+    // The options name no host: the Locker records this machine's.
+    assert_eq!(options.holder.host, None);
+    let host = Some(gethostname::gethostname().to_string_lossy().into_owned());
     let first = locker.acquire("tenant", &options).await.unwrap();
     let second = locker.acquire("tenant", &options).await.unwrap();
     let third = locker.try_acquire("tenant", &options).await;
@@ -382,11 +387,9 @@ async fn options_are_recorded_with_the_lock<B: Backend>() {
     for (bad, field) in [
         (options.clone().owner(""), "owner"),
         (options.clone().comment("c".repeat(2_000)), "comment"),
-        (LockOptions::shared(Some(0), B::TTL), "limit"),
-        (
-            LockOptions::exclusive(B::TTL).host(Some(String::new())),
-            "host",
-        ),
+        (LockOptions::exclusive(B::TTL).host(""), "host"),
+        // A Locker renews what it holds: a lock without a TTL is refused.
+        (LockOptions::new().owner("billing-worker"), "ttl"),
     ] {
         let refused = locker.try_acquire("other", &bad).await;
         assert!(
@@ -704,7 +707,7 @@ async fn a_waiter_asks_again_when_a_crashed_holders_lock_ends() {
     let started = Instant::now();
     locker
         .client()
-        .xlock("job", &crashed, &lockwright::LockDetails::new().ttl(ttl))
+        .lock("job", &crashed, &lockwright::LockOptions::new().ttl(ttl))
         .await
         .unwrap();
     let guard = locker

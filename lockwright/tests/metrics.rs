@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use lockwright::{
-    Client, Ended, Error, HintStream, LockDetails, LockOptions, LockStatus, LockStore, Locker,
-    LockerConfig, MemStore, Renewal,
+    Client, Ended, Error, HintStream, LockOptions, LockStatus, LockStore, Locker, LockerConfig,
+    MemStore, Renewal,
 };
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
@@ -105,10 +105,10 @@ async fn scenario() -> Vec<String> {
         lockwright::generate_lock_id(),
     );
     client
-        .xlock("direct", &id, &LockDetails::new())
+        .lock("direct", &id, &LockOptions::new())
         .await
         .unwrap();
-    let refused = client.xlock("direct", &other, &LockDetails::new()).await;
+    let refused = client.lock("direct", &other, &LockOptions::new()).await;
     assert!(matches!(refused, Err(Error::AlreadyLocked { .. })));
     client.unlock(&id).await.unwrap();
     let gone = client.renew(&other, Duration::from_secs(1)).await;

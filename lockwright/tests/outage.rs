@@ -12,12 +12,13 @@
 // A test that cannot unwrap has failed: panicking is how it says so.
 #![allow(clippy::unwrap_used)]
 
+use lockwright::Access;
 use std::future::Future;
 use std::time::Duration;
 
 use futures_util::future::join_all;
 use lockwright::store_mongo::RETRY_WINDOW;
-use lockwright::{Client, Error, Filter, LockDetails, MongoStore, generate_lock_id};
+use lockwright::{Client, Error, Filter, LockOptions, MongoStore, generate_lock_id};
 use lockwright_testkit::replset::ReplSet;
 use tokio::time::Instant;
 
@@ -51,18 +52,28 @@ async fn every_operation_fails_within_its_bound_with_every_member_down() {
     let store = MongoStore::connect(&uri, "outage", "locks").await.unwrap();
     let client = Client::new(store);
     client.create_indexes().await.unwrap();
-    let details = LockDetails::new().ttl(Duration::from_secs(60));
+    let details = LockOptions::new().ttl(Duration::from_secs(60));
     let group = generate_lock_id();
-    let held = client.xlock("a", &group, &details).await.unwrap();
-    client.slock("b", &group, &details, Some(3)).await.unwrap();
+    let held = client.lock("a", &group, &details).await.unwrap();
+    client
+        .lock(
+            "b",
+            &group,
+            &details.clone().access(Access::shared(Some(3)).unwrap()),
+        )
+        .await
+        .unwrap();
 
     set.kill(0).await.unwrap();
 
     let other = generate_lock_id();
     let outcomes: Vec<Outcome> = join_all([
-        Box::pin(timed("xlock", client.xlock("c", &other, &details)))
+        Box::pin(timed("xlock", client.lock("c", &other, &details)))
             as std::pin::Pin<Box<dyn Future<Output = Outcome> + Send>>,
-        Box::pin(timed("slock", client.slock("c", &other, &details, None))),
+        Box::pin(timed(
+            "slock",
+            client.lock("c", &other, &details.clone().access(Access::Shared(None))),
+        )),
         Box::pin(timed("unlock", client.unlock(&group))),
         Box::pin(timed("unlock_one", client.unlock_one(&held))),
         Box::pin(timed(

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use lockwright::{
-    Client, Error, Filter, LockDetails, LockId, LockStatus, LockStore, ManualClock, MemStore,
+    Client, Error, Filter, LockId, LockOptions, LockStatus, LockStore, ManualClock, MemStore,
     Purger, Timestamp, generate_lock_id,
 };
 
@@ -16,10 +16,10 @@ const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);
 async fn purges_at_start_and_every_interval_until_stopped() {
     let clock = Arc::new(ManualClock::new(T0));
     let client = Client::new(MemStore::with_clock(Arc::clone(&clock)));
-    let ttl = LockDetails::new().ttl(Duration::from_secs(1));
-    client.xlock("a", generate_lock_id(), &ttl).await.unwrap();
+    let ttl = LockOptions::new().ttl(Duration::from_secs(1));
+    client.lock("a", generate_lock_id(), &ttl).await.unwrap();
     client
-        .xlock("live", generate_lock_id(), &LockDetails::new())
+        .lock("live", generate_lock_id(), &LockOptions::new())
         .await
         .unwrap();
     // Past the TTL and the store's takeover grace: abandoned, so purged.
@@ -35,7 +35,7 @@ async fn purges_at_start_and_every_interval_until_stopped() {
         "first purge at start"
     );
 
-    client.xlock("b", generate_lock_id(), &ttl).await.unwrap();
+    client.lock("b", generate_lock_id(), &ttl).await.unwrap();
     // Past the TTL and the store's takeover grace: abandoned, so purged.
     clock.advance(Duration::from_secs(1) + lockwright::DEFAULT_TAKEOVER_GRACE);
     tokio::time::sleep(Duration::from_secs(29)).await;
@@ -108,8 +108,8 @@ async fn failures_are_counted_reported_and_retried() {
         purges: AtomicU32::new(0),
     };
     let client = Client::new(store);
-    let ttl = LockDetails::new().ttl(Duration::from_secs(1));
-    client.xlock("a", generate_lock_id(), &ttl).await.unwrap();
+    let ttl = LockOptions::new().ttl(Duration::from_secs(1));
+    client.lock("a", generate_lock_id(), &ttl).await.unwrap();
     // Past the TTL and the store's takeover grace: abandoned, so purged.
     clock.advance(Duration::from_secs(1) + lockwright::DEFAULT_TAKEOVER_GRACE);
 

@@ -5,6 +5,7 @@
 // A test that cannot unwrap has failed: panicking is how it says so.
 #![allow(clippy::unwrap_used)]
 
+use lockwright::Access;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,8 +14,8 @@ use lockwright::MemStore;
 #[cfg(feature = "mongo")]
 use lockwright::store_mongo::test_support;
 use lockwright::{
-    Client, Error, Filter, LockDetails, LockId, LockOptions, LockStore, Locker, LockerConfig,
-    ManualClock, Timestamp, generate_lock_id,
+    Client, Error, Filter, LockId, LockOptions, LockStore, Locker, LockerConfig, ManualClock,
+    Timestamp, generate_lock_id,
 };
 
 /// Everything the subscriber writes.
@@ -103,17 +104,35 @@ async fn exercise<S: LockStore>(
     out: &mut Vec<String>,
     secrets: &mut Vec<LockId>,
 ) {
-    let ttl = LockDetails::new().ttl(Duration::from_secs(2)).owner("me");
+    let ttl = LockOptions::new().ttl(Duration::from_secs(2)).owner("me");
     let id = generate_lock_id();
     secrets.push(id.clone());
-    let held = client.xlock("r", &id, &ttl).await;
+    let held = client.lock("r", &id, &ttl).await;
     shown(out, &held);
     let held = held.unwrap();
     let other = generate_lock_id();
     secrets.push(other.clone());
-    shown(out, &client.xlock("r", &other, &ttl).await); // AlreadyLocked
-    shown(out, &client.slock("s", &id, &ttl, Some(1)).await);
-    shown(out, &client.slock("s", &other, &ttl, Some(1)).await); // full
+    shown(out, &client.lock("r", &other, &ttl).await); // AlreadyLocked
+    shown(
+        out,
+        &client
+            .lock(
+                "s",
+                &id,
+                &ttl.clone().access(Access::shared(Some(1)).unwrap()),
+            )
+            .await,
+    );
+    shown(
+        out,
+        &client
+            .lock(
+                "s",
+                &other,
+                &ttl.clone().access(Access::shared(Some(1)).unwrap()),
+            )
+            .await,
+    ); // full
     // Within the 1 s renew margin of the end of the takeover grace once 1.5 s more have
     // passed: NotRenewable lists the locks.
     clock.advance(Duration::from_millis(1_500) + lockwright::DEFAULT_TAKEOVER_GRACE);
@@ -239,11 +258,11 @@ async fn no_lock_id_in_backend_errors() {
     let store = lockwright::MongoStore::from_collection(db.collection(&name));
     store.create_indexes().await.unwrap();
     let client = Client::new(store);
-    let details = LockDetails::new().ttl(Duration::from_secs(30));
+    let details = LockOptions::new().ttl(Duration::from_secs(30));
     let (mut out, mut secrets) = (Vec::new(), Vec::new());
     let id = generate_lock_id();
     secrets.push(id.clone());
-    let refused = client.xlock("r", &id, &details).await;
+    let refused = client.lock("r", &id, &details).await;
     assert!(
         matches!(&refused, Err(Error::Backend { .. })),
         "the validator refuses the write: {refused:?}"
@@ -254,7 +273,12 @@ async fn no_lock_id_in_backend_errors() {
         "{text}"
     );
     out.push(text);
-    shown(&mut out, &client.slock("s", &id, &details, None).await);
+    shown(
+        &mut out,
+        &client
+            .lock("s", &id, &details.clone().access(Access::Shared(None)))
+            .await,
+    );
 
     // An unreachable server: the error says so, and names nothing secret either.
     let nowhere = lockwright::MongoStore::connect(
@@ -264,7 +288,7 @@ async fn no_lock_id_in_backend_errors() {
     )
     .await
     .unwrap();
-    let unreachable = Client::new(nowhere).xlock("r", &id, &details).await;
+    let unreachable = Client::new(nowhere).lock("r", &id, &details).await;
     assert!(
         matches!(&unreachable, Err(Error::Backend { .. })),
         "{unreachable:?}"

@@ -5,9 +5,10 @@
 //! the engine: real time, the store clock's offset, client clocks, beliefs and waits
 //! (tickets), faults, and the fenced downstream store.
 
+use lockwright_engine::Access;
 use lockwright_engine::table::{delete_empty, expired_groups, fence_floor, purge_groups};
 use lockwright_engine::{
-    Error, LocalMs, LockDetails, LockRequest, Mode, Ticket, Timestamp, holder,
+    Error, LocalMs, LockOptions, LockRequest, Mode, Ticket, Timestamp, holder,
 };
 
 use crate::action::{Action, Effect};
@@ -29,7 +30,7 @@ impl LockModel {
     /// The model of `config`.
     #[must_use]
     pub fn new(config: Config) -> Self {
-        let details = LockDetails::new().ttl(config.ttl.as_duration());
+        let details = LockOptions::new().ttl(config.ttl.as_duration());
         let incarnations = config.resources + 2;
         let mut requests = Vec::new();
         for c in 0..config.clients() {
@@ -53,7 +54,7 @@ impl LockModel {
         &self.config
     }
 
-    fn request(client: usize, incarnation: u8, r: usize, details: &LockDetails) -> LockRequest {
+    fn request(client: usize, incarnation: u8, r: usize, details: &LockOptions) -> LockRequest {
         LockRequest::new(
             resource(r).as_str(),
             lock_id(client, incarnation).as_str(),
@@ -367,7 +368,7 @@ impl LockModel {
             &self.requests
                 [client * per_client + usize::from(incarnation) * self.config.resources + r]
         } else {
-            let details = LockDetails::new().ttl(self.config.ttl.as_duration());
+            let details = LockOptions::new().ttl(self.config.ttl.as_duration());
             built = Self::request(client, incarnation, r, &details);
             &built
         };
@@ -378,21 +379,26 @@ impl LockModel {
             .into_iter()
             .flat_map(|st| st.locks().map(|(m, l)| LockKey::of(r, m, l)))
             .collect();
-        let fair_request;
-        let request = match wait {
-            Some(w) => {
-                fair_request = request.clone().fair(Ticket {
+        // The prebuilt requests are exclusive and not fair: a shared or fair one is a copy.
+        let access = match mode {
+            Mode::Exclusive => Access::Exclusive,
+            Mode::Shared => Access::Shared(self.config.shared_limit),
+        };
+        let asked;
+        let request = if access == request.access && wait.is_none() {
+            request
+        } else {
+            let mut r = request.clone().with_access(access);
+            if let Some(w) = wait {
+                r = r.fair(Ticket {
                     id: ticket(client, w.ticket).clone(),
                     ttl: self.config.queue_ttl,
                 });
-                &fair_request
             }
-            None => request,
+            asked = r;
+            &asked
         };
-        let granted = match mode {
-            Mode::Exclusive => next.table.xlock(request, now),
-            Mode::Shared => next.table.slock(request, self.config.shared_limit, now),
-        };
+        let granted = next.table.lock(request, now);
         let ticket_id = wait.map(|w| ticket(client, w.ticket).clone());
         next.clients[client].wait = if granted.is_ok() { None } else { wait };
         match granted {

@@ -11,13 +11,13 @@
 //! process, and is the reference the MongoDB backend is tested against.
 //!
 //! ```
-//! use lockwright_engine::{LockDetails, LockRequest, LockStore};
+//! use lockwright_engine::{LockOptions, LockRequest, LockStore};
 //! use lockwright_store_mem::MemStore;
 //!
 //! # tokio_test();
 //! # fn tokio_test() { tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 //! let store = MemStore::new();
-//! let request = LockRequest::new("invoices", "lock-id-1", &LockDetails::new())?;
+//! let request = LockRequest::new("invoices", "lock-id-1", &LockOptions::new())?;
 //! let granted = store.xlock(&request).await?;
 //! assert_eq!(granted.resource.as_str(), "invoices");
 //! # Ok::<(), lockwright_engine::Error>(()) }).unwrap() }
@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use lockwright_engine::{
     Filter, HintStream, LockId, LockRequest, LockStatus, LockStore, LockTable, Renewal, Resource,
-    Result, SharedLimit, Summary, Ttl, Waiter, table,
+    Result, Summary, Ttl, Waiter, table,
 };
 
 pub use clock::{Clock, SystemClock};
@@ -157,20 +157,11 @@ fn lock(m: &Mutex<LockTable>) -> MutexGuard<'_, LockTable> {
 }
 
 impl LockStore for MemStore {
-    async fn xlock(&self, request: &LockRequest) -> Result<LockStatus> {
-        let _span = tracing::debug_span!("mem.xlock", resource = %request.resource).entered();
+    async fn lock(&self, request: &LockRequest) -> Result<LockStatus> {
+        let op = request.access.operation();
+        let _span = tracing::debug_span!("mem.lock", op, resource = %request.resource).entered();
         let granted =
-            lock(self.shard_of(request.resource.as_str())).xlock(request, self.clock.now());
-        if let Ok(g) = &granted {
-            self.notifier.taken(&request.resource, g.fence);
-        }
-        granted
-    }
-
-    async fn slock(&self, request: &LockRequest, limit: Option<SharedLimit>) -> Result<LockStatus> {
-        let _span = tracing::debug_span!("mem.slock", resource = %request.resource).entered();
-        let granted =
-            lock(self.shard_of(request.resource.as_str())).slock(request, limit, self.clock.now());
+            lock(self.shard_of(request.resource.as_str())).lock(request, self.clock.now());
         if let Ok(g) = &granted {
             self.notifier.taken(&request.resource, g.fence);
         }

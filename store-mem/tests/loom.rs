@@ -27,7 +27,7 @@ use loom::sync::Arc;
 use loom::thread;
 
 use lockwright_engine::{
-    Error, LockDetails, LockId, LockRequest, LockStore, LockTable, SharedLimit, StoredLock,
+    Error, LockId, LockOptions, LockRequest, LockStore, LockTable, SharedLimit, StoredLock,
     Timestamp,
 };
 use lockwright_store_mem::MemStore;
@@ -109,7 +109,7 @@ fn check_table(table: &LockTable, limit: Option<u32>, context: &str) {
 
 /// A lock request without details, with an optional TTL.
 fn request(resource: &str, lock_id: &str, ttl: Option<Duration>) -> LockRequest {
-    let mut details = LockDetails::new();
+    let mut details = LockOptions::new();
     details.ttl = ttl;
     LockRequest::new(resource, lock_id, &details).unwrap()
 }
@@ -169,7 +169,7 @@ impl Client {
 
     /// Asks for an exclusive lock; `true` when granted.
     fn xlock(&mut self, resource: &str, lock_id: &str) -> bool {
-        let outcome = run(self.store.xlock(&request(resource, lock_id, None)));
+        let outcome = run(self.store.lock(&request(resource, lock_id, None)));
         let granted = self.outcome(resource, outcome);
         self.check(&format!("xlock({resource}, {lock_id}) -> {granted}"));
         granted
@@ -180,7 +180,9 @@ impl Client {
     /// new lock).
     fn slock(&mut self, resource: &str, lock_id: &str) -> bool {
         let limit = self.limit.map(|m| SharedLimit::new(m).unwrap());
-        let outcome = run(self.store.slock(&request(resource, lock_id, None), limit));
+        let outcome = run(self
+            .store
+            .lock(&request(resource, lock_id, None).with_access(Access::Shared(limit))));
         let granted = self.outcome(resource, outcome);
         self.check(&format!("slock({resource}, {lock_id}) -> {granted}"));
         granted
@@ -254,7 +256,7 @@ fn store_with_expired_lock(resource: &str) -> Arc<MemStore> {
         std::sync::Arc::clone(&clock),
         SHARDS,
     ));
-    run(store.xlock(&request(resource, "old", Some(Duration::from_secs(5))))).unwrap();
+    run(store.lock(&request(resource, "old", Some(Duration::from_secs(5))))).unwrap();
     clock.set(NOW);
     store
 }
@@ -280,7 +282,7 @@ fn mutual_exclusion() {
             let (store, ra) = (Arc::clone(&store), ra.clone());
             thread::spawn(move || {
                 let mut c = Client::new(&store, limit, "t1");
-                if c.xlock(&ra, "a") {
+                if c.lock(&ra, "a") {
                     c.unlock("a");
                 }
                 c
@@ -290,14 +292,14 @@ fn mutual_exclusion() {
             let (store, ra, rb) = (Arc::clone(&store), ra.clone(), rb.clone());
             thread::spawn(move || {
                 let mut c = Client::new(&store, limit, "t2");
-                c.slock(&ra, "b");
-                c.xlock(&rb, "b");
+                c.lock(&ra.clone().with_access(Access::Shared("b")));
+                c.lock(&rb, "b");
                 c
             })
         };
         let mut main = Client::new(&store, limit, "main");
         main.purge();
-        main.xlock(&ra, "c");
+        main.lock(&ra, "c");
 
         let clients = [t1.join().unwrap(), t2.join().unwrap(), main];
         check_fences(&store, &clients);
@@ -319,7 +321,7 @@ fn shared_limit() {
             let (store, ra) = (Arc::clone(&store), ra.clone());
             thread::spawn(move || {
                 let mut c = Client::new(&store, limit, "t1");
-                if c.slock(&ra, "a") {
+                if c.lock(&ra.clone().with_access(Access::Shared("a"))) {
                     c.unlock("a");
                 }
                 c
@@ -329,12 +331,12 @@ fn shared_limit() {
             let (store, ra) = (Arc::clone(&store), ra.clone());
             thread::spawn(move || {
                 let mut c = Client::new(&store, limit, "t2");
-                c.slock(&ra, "b");
+                c.lock(&ra.clone().with_access(Access::Shared("b")));
                 c
             })
         };
         let mut main = Client::new(&store, limit, "main");
-        main.slock(&ra, "c");
+        main.lock(&ra.clone().with_access(Access::Shared("c")));
 
         let clients = [t1.join().unwrap(), t2.join().unwrap(), main];
         let live_shared = store
@@ -365,9 +367,9 @@ fn fence_monotonic() {
             let (store, ra) = (Arc::clone(&store), ra.clone());
             thread::spawn(move || {
                 let mut c = Client::new(&store, None, "t1");
-                c.xlock(&ra, "a");
+                c.lock(&ra, "a");
                 c.unlock("a");
-                c.xlock(&ra, "a");
+                c.lock(&ra, "a");
                 c
             })
         };
@@ -375,14 +377,14 @@ fn fence_monotonic() {
             let (store, ra, rb) = (Arc::clone(&store), ra.clone(), rb.clone());
             thread::spawn(move || {
                 let mut c = Client::new(&store, None, "t2");
-                c.slock(&ra, "b");
-                c.slock(&rb, "b");
+                c.lock(&ra.clone().with_access(Access::Shared("b")));
+                c.lock(&rb.clone().with_access(Access::Shared("b")));
                 c
             })
         };
         let mut main = Client::new(&store, None, "main");
         main.purge();
-        main.xlock(&rb, "c");
+        main.lock(&rb, "c");
 
         let clients = [t1.join().unwrap(), t2.join().unwrap(), main];
         check_fences(&store, &clients);

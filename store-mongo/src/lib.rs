@@ -71,7 +71,7 @@ pub use failure::MongoFailure;
 pub use fenced::{DEFAULT_FENCE_FIELD, FencedCollection};
 use lockwright_engine::{
     DEFAULT_TAKEOVER_GRACE, Error, Filter, HintStream, LockId, LockRequest, LockStatus, LockStore,
-    ManualClock, Renewal, Resource, Result, SharedLimit, Timestamp, Ttl,
+    ManualClock, Renewal, Resource, Result, Timestamp, Ttl,
 };
 pub use retry::RETRY_WINDOW;
 
@@ -302,19 +302,18 @@ impl MongoStore {
     }
 }
 
-// Each operation opens its span here and runs in its module: `one_lock` (xlock, slock,
+// Each operation opens its span here and runs in its module: `one_lock` (lock,
 // renew_one, unlock_one: one `findAndModify` each), `group` (unlock, renew, renew_many:
 // a transaction over the group), `status`, `purge`, and `setup` (create_indexes).
 impl LockStore for MongoStore {
-    #[tracing::instrument(name = "mongo.xlock", skip_all, fields(resource = %request.resource))]
-    async fn xlock(&self, request: &LockRequest) -> Result<LockStatus> {
-        self.bounded("xlock", one_lock::xlock(self, request)).await
-    }
-
-    #[tracing::instrument(name = "mongo.slock", skip_all, fields(resource = %request.resource))]
-    async fn slock(&self, request: &LockRequest, limit: Option<SharedLimit>) -> Result<LockStatus> {
-        self.bounded("slock", one_lock::slock(self, request, limit))
-            .await
+    #[tracing::instrument(
+        name = "mongo.lock",
+        skip_all,
+        fields(op = request.access.operation(), resource = %request.resource)
+    )]
+    async fn lock(&self, request: &LockRequest) -> Result<LockStatus> {
+        let op = request.access.operation();
+        self.bounded(op, one_lock::lock(self, request)).await
     }
 
     #[tracing::instrument(name = "mongo.unlock", skip_all)]

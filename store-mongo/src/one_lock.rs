@@ -9,10 +9,8 @@ use mongodb::error::ErrorKind;
 use mongodb::options::{Hint, ReturnDocument};
 use tokio::time::Instant;
 
-use lockwright_engine::table::Rule;
 use lockwright_engine::{
-    Error, LockId, LockRequest, LockStatus, LockTable, Mode, Renewal, Resource, SharedLimit,
-    Timestamp,
+    Access, Error, LockId, LockRequest, LockStatus, LockTable, Renewal, Resource, Timestamp,
 };
 
 use crate::failure::{outcome_unknown, retryable};
@@ -49,7 +47,6 @@ impl MongoStore {
         &self,
         op: &'static str,
         request: &LockRequest,
-        rule: Rule<'_>,
         build: impl Fn(&Bson, &pipeline::Clocks) -> (Document, Vec<Document>),
     ) -> Result<LockStatus, Error> {
         let index = self.ready(op).await?;
@@ -57,7 +54,7 @@ impl MongoStore {
         let clocks = self.clocks();
         let (filter, update) = build(&grant_id, &clocks);
         let decide = |doc: &Document, unknown| {
-            let granted = decide_grant(op, doc, &grant_id, request, &rule, self.grace, unknown)?;
+            let granted = decide_grant(op, doc, &grant_id, request, self.grace, unknown)?;
             match granted {
                 Granted::Yes(status) => Ok(status),
                 Granted::No { retry_in, queued } => {
@@ -224,7 +221,7 @@ fn now_of(op: &'static str, doc: &Document) -> Result<Timestamp, Error> {
 
 /// What a grant's returned document says: granted (this request, `grant_id`, made the last
 /// grant, and the lock is decoded from its own entry alone, whatever else the document
-/// holds), refused (with when `rule` would allow it, judged by the engine at the `now` the
+/// holds), refused (with when the rules would allow it, judged by the engine at the `now` the
 /// server reported, when it did), or malformed. After an earlier attempt whose outcome is
 /// unknown (`unknown`), a document holding a lock of this lock id that this request cannot
 /// be shown to have made is reported as unknown, not as a refusal.
@@ -233,12 +230,11 @@ fn decide_grant(
     doc: &Document,
     grant_id: &Bson,
     request: &LockRequest,
-    rule: &Rule<'_>,
     grace: std::time::Duration,
     unknown: Option<mongodb::error::Error>,
 ) -> Result<Granted, Error> {
     let resource = Resource::stored(&schema::label(doc));
-    let mode = rule.mode();
+    let mode = request.mode();
     if doc.get(schema::LAST_GRANT) == Some(grant_id) {
         return match schema::decode_own(doc, mode, &request.lock_id) {
             Some(Ok(lock)) => Ok(Granted::Yes(lock.status(&resource, mode, lock.created_at))),
@@ -273,57 +269,30 @@ fn decide_grant(
     // A document read back without the server's `now` cannot tell. The document is the one
     // the refusal left: a fair request's place is in it.
     let now = now_of(op, doc).ok();
-    let retry_in = now.and_then(|now| state.free_in(rule, now, grace));
+    let retry_in = now.and_then(|now| state.free_in(request, now, grace));
     let queued = now
         .filter(|_| request.fair.is_some())
-        .map(|now| state.queued(rule, now));
+        .map(|now| state.queued(request, now));
     Ok(Granted::No { retry_in, queued })
 }
 
-/// `xlock`: the exclusive grant.
-pub(crate) async fn xlock(store: &MongoStore, request: &LockRequest) -> Result<LockStatus, Error> {
+/// `lock`: the exclusive or the shared grant, as the request's access says.
+pub(crate) async fn lock(store: &MongoStore, request: &LockRequest) -> Result<LockStatus, Error> {
     let tag = crate::hints::place_tag(store.tag(), request);
     let tag = tag.as_str();
     let build = |grant_id: &Bson, clocks: &pipeline::Clocks| {
-        pipeline::xlock(
-            request,
-            &pipeline::Ask {
-                grant_id,
-                tag,
-                clocks,
-            },
-        )
-    };
-    let rule = Rule::of(Mode::Exclusive, request, None);
-    store.grant("xlock", request, rule, build).await
-}
-
-/// `slock`: the shared grant.
-pub(crate) async fn slock(
-    store: &MongoStore,
-    request: &LockRequest,
-    limit: Option<SharedLimit>,
-) -> Result<LockStatus, Error> {
-    let tag = crate::hints::place_tag(store.tag(), request);
-    let tag = tag.as_str();
-    let build = |grant_id: &Bson, clocks: &pipeline::Clocks| {
-        pipeline::slock(
-            request,
-            limit,
-            &pipeline::Ask {
-                grant_id,
-                tag,
-                clocks,
-            },
-        )
+        let ask = pipeline::Ask {
+            grant_id,
+            tag,
+            clocks,
+        };
+        match request.access {
+            Access::Exclusive => pipeline::xlock(request, &ask),
+            Access::Shared(limit) => pipeline::slock(request, limit, &ask),
+        }
     };
     store
-        .grant(
-            "slock",
-            request,
-            Rule::of(Mode::Shared, request, limit),
-            build,
-        )
+        .grant(request.access.operation(), request, build)
         .await
 }
 

@@ -314,7 +314,7 @@ pub fn request(
     lock_id: &str,
     ttl: Option<Duration>,
 ) -> lockwright_engine::LockRequest {
-    let mut details = lockwright_engine::LockDetails::new();
+    let mut details = lockwright_engine::LockOptions::new();
     details.ttl = ttl;
     lockwright_engine::LockRequest::new(resource, lock_id, &details)
         .unwrap_or_else(|e| panic!("a test request must be valid: {e}"))

@@ -9,10 +9,11 @@
 // A test that cannot unwrap has failed: panicking is how it says so.
 #![allow(clippy::unwrap_used)]
 
+use lockwright_engine::Access;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lockwright_engine::{Filter, LockDetails, LockRequest, LockStore, ManualClock, Timestamp};
+use lockwright_engine::{Filter, LockOptions, LockRequest, LockStore, ManualClock, Timestamp};
 use lockwright_store_mongo::MongoStore;
 use lockwright_store_mongo::test_support::{
     fresh_store_on, monitored_client, teardown, winning_stages,
@@ -24,14 +25,17 @@ const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);
 /// 200 exclusive locks in groups of 10, expiring 1 s to 200 s after `T0`, and 50 shared
 /// locks on 10 resources expiring 1 s to 50 s after `T0`, granted through the store.
 async fn populate(store: &MongoStore) {
-    let with_ttl = |secs: u64| LockDetails::new().ttl(Duration::from_secs(secs));
+    let with_ttl = |secs: u64| LockOptions::new().ttl(Duration::from_secs(secs));
     for i in 0..200_u64 {
         let req = LockRequest::new(&format!("r{i}"), &format!("g{}", i / 10), &with_ttl(i + 1));
-        store.xlock(&req.unwrap()).await.unwrap();
+        store.lock(&req.unwrap()).await.unwrap();
     }
     for i in 0..50_u64 {
         let req = LockRequest::new(&format!("s{}", i % 10), &format!("gs{i}"), &with_ttl(i + 1));
-        store.slock(&req.unwrap(), None).await.unwrap();
+        store
+            .lock(&req.unwrap().with_access(Access::Shared(None)))
+            .await
+            .unwrap();
     }
 }
 

@@ -12,6 +12,7 @@
 // A test that cannot unwrap has failed: panicking is how it says so.
 #![allow(clippy::unwrap_used)]
 
+use lockwright_engine::Access;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -79,7 +80,7 @@ async fn go_locks_with_long_or_empty_lock_ids_do_not_break_ours() {
     .await;
     let mine = request("s", "mine", Some(Duration::from_secs(30)));
     let granted = store
-        .slock(&mine, None)
+        .lock(&mine.clone().with_access(Access::Shared(None)))
         .await
         .expect("the applied grant is a grant");
     assert_eq!(
@@ -120,10 +121,10 @@ async fn a_go_lock_with_an_empty_lock_id_does_not_stop_purge_or_status() {
     let soon = T0.saturating_add(Duration::from_secs(1));
     insert(&store, go_exclusive("go-x", go_lock("", "go", Some(soon)))).await;
     store
-        .xlock(&request("ours", "ours", Some(Duration::from_secs(1))))
+        .lock(&request("ours", "ours", Some(Duration::from_secs(1))))
         .await
         .unwrap();
-    store.xlock(&request("live", "live", None)).await.unwrap();
+    store.lock(&request("live", "live", None)).await.unwrap();
     assert_eq!(store.status(&Filter::new()).await.unwrap().len(), 3);
     // Past both expiries and the store's takeover grace.
     clock.advance(Duration::from_secs(1) + lockwright_engine::DEFAULT_TAKEOVER_GRACE);
@@ -181,8 +182,10 @@ async fn malformed_documents_are_refused_untouched() {
             .await
             .unwrap();
         for outcome in [
-            store.xlock(&request(resource, "new", None)).await,
-            store.slock(&request(resource, "new", None), None).await,
+            store.lock(&request(resource, "new", None)).await,
+            store
+                .lock(&request(resource, "new", None).with_access(Access::Shared(None)))
+                .await,
         ] {
             match outcome {
                 Err(Error::Malformed {
@@ -269,7 +272,7 @@ async fn unique_indexes_that_cannot_be_trusted_are_refused() {
         create_index(&coll, spec).await;
         let store = MongoStore::from_collection(coll.clone());
         for outcome in [
-            store.xlock(&request("job", "a", None)).await.map(|_| ()),
+            store.lock(&request("job", "a", None)).await.map(|_| ()),
             store.create_indexes().await,
         ] {
             match outcome {
@@ -313,14 +316,14 @@ async fn create_indexes_and_the_go_librarys_indexes_coexist() {
     go_create_indexes(&coll).await.unwrap();
     let store = MongoStore::from_collection(coll.clone());
     store.create_indexes().await.unwrap();
-    store.xlock(&request("r", "a", None)).await.unwrap();
+    store.lock(&request("r", "a", None)).await.unwrap();
     coll.drop().await.unwrap();
     // Ours first, then Go.
     let (_, coll) = bare_collection("ours_first").await;
     let store = MongoStore::from_collection(coll.clone());
     store.create_indexes().await.unwrap();
     go_create_indexes(&coll).await.unwrap();
-    store.xlock(&request("r", "a", None)).await.unwrap();
+    store.lock(&request("r", "a", None)).await.unwrap();
     coll.drop().await.unwrap();
     // An earlier Lockwright's index (unique, not sparse) is accepted as it is.
     let (_, coll) = bare_collection("older").await;
@@ -331,7 +334,7 @@ async fn create_indexes_and_the_go_librarys_indexes_coexist() {
     .await;
     let store = MongoStore::from_collection(coll.clone());
     store.create_indexes().await.unwrap();
-    store.xlock(&request("r", "a", None)).await.unwrap();
+    store.lock(&request("r", "a", None)).await.unwrap();
     coll.drop().await.unwrap();
     client.shutdown().await;
 }
@@ -350,7 +353,7 @@ enum Break {
 async fn a_dropped_index_or_collection_never_gives_two_winners() {
     for what in [Break::Index, Break::Collection] {
         let store = Arc::new(fresh_store(None).await);
-        store.xlock(&request("warm-up", "w", None)).await.unwrap();
+        store.lock(&request("warm-up", "w", None)).await.unwrap();
         for round in 0..4 {
             let resource = format!("{what:?}-{round}");
             let barrier = Arc::new(tokio::sync::Barrier::new(33));
@@ -361,7 +364,7 @@ async fn a_dropped_index_or_collection_never_gives_two_winners() {
                 tasks.push(tokio::spawn(async move {
                     barrier.wait().await;
                     store
-                        .xlock(&request(&resource, &format!("t{i}"), None))
+                        .lock(&request(&resource, &format!("t{i}"), None))
                         .await
                 }));
             }
@@ -407,7 +410,7 @@ async fn a_dropped_index_or_collection_never_gives_two_winners() {
         }
         // Re-creating the index brings the store back.
         store.create_indexes().await.unwrap();
-        store.xlock(&request("after", "a", None)).await.unwrap();
+        store.lock(&request("after", "a", None)).await.unwrap();
         teardown(&store).await;
     }
 }
@@ -419,10 +422,7 @@ async fn a_dropped_index_or_collection_never_gives_two_winners() {
 async fn fences_keep_increasing_when_a_go_client_takes_turns() {
     let clock = Arc::new(ManualClock::new(T0));
     let store = fresh_store(Some(Arc::clone(&clock))).await;
-    let first = store
-        .xlock(&request("turns", "ours-1", None))
-        .await
-        .unwrap();
+    let first = store.lock(&request("turns", "ours-1", None)).await.unwrap();
     store.unlock(&first.lock_id).await.unwrap();
     // The Go library's XLock on the existing document: $set of the exclusive slot only.
     store
@@ -451,10 +451,7 @@ async fn fences_keep_increasing_when_a_go_client_takes_turns() {
         )
         .await
         .unwrap();
-    let second = store
-        .xlock(&request("turns", "ours-2", None))
-        .await
-        .unwrap();
+    let second = store.lock(&request("turns", "ours-2", None)).await.unwrap();
     assert!(second.fence > first.fence);
     teardown(&store).await;
 }
@@ -464,7 +461,7 @@ async fn fences_keep_increasing_when_a_go_client_takes_turns() {
 #[tokio::test]
 async fn two_documents_for_one_resource_are_both_left_alone() {
     let store = fresh_store(Some(Arc::new(ManualClock::new(T0)))).await;
-    store.xlock(&request("single", "fine", None)).await.unwrap();
+    store.lock(&request("single", "fine", None)).await.unwrap();
     store.collection().drop_index("resource_1").await.unwrap();
     for owner in ["first", "second"] {
         insert(&store, go_exclusive("twice", go_lock("dup", owner, None))).await;
@@ -512,17 +509,22 @@ async fn a_queue_survives_a_go_clients_lock_and_unlock() {
     let store = fresh_store(Some(Arc::clone(&clock))).await;
     let r = lockwright_engine::Resource::new("turns").unwrap();
     let holder = store
-        .xlock(&request("turns", "ours", Some(Duration::from_secs(60))))
+        .lock(&request("turns", "ours", Some(Duration::from_secs(60))))
         .await
         .unwrap();
     let fair = |lock_id: &str, ticket: &str| {
-        let details = lockwright_engine::LockDetails::new()
-            .ttl(Duration::from_secs(60))
-            .queue(ticket, Duration::from_secs(30));
-        lockwright_engine::LockRequest::new("turns", lock_id, &details).unwrap()
+        let options = lockwright_engine::LockOptions::exclusive(Duration::from_secs(60));
+        let ticket = lockwright_engine::LockId::new(ticket).unwrap();
+        let ticket = lockwright_engine::Ticket::new(ticket, Duration::from_secs(30)).unwrap();
+        lockwright_engine::LockRequest::new("turns", lock_id, &options)
+            .unwrap()
+            .fair(ticket)
     };
-    store.xlock(&fair("w1", "t1")).await.unwrap_err();
-    store.slock(&fair("w2", "t2"), None).await.unwrap_err();
+    store.lock(&fair("w1", "t1")).await.unwrap_err();
+    store
+        .lock(&fair("w2", "t2").with_access(Access::Shared(None)))
+        .await
+        .unwrap_err();
     store.unlock(&holder.lock_id).await.unwrap();
     let before = store.waiters(&r).await.unwrap();
     assert_eq!(before.len(), 2);
@@ -542,7 +544,7 @@ async fn a_queue_survives_a_go_clients_lock_and_unlock() {
         1
     );
     assert_eq!(store.waiters(&r).await.unwrap(), before, "after a Go XLock");
-    let refused = store.xlock(&fair("w1", "t1")).await.unwrap_err();
+    let refused = store.lock(&fair("w1", "t1")).await.unwrap_err();
     assert!(
         matches!(
             refused,
@@ -595,14 +597,14 @@ async fn a_queue_survives_a_go_clients_lock_and_unlock() {
     );
     // A request that is not fair still waits behind the places; the first waiter goes.
     let plain = store
-        .xlock(&request("turns", "late", Some(Duration::from_secs(60))))
+        .lock(&request("turns", "late", Some(Duration::from_secs(60))))
         .await
         .unwrap_err();
     assert!(
         matches!(plain, Error::AlreadyLocked { queued: None, .. }),
         "{plain:?}"
     );
-    store.xlock(&fair("w1", "t1")).await.unwrap();
+    store.lock(&fair("w1", "t1")).await.unwrap();
     assert_eq!(store.waiters(&r).await.unwrap().len(), 1, "w2 still waits");
     teardown(&store).await;
 }

@@ -27,12 +27,13 @@
 // A test that cannot unwrap has failed: panicking is how it says so.
 #![allow(clippy::unwrap_used)]
 
+use lockwright_engine::{Access, Ticket};
 use std::sync::Arc;
 use std::time::Duration;
 
 use lockwright_engine::table::{fence_floor, sort_purged};
 use lockwright_engine::{
-    Error, LockDetails, LockId, LockRequest, LockStatus, LockStore, LockTable, ManualClock,
+    Error, LockId, LockOptions, LockRequest, LockStatus, LockStore, LockTable, ManualClock,
     Renewal, Resource, SharedLimit, Timestamp, Ttl,
 };
 use lockwright_store_mongo::MongoStore;
@@ -352,14 +353,18 @@ fn ten_seconds() -> Ttl {
 }
 
 fn request(id: usize, ttl: bool, fair: Option<usize>) -> LockRequest {
-    let mut details = LockDetails::new();
+    let mut options = LockOptions::new();
     if ttl {
-        details.ttl = Some(Duration::from_secs(10));
+        options.ttl = Some(Duration::from_secs(10));
     }
-    if let Some(t) = fair {
-        details = details.queue(TICKETS[t], Duration::from_secs(3));
+    let request = LockRequest::new("r", IDS[id], &options).unwrap();
+    match fair {
+        Some(t) => {
+            let ticket = LockId::new(TICKETS[t]).unwrap();
+            request.fair(Ticket::new(ticket, Duration::from_secs(3)).unwrap())
+        }
+        None => request,
     }
-    LockRequest::new("r", IDS[id], &details).unwrap()
 }
 
 /// A comparable outcome: a grant's lock, the locks a purge removed, the lock renewed or
@@ -474,8 +479,8 @@ async fn check(stores: &[MongoStore; 2], c: &Case) -> Result<(), TestCaseError> 
         Op::Xlock { id, ttl, fair } => {
             let r = request(*id, *ttl, *fair);
             (
-                store.xlock(&r).await.map(|l| vec![l]),
-                table.xlock(&r, NOW).map(|l| vec![l]),
+                store.lock(&r).await.map(|l| vec![l]),
+                table.lock(&r, NOW).map(|l| vec![l]),
             )
         }
         Op::Slock {
@@ -487,8 +492,13 @@ async fn check(stores: &[MongoStore; 2], c: &Case) -> Result<(), TestCaseError> 
             let r = request(*id, *ttl, *fair);
             let limit = limit.map(|m| SharedLimit::new(m).unwrap());
             (
-                store.slock(&r, limit).await.map(|l| vec![l]),
-                table.slock(&r, limit, NOW).map(|l| vec![l]),
+                store
+                    .lock(&r.clone().with_access(Access::Shared(limit)))
+                    .await
+                    .map(|l| vec![l]),
+                table
+                    .lock(&r.clone().with_access(Access::Shared(limit)), NOW)
+                    .map(|l| vec![l]),
             )
         }
         Op::Purge => {

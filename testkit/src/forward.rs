@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use lockwright_engine::{
     Filter, HintStream, LockId, LockRequest, LockStatus, LockStore, Renewal, Resource, Result,
-    SharedLimit, Summary, Ttl, Waiter,
+    Summary, Ttl, Waiter,
 };
 
 /// A wrapper around the store [`Forward::inner`]: every method of [`LockStore`] is here too,
@@ -31,9 +31,9 @@ use lockwright_engine::{
 ///         &self.0
 ///     }
 ///
-///     async fn xlock(&self, request: &LockRequest) -> Result<LockStatus> {
+///     async fn lock(&self, request: &LockRequest) -> Result<LockStatus> {
 ///         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-///         self.0.xlock(request).await
+///         self.0.lock(request).await
 ///     }
 /// }
 ///
@@ -46,18 +46,9 @@ pub trait Forward: Send + Sync + 'static {
     /// The wrapped store, which every call not overridden goes to.
     fn inner(&self) -> &Self::Inner;
 
-    /// [`LockStore::xlock`].
-    fn xlock(&self, request: &LockRequest) -> impl Future<Output = Result<LockStatus>> + Send {
-        self.inner().xlock(request)
-    }
-
-    /// [`LockStore::slock`].
-    fn slock(
-        &self,
-        request: &LockRequest,
-        limit: Option<SharedLimit>,
-    ) -> impl Future<Output = Result<LockStatus>> + Send {
-        self.inner().slock(request, limit)
+    /// [`LockStore::lock`].
+    fn lock(&self, request: &LockRequest) -> impl Future<Output = Result<LockStatus>> + Send {
+        self.inner().lock(request)
     }
 
     /// [`LockStore::unlock`].
@@ -156,23 +147,13 @@ macro_rules! forward_lock_store {
     };
     (@impl [$($generics:tt)*] $store:ty) => {
         impl<$($generics)*> $crate::__forward::LockStore for $store {
-            fn xlock(
+            fn lock(
                 &self,
                 request: &$crate::__forward::LockRequest,
             ) -> impl ::std::future::Future<
                 Output = $crate::__forward::Result<$crate::__forward::LockStatus>,
             > + Send {
-                $crate::Forward::xlock(self, request)
-            }
-
-            fn slock(
-                &self,
-                request: &$crate::__forward::LockRequest,
-                limit: ::std::option::Option<$crate::__forward::SharedLimit>,
-            ) -> impl ::std::future::Future<
-                Output = $crate::__forward::Result<$crate::__forward::LockStatus>,
-            > + Send {
-                $crate::Forward::slock(self, request, limit)
+                $crate::Forward::lock(self, request)
             }
 
             fn unlock(
@@ -290,6 +271,6 @@ macro_rules! forward_lock_store {
 pub mod __forward {
     pub use lockwright_engine::{
         Filter, HintStream, LockId, LockRequest, LockStatus, LockStore, Renewal, Resource, Result,
-        SharedLimit, Summary, Ttl, Waiter,
+        Summary, Ttl, Waiter,
     };
 }

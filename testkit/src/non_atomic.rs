@@ -4,8 +4,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use lockwright_engine::{
-    Filter, LockId, LockRequest, LockStatus, LockStore, LockTable, ManualClock, Renewal, Resource,
-    Result, SharedLimit, Ttl,
+    Access, Filter, LockId, LockRequest, LockStatus, LockStore, LockTable, ManualClock, Renewal,
+    Resource, Result, Ttl,
 };
 
 /// A store whose `xlock` is a read-modify-write split in two: it decides on a copy of the
@@ -42,10 +42,13 @@ impl NonAtomicStore {
 }
 
 impl LockStore for NonAtomicStore {
-    async fn xlock(&self, request: &LockRequest) -> Result<LockStatus> {
+    async fn lock(&self, request: &LockRequest) -> Result<LockStatus> {
         let now = self.clock.now();
+        if request.access != Access::Exclusive {
+            return self.table().lock(request, now);
+        }
         let mut copy = self.table().clone();
-        let outcome = copy.xlock(request, now);
+        let outcome = copy.lock(request, now);
         tokio::time::sleep(Duration::from_millis(1)).await;
         if outcome.is_ok() {
             let decided = copy
@@ -58,11 +61,6 @@ impl LockStore for NonAtomicStore {
             *table = LockTable::from_resources(resources);
         }
         outcome
-    }
-
-    async fn slock(&self, request: &LockRequest, limit: Option<SharedLimit>) -> Result<LockStatus> {
-        let now = self.clock.now();
-        self.table().slock(request, limit, now)
     }
 
     async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>> {

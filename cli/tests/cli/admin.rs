@@ -1,11 +1,12 @@
 //! `--help`, usage errors, `status`, `unlock`, `doctor` and `purge --watch`.
 
+use lockwright::Access;
 use std::io::Write as _;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
-use lockwright::{LockDetails, generate_lock_id};
+use lockwright::{LockOptions, generate_lock_id};
 use lockwright_testkit::replset::ReplSet;
 use nix::sys::signal::Signal;
 use predicates::prelude::*;
@@ -174,18 +175,30 @@ fn usage_errors_are_clear_and_exit_2() {
 fn status_filters_and_json_lines_show_tags_never_lock_ids() {
     let c = Coll::new();
     let (a, b, d) = (generate_lock_id(), generate_lock_id(), generate_lock_id());
-    let alice = LockDetails::new()
+    let alice = LockOptions::new()
         .owner("alice")
         .host("db-1")
         .comment("line\nbreak")
         .ttl(Duration::from_secs(60));
-    let bob = LockDetails::new()
+    let bob = LockOptions::new()
         .owner("bob")
         .ttl(Duration::from_secs(600));
     c.block_on(async {
-        c.client.xlock("reports", &a, &alice).await?;
-        c.client.slock("tenant-7", &b, &bob, Some(2)).await?;
-        c.client.slock("tenant-7", &d, &bob, Some(2)).await
+        c.client.lock("reports", &a, &alice).await?;
+        c.client
+            .lock(
+                "tenant-7",
+                &b,
+                &bob.clone().access(Access::shared(Some(2)).unwrap()),
+            )
+            .await?;
+        c.client
+            .lock(
+                "tenant-7",
+                &d,
+                &bob.clone().access(Access::shared(Some(2)).unwrap()),
+            )
+            .await
     })
     .expect("locks");
     let locks = c.locks();
@@ -227,12 +240,12 @@ fn status_filters_and_json_lines_show_tags_never_lock_ids() {
 #[test]
 fn unlock_reads_the_lock_id_from_env_or_stdin_only() {
     let c = Coll::new();
-    let details = LockDetails::new().ttl(Duration::from_secs(60));
+    let details = LockOptions::new().ttl(Duration::from_secs(60));
     let (a, b) = (generate_lock_id(), generate_lock_id());
     c.block_on(async {
-        c.client.xlock("one", &a, &details).await?;
-        c.client.xlock("two", &a, &details).await?;
-        c.client.xlock("three", &b, &details).await
+        c.client.lock("one", &a, &details).await?;
+        c.client.lock("two", &a, &details).await?;
+        c.client.lock("three", &b, &details).await
     })
     .expect("locks");
     let locks = c.locks();
@@ -555,8 +568,8 @@ fn an_unreachable_server_is_a_clear_69() {
 #[test]
 fn purge_watch_prints_a_line_per_pass_until_stopped() {
     let c = Coll::new();
-    let short = LockDetails::new().ttl(Duration::from_millis(50));
-    c.block_on(c.client.xlock("stale", generate_lock_id(), &short))
+    let short = LockOptions::new().ttl(Duration::from_millis(50));
+    c.block_on(c.client.lock("stale", generate_lock_id(), &short))
         .expect("lock");
     std::thread::sleep(Duration::from_millis(200));
     // No takeover grace: the lock is abandoned at once (with the default 2 s it would be

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use lockwright::{Error, LockDetails, generate_lock_id};
+use lockwright::{Access, Error, LockOptions, LockRequest, LockStore, Ticket, generate_lock_id};
 use nix::sys::signal::Signal;
 
 use crate::support::{Coll, assert_no_lock_id, code, text, wait_for};
@@ -13,14 +13,14 @@ use crate::support::{Coll, assert_no_lock_id, code, text, wait_for};
 /// `readers`: two shared holders; `quiet`: one exclusive holder. Places last 10 minutes.
 fn contended() -> Coll {
     let c = Coll::new();
-    let held = LockDetails::new().ttl(Duration::from_secs(600));
+    let held = LockOptions::new().ttl(Duration::from_secs(600));
     c.block_on(async {
-        c.client.xlock("hot", generate_lock_id(), &held).await?;
+        c.client.lock("hot", generate_lock_id(), &held).await?;
         for _ in 0..2 {
-            let fair = held
-                .clone()
-                .queue(generate_lock_id().as_str(), Duration::from_secs(600));
-            match c.client.xlock("hot", generate_lock_id(), &fair).await {
+            // A Client call takes no place: the store's port does, given a ticket.
+            let ticket = Ticket::new(generate_lock_id(), Duration::from_secs(600))?;
+            let fair = LockRequest::new("hot", generate_lock_id().as_str(), &held)?.fair(ticket);
+            match c.client.store().lock(&fair).await {
                 Err(Error::AlreadyLocked {
                     queued: Some(_), ..
                 }) => {}
@@ -28,12 +28,20 @@ fn contended() -> Coll {
             }
         }
         c.client
-            .slock("readers", generate_lock_id(), &held, None)
+            .lock(
+                "readers",
+                generate_lock_id(),
+                &held.clone().access(Access::Shared(None)),
+            )
             .await?;
         c.client
-            .slock("readers", generate_lock_id(), &held, None)
+            .lock(
+                "readers",
+                generate_lock_id(),
+                &held.clone().access(Access::Shared(None)),
+            )
             .await?;
-        c.client.xlock("quiet", generate_lock_id(), &held).await
+        c.client.lock("quiet", generate_lock_id(), &held).await
     })
     .expect("locks");
     c
@@ -101,7 +109,7 @@ fn status_names_the_resources_with_waiters() {
     let calm = Coll::new();
     calm.block_on(
         calm.client
-            .xlock("a", generate_lock_id(), &LockDetails::new()),
+            .lock("a", generate_lock_id(), &LockOptions::new()),
     )
     .expect("lock");
     let table = text(&calm.run(&["status"]).stdout);

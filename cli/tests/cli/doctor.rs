@@ -6,7 +6,7 @@ use std::future::IntoFuture as _;
 use std::time::Duration;
 
 use futures_util::{StreamExt as _, TryStreamExt as _};
-use lockwright::{LockDetails, generate_lock_id};
+use lockwright::{LockOptions, generate_lock_id};
 use mongodb::bson::{Document, doc};
 
 use crate::support::{Coll, code, text};
@@ -100,7 +100,7 @@ fn doctor_without_fix_writes_nothing_to_a_collection_in_use() {
     let c = Coll::new();
     c.block_on(
         c.client
-            .xlock("held", generate_lock_id(), &LockDetails::new()),
+            .lock("held", generate_lock_id(), &LockOptions::new()),
     )
     .expect("lock");
     let coll = c.client.store().collection();

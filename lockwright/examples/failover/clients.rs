@@ -6,8 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lockwright::{
-    Access, Client, Error, LockDetails, LockGuard, LockId, LockOptions, Locker, MongoStore,
-    generate_lock_id,
+    Access, Client, Error, LockGuard, LockId, LockOptions, Locker, MongoStore, generate_lock_id,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -51,16 +50,22 @@ pub(crate) async fn client_task(id: usize, sh: Shared, client: Client<MongoStore
         let resource = args.pick_resource(id, last_grant, &mut rng);
         let exclusive = rng.random_bool(args.exclusive_share);
         let lock_id = generate_lock_id();
-        let details = LockDetails::new().owner(format!("client-{id}")).ttl(ttl);
+        let details = LockOptions::new().owner(format!("client-{id}")).ttl(ttl);
         let name = resource_name(resource);
         let op = if exclusive { Op::Xlock } else { Op::Slock };
         let sent = Instant::now();
         let call = async {
             if exclusive {
-                client.xlock(&name, &lock_id, &details).await
+                client.lock(&name, &lock_id, &details).await
             } else {
                 client
-                    .slock(&name, &lock_id, &details, Some(args.shared_limit))
+                    .lock(
+                        &name,
+                        &lock_id,
+                        &details.clone().access(
+                            Access::shared(Some(args.shared_limit)).expect("checked when parsed"),
+                        ),
+                    )
                     .await
             }
         };
@@ -225,14 +230,14 @@ pub(crate) async fn locker_task(id: usize, sh: Shared, locker: Locker<MongoStore
         let access = if exclusive {
             Access::Exclusive
         } else {
-            Access::Shared(Some(args.shared_limit))
+            Access::shared(Some(args.shared_limit)).expect("checked when parsed")
         };
         let name = resource_name(resource);
         let called = Instant::now();
         let deadline = tokio::time::Instant::now() + Duration::from_millis(args.acquire_wait_ms);
         let acquired = tokio::time::timeout(
             args.op_timeout(),
-            locker.acquire_until(&name, &LockOptions::new(access, ttl), deadline),
+            locker.acquire_until(&name, &LockOptions::exclusive(ttl).access(access), deadline),
         )
         .await;
         let guard = match acquired {

@@ -11,9 +11,7 @@ use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use lockwright_engine::lease::LeaseKey;
-use lockwright_engine::locker::{
-    Access, Ended, Event, LockerCore, Reply, Request, RequestId, Transmit,
-};
+use lockwright_engine::locker::{Ended, Event, LockerCore, Reply, Request, RequestId, Transmit};
 use lockwright_engine::{Error, Hint, HintStream, LocalMs, LockStatus, LockStore, Mode, Resource};
 use rand_core::{OsRng, UnwrapErr};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -44,13 +42,7 @@ fn record_request<S: LockStore>(
     took: Duration,
 ) {
     let (operation, resource) = match request {
-        Request::Lock { request, access } => (
-            match access {
-                Access::Exclusive => "xlock",
-                Access::Shared(_) => "slock",
-            },
-            Some(&request.resource),
-        ),
+        Request::Lock { request } => (request.access.operation(), Some(&request.resource)),
         Request::Renew { lock, .. } => ("renew_one", Some(&lock.resource)),
         Request::RenewMany { .. } => ("renew_many", None),
         Request::Unlock { resource, .. } => ("unlock_one", Some(resource)),
@@ -153,10 +145,7 @@ pub(super) async fn drive<S: LockStore>(
             command = inbox.recv(), if open => match command {
                 Some(Command::Acquire { key, ask, wait, reply }) => {
                     outlets.acquiring.insert(key, reply);
-                    let mode = match ask.access {
-                        Access::Exclusive => Mode::Exclusive,
-                        Access::Shared(_) => Mode::Shared,
-                    };
+                    let mode = ask.access.mode();
                     let (resource, since) = (ask.resource.clone(), Instant::now());
                     outlets.asked.insert(key, Asked { resource, mode, since });
                     core.acquire(key, ask, wait, shared.now());

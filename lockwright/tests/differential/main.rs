@@ -36,7 +36,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use lockwright_engine::{
-    Error, Filter, LockDetails, LockId, LockRequest, LockStatus, LockStore, LockTable, ManualClock,
+    Error, Filter, LockId, LockOptions, LockRequest, LockStatus, LockStore, LockTable, ManualClock,
     Mode, Renewal, Resource, SharedLimit, Timestamp, Ttl,
 };
 #[cfg(feature = "mem")]

@@ -1,6 +1,7 @@
 //! The reference: generated steps applied to the engine's own lock table.
 
 use super::*;
+use lockwright::Access;
 
 /// One operation of a generated sequence.
 #[derive(Clone, Debug)]
@@ -70,7 +71,7 @@ pub(crate) fn outcome(result: Result<Vec<LockStatus>, Error>) -> Outcome {
 }
 
 pub(crate) fn request(resource: usize, id: usize, ttl: Option<u64>) -> LockRequest {
-    let mut details = LockDetails::new().owner(format!("owner-{id}"));
+    let mut details = LockOptions::new().owner(format!("owner-{id}"));
     details.ttl = ttl.map(Duration::from_millis);
     LockRequest::new(RESOURCES[resource], IDS[id], &details).unwrap()
 }
@@ -221,8 +222,7 @@ impl ReferenceStateMachine for Engine {
         let t = &mut state.table;
         state.last = match step {
             Step::Xlock { resource, id, ttl } => Some(outcome(
-                t.xlock(&request(*resource, *id, *ttl), now)
-                    .map(|l| vec![l]),
+                t.lock(&request(*resource, *id, *ttl), now).map(|l| vec![l]),
             )),
             Step::Slock {
                 resource,
@@ -230,8 +230,11 @@ impl ReferenceStateMachine for Engine {
                 ttl,
                 limit: m,
             } => Some(outcome(
-                t.slock(&request(*resource, *id, *ttl), limit(*m), now)
-                    .map(|l| vec![l]),
+                t.lock(
+                    &request(*resource, *id, *ttl).with_access(Access::Shared(limit(*m))),
+                    now,
+                )
+                .map(|l| vec![l]),
             )),
             Step::Unlock { id } => Some(outcome(Ok(t.unlock(&lock_id(*id), now)))),
             Step::Renew { id, ttl: ms } => {

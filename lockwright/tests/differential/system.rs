@@ -2,6 +2,7 @@
 //! the reference's.
 
 use super::*;
+use lockwright::Access;
 
 impl<B: Backend> StateMachineTest for Differential<B> {
     type SystemUnderTest = System<B>;
@@ -26,7 +27,7 @@ impl<B: Backend> StateMachineTest for Differential<B> {
             match &step {
                 Step::Xlock { resource, id, ttl } => Some(outcome(
                     store
-                        .xlock(&request(*resource, *id, *ttl))
+                        .lock(&request(*resource, *id, *ttl))
                         .await
                         .map(|l| vec![l]),
                 )),
@@ -37,7 +38,7 @@ impl<B: Backend> StateMachineTest for Differential<B> {
                     limit: m,
                 } => Some(outcome(
                     store
-                        .slock(&request(*resource, *id, *ttl), limit(*m))
+                        .lock(&request(*resource, *id, *ttl).with_access(Access::Shared(limit(*m))))
                         .await
                         .map(|l| vec![l]),
                 )),

@@ -49,7 +49,7 @@ use lockwright::MemStore;
 #[cfg(feature = "mongo")]
 use lockwright::store_mongo::test_support;
 use lockwright_engine::{
-    Error, Filter, LockDetails, LockId, LockRequest, LockStatus, LockStore, LockTable, ManualClock,
+    Error, Filter, LockId, LockOptions, LockRequest, LockStatus, LockStore, LockTable, ManualClock,
     Mode, Renewal, Resource, ResourceState, SharedLimit, Timestamp, Ttl,
 };
 use lockwright_testkit::NonAtomicStore;

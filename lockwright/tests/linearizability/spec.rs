@@ -2,6 +2,7 @@
 //! operation applied to a store.
 
 use super::*;
+use lockwright::Access;
 
 /// One operation of a client.
 #[derive(Clone, Debug, PartialEq)]
@@ -145,7 +146,7 @@ pub(crate) fn res(resource: &str) -> Resource {
 
 /// A lock request without details.
 pub(crate) fn request(resource: &str, lock_id: &str, ttl_ms: Option<u64>) -> LockRequest {
-    let mut details = LockDetails::new();
+    let mut details = LockOptions::new();
     details.ttl = ttl_ms.map(Duration::from_millis);
     LockRequest::new(resource, lock_id, &details).unwrap()
 }
@@ -190,13 +191,16 @@ impl SequentialSpec for Spec {
                 resource,
                 lock_id,
                 ttl_ms,
-            } => grant(table.xlock(&request(resource, lock_id, ttl_ms), NOW)),
+            } => grant(table.lock(&request(resource, lock_id, ttl_ms), NOW)),
             Op::Slock {
                 resource,
                 lock_id,
                 ttl_ms,
                 limit: m,
-            } => grant(table.slock(&request(resource, lock_id, ttl_ms), limit(m), NOW)),
+            } => grant(table.lock(
+                &request(resource, lock_id, ttl_ms).with_access(Access::Shared(limit(m))),
+                NOW,
+            )),
             Op::Unlock { lock_id } => locks(Ok(table.unlock(&id(lock_id), NOW))),
             Op::Renew { lock_id } => locks(table.renew(&id(lock_id), renew_ttl(), MARGIN, NOW)),
             Op::RenewOne { resource, lock_id } => one(table
@@ -221,7 +225,7 @@ pub(crate) async fn apply<S: LockStore>(store: &S, op: &Op) -> Ret {
             resource,
             lock_id,
             ttl_ms,
-        } => grant(store.xlock(&request(resource, lock_id, ttl_ms)).await),
+        } => grant(store.lock(&request(resource, lock_id, ttl_ms)).await),
         Op::Slock {
             resource,
             lock_id,
@@ -229,7 +233,7 @@ pub(crate) async fn apply<S: LockStore>(store: &S, op: &Op) -> Ret {
             limit: m,
         } => grant(
             store
-                .slock(&request(resource, lock_id, ttl_ms), limit(m))
+                .lock(&request(resource, lock_id, ttl_ms).with_access(Access::Shared(limit(m))))
                 .await,
         ),
         Op::Unlock { lock_id } => locks(store.unlock(&id(lock_id)).await),

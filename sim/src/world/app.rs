@@ -4,10 +4,11 @@
 
 use std::collections::BTreeSet;
 
+use lockwright_engine::Access;
 use lockwright_engine::LocalMs;
-use lockwright_engine::LockDetails;
+use lockwright_engine::LockOptions;
 use lockwright_engine::lease::LeaseKey;
-use lockwright_engine::locker::{Access, Ask, Ended, Event as CoreEvent, Wait, Who};
+use lockwright_engine::locker::{Ask, Ended, Event as CoreEvent, Wait, Who};
 use lockwright_testkit::Verdict;
 use rand::Rng;
 
@@ -170,7 +171,7 @@ impl World {
             resource: self.resources[resource].clone(),
             access: Access::Exclusive,
             ttl: self.ttl,
-            who: Who::new(LockDetails::new().owner(format!("client-{client}")).holder),
+            who: Who::new(LockOptions::new().owner(format!("client-{client}")).holder),
             fair: self.mix.is_fair(client),
         };
         c.core.acquire(key, ask, Wait::Forever, LocalMs(local));

@@ -48,7 +48,7 @@ use std::time::Duration;
 use futures_util::{FutureExt, StreamExt, TryStreamExt};
 use lockwright_engine::table;
 use lockwright_engine::{
-    Error, Filter, LockDetails, LockId, LockRequest, LockStatus, LockStore, LockTable,
+    Error, Filter, LockId, LockOptions, LockRequest, LockStatus, LockStore, LockTable,
     MalformedDocument, ManualClock, SharedLimit, Timestamp, Ttl,
 };
 use lockwright_store_mongo::MongoStore;

@@ -1,6 +1,7 @@
 //! The operations run on each input, and their outcomes in comparable form.
 
 use super::*;
+use lockwright_engine::Access;
 
 #[derive(Clone)]
 pub(crate) enum Op {
@@ -135,8 +136,10 @@ pub(crate) const RENEW_MARGIN: Duration = Duration::from_secs(1);
 pub(crate) async fn perform(store: &MongoStore, op: &Op) -> Outcome {
     let run = async {
         match op {
-            Op::Xlock(r) => outcome_one(store.xlock(r).await),
-            Op::Slock(r, l) => outcome_one(store.slock(r, *l).await),
+            Op::Xlock(r) => outcome_one(store.lock(r).await),
+            Op::Slock(r, l) => {
+                outcome_one(store.lock(&r.clone().with_access(Access::Shared(*l))).await)
+            }
             Op::Unlock(id) => outcome(store.unlock(id).await),
             Op::Renew(id) => outcome(store.renew(id, renew_ttl(), RENEW_MARGIN).await),
             Op::Status(f) => outcome(store.status(f).await),

@@ -2,6 +2,7 @@
 //! engine's rules.
 
 use super::*;
+use lockwright_engine::Access;
 
 /// A document the decoder refuses.
 pub(crate) struct Bad {
@@ -56,8 +57,10 @@ impl World<'_> {
                             ),
                         })
                     }
-                    (None, Op::Slock(_, limit)) => outcome_one(t.slock(r, *limit, now)),
-                    (None, _) => outcome_one(t.xlock(r, now)),
+                    (None, Op::Slock(_, limit)) => {
+                        outcome_one(t.lock(&r.clone().with_access(Access::Shared(*limit)), now))
+                    }
+                    (None, _) => outcome_one(t.lock(r, now)),
                 }
             }
             Op::Unlock(id) => {
@@ -138,7 +141,7 @@ impl World<'_> {
 }
 
 pub(crate) fn newcomer(resource: &str) -> Result<LockRequest, Error> {
-    let details = LockDetails::new()
+    let details = LockOptions::new()
         .owner("newcomer-owner")
         .ttl(Duration::from_secs(30));
     LockRequest::new(resource, NEWCOMER, &details)
@@ -208,10 +211,10 @@ pub(crate) async fn run_case(client: &Client, case: &Case) -> Report {
     let sentinel_request = LockRequest::new(
         SENTINEL,
         SENTINEL_GROUP,
-        &LockDetails::new().ttl(Duration::from_secs(3_600)),
+        &LockOptions::new().ttl(Duration::from_secs(3_600)),
     )
     .unwrap();
-    store.xlock(&sentinel_request).await.unwrap();
+    store.lock(&sentinel_request).await.unwrap();
     let sentinel = coll
         .find_one(doc! { "resource": SENTINEL })
         .await
@@ -417,10 +420,10 @@ pub(crate) async fn run_invalid_utf8_case(client: &Client, field: &str) -> Repor
     let sentinel_request = LockRequest::new(
         SENTINEL,
         SENTINEL_GROUP,
-        &LockDetails::new().ttl(Duration::from_secs(3_600)),
+        &LockOptions::new().ttl(Duration::from_secs(3_600)),
     )
     .unwrap();
-    store.xlock(&sentinel_request).await.unwrap();
+    store.lock(&sentinel_request).await.unwrap();
     // "QQQQ" becomes the bytes ff fe 51 51.
     let mut bytes = bson_bytes(&with(x("bad-utf8", "g-utf8"), field, "QQQQ"));
     let at = bytes.windows(4).position(|w| w == b"QQQQ").unwrap();

@@ -2,6 +2,7 @@
 //! outcome is unknown reported as such.
 
 use super::*;
+use lockwright_engine::Access;
 
 #[tokio::test]
 async fn grant_is_retried_after_closed_connections() {
@@ -14,7 +15,7 @@ async fn grant_is_retried_after_closed_connections() {
             doc! { "closeConnection": true },
         )
         .await;
-        let lock = guarded("xlock", fx.store.xlock(&request("r", "a", None)))
+        let lock = guarded("xlock", fx.store.lock(&request("r", "a", None)))
             .await
             .unwrap();
         assert_eq!(
@@ -42,7 +43,7 @@ async fn grant_is_retried_after_shutdown_in_progress() {
         let shutdown = doc! { "errorCode": SHUTDOWN_IN_PROGRESS };
         fx.fail(times(2), &["findAndModify"], shutdown.clone())
             .await;
-        let lock = guarded("xlock", fx.store.xlock(&request("r", "a", None)))
+        let lock = guarded("xlock", fx.store.lock(&request("r", "a", None)))
             .await
             .unwrap();
         assert_eq!(
@@ -56,7 +57,8 @@ async fn grant_is_retried_after_shutdown_in_progress() {
         let limit = SharedLimit::new(1).unwrap();
         let lock = guarded(
             "slock",
-            fx.store.slock(&request("s", "b", None), Some(limit)),
+            fx.store
+                .lock(&request("s", "b", None).with_access(Access::Shared(Some(limit)))),
         )
         .await
         .unwrap();
@@ -83,7 +85,7 @@ async fn grant_keeps_retrying_within_the_window_after_an_unknown_outcome() {
             doc! { "closeConnection": true },
         )
         .await;
-        let result = guarded("xlock", fx.store.xlock(&request("r", "a", None))).await;
+        let result = guarded("xlock", fx.store.lock(&request("r", "a", None))).await;
         let attempts = count(&fx.commands.take(), "findAndModify");
         let lock = result
             .unwrap_or_else(|e| panic!("xlock after {attempts} findAndModify: {}", chain(&e)));
@@ -114,7 +116,7 @@ async fn grant_applied_but_unacknowledged_is_still_granted() {
             },
         )
         .await;
-        let lock = guarded("xlock", fx.store.xlock(&request("r", "a", None)))
+        let lock = guarded("xlock", fx.store.lock(&request("r", "a", None)))
             .await
             .unwrap();
         assert_eq!(
@@ -140,7 +142,8 @@ async fn grant_applied_but_unacknowledged_is_still_granted() {
         let limit = SharedLimit::new(1).unwrap();
         let lock = guarded(
             "slock",
-            fx.store.slock(&request("s", "b", None), Some(limit)),
+            fx.store
+                .lock(&request("s", "b", None).with_access(Access::Shared(Some(limit)))),
         )
         .await
         .unwrap();
@@ -168,7 +171,7 @@ async fn grant_failing_its_write_concern_is_not_reported_granted() {
             },
         )
         .await;
-        let result = guarded("xlock", fx.store.xlock(&request("r", "a", None))).await;
+        let result = guarded("xlock", fx.store.lock(&request("r", "a", None))).await;
         outcome_unknown("xlock", result);
     })
     .await;
@@ -183,7 +186,7 @@ async fn grant_failing_for_good_on_closed_connections_is_an_unknown_outcome() {
             doc! { "closeConnection": true },
         )
         .await;
-        let result = guarded("xlock", fx.store.xlock(&request("r", "a", None))).await;
+        let result = guarded("xlock", fx.store.lock(&request("r", "a", None))).await;
         outcome_unknown("xlock", result);
         let attempts = count(&fx.commands.take(), "findAndModify");
         assert!(
@@ -194,7 +197,7 @@ async fn grant_failing_for_good_on_closed_connections_is_an_unknown_outcome() {
         // The connection was closed before the command ran: nothing was granted, and the
         // resource is free.
         assert_eq!(fx.status().await, []);
-        let lock = guarded("xlock", fx.store.xlock(&request("r", "b", None)))
+        let lock = guarded("xlock", fx.store.lock(&request("r", "b", None)))
             .await
             .unwrap();
         assert_eq!(lock.lock_id.as_str(), "b");
@@ -211,7 +214,12 @@ async fn grant_failing_for_good_on_shutdown_is_an_unknown_outcome() {
             doc! { "errorCode": SHUTDOWN_IN_PROGRESS },
         )
         .await;
-        let result = guarded("slock", fx.store.slock(&request("r", "a", None), None)).await;
+        let result = guarded(
+            "slock",
+            fx.store
+                .lock(&request("r", "a", None).with_access(Access::Shared(None))),
+        )
+        .await;
         outcome_unknown("slock", result);
         assert!(count(&fx.commands.take(), "findAndModify") > 2);
     })
@@ -227,7 +235,7 @@ async fn grant_is_not_retried_after_a_plain_server_error() {
             doc! { "errorCode": OPERATION_FAILED },
         )
         .await;
-        let result = guarded("xlock", fx.store.xlock(&request("r", "a", None))).await;
+        let result = guarded("xlock", fx.store.lock(&request("r", "a", None))).await;
         let message = backend("xlock", result);
         assert!(
             !message.contains("outcome is unknown"),
@@ -248,7 +256,7 @@ async fn one_lock_operations_are_retried_after_shutdown_in_progress() {
     run("one-lock-shutdown", None, |fx| async move {
         let granted = fx
             .store
-            .xlock(&request("r", "a", Some(Duration::from_secs(30))))
+            .lock(&request("r", "a", Some(Duration::from_secs(30))))
             .await
             .unwrap();
         let shutdown = doc! { "errorCode": SHUTDOWN_IN_PROGRESS };

@@ -15,12 +15,12 @@ async fn unlock_and_renew_retry_a_transient_error() {
     run("txn-transient", None, |fx| async move {
         let granted = fx
             .store
-            .xlock(&request("r", "a", Some(Duration::from_secs(30))))
+            .lock(&request("r", "a", Some(Duration::from_secs(30))))
             .await
             .unwrap();
         // A group of two locks: unlock and renew take the transaction.
         fx.store
-            .xlock(&request("r2", "a", Some(Duration::from_secs(30))))
+            .lock(&request("r2", "a", Some(Duration::from_secs(30))))
             .await
             .unwrap();
 
@@ -56,12 +56,12 @@ async fn unlock_and_renew_give_up_on_transient_errors_within_the_window() {
     run("txn-transient-always", None, |fx| async move {
         let granted = fx
             .store
-            .xlock(&request("r", "a", Some(Duration::from_secs(300))))
+            .lock(&request("r", "a", Some(Duration::from_secs(300))))
             .await
             .unwrap();
         // A group of two locks: unlock and renew take the transaction.
         fx.store
-            .xlock(&request("r2", "a", Some(Duration::from_secs(300))))
+            .lock(&request("r2", "a", Some(Duration::from_secs(300))))
             .await
             .unwrap();
         fx.fail(always_on(), &["aggregate"], transient()).await;
@@ -100,12 +100,12 @@ async fn unlock_and_renew_retry_an_unknown_commit_result() {
     run("commit-unknown", None, |fx| async move {
         let granted = fx
             .store
-            .xlock(&request("r", "a", Some(Duration::from_secs(30))))
+            .lock(&request("r", "a", Some(Duration::from_secs(30))))
             .await
             .unwrap();
         // A group of two locks: unlock and renew take the transaction.
         fx.store
-            .xlock(&request("r2", "a", Some(Duration::from_secs(30))))
+            .lock(&request("r2", "a", Some(Duration::from_secs(30))))
             .await
             .unwrap();
 
@@ -142,12 +142,12 @@ async fn unlock_and_renew_retry_an_unknown_commit_result() {
 async fn unlock_with_a_commit_result_unknown_for_good_says_so() {
     run("commit-unknown-always", None, |fx| async move {
         fx.store
-            .xlock(&request("r", "a", Some(Duration::from_secs(300))))
+            .lock(&request("r", "a", Some(Duration::from_secs(300))))
             .await
             .unwrap();
         // A group of two locks: unlock and renew take the transaction.
         fx.store
-            .xlock(&request("r2", "a", Some(Duration::from_secs(300))))
+            .lock(&request("r2", "a", Some(Duration::from_secs(300))))
             .await
             .unwrap();
         fx.fail(always_on(), &["commitTransaction"], unknown_commit())
@@ -183,12 +183,12 @@ async fn unlock_with_a_commit_result_unknown_for_good_says_so() {
 async fn group_is_free_again_soon_after_a_commit_given_up_as_unknown() {
     run("commit-unknown-orphan", None, |fx| async move {
         fx.store
-            .xlock(&request("r", "a", Some(Duration::from_secs(300))))
+            .lock(&request("r", "a", Some(Duration::from_secs(300))))
             .await
             .unwrap();
         // A group of two locks: unlock and renew take the transaction.
         fx.store
-            .xlock(&request("r2", "a", Some(Duration::from_secs(300))))
+            .lock(&request("r2", "a", Some(Duration::from_secs(300))))
             .await
             .unwrap();
         fx.fail(always_on(), &["commitTransaction"], unknown_commit())
@@ -203,7 +203,7 @@ async fn group_is_free_again_soon_after_a_commit_given_up_as_unknown() {
             "unlock after the fail point was switched off, {took:?}: {released:?}"
         );
         let started = std::time::Instant::now();
-        let granted = guarded("xlock", fx.store.xlock(&request("r", "b", None))).await;
+        let granted = guarded("xlock", fx.store.lock(&request("r", "b", None))).await;
         let took = started.elapsed();
         assert!(granted.is_ok(), "xlock, {took:?}: {granted:?}");
     })
@@ -218,7 +218,7 @@ async fn purge_and_status_work_again_after_fail_points() {
     run("purge-status", Some(Arc::clone(&clock)), |fx| async move {
         for i in 0..3 {
             fx.store
-                .xlock(&request(
+                .lock(&request(
                     &format!("r{i}"),
                     &format!("g{i}"),
                     Some(Duration::from_secs(1)),
@@ -227,7 +227,7 @@ async fn purge_and_status_work_again_after_fail_points() {
                 .unwrap();
         }
         fx.store
-            .xlock(&request("kept", "k", Some(Duration::from_secs(600))))
+            .lock(&request("kept", "k", Some(Duration::from_secs(600))))
             .await
             .unwrap();
         // Past the 1 s TTLs and the store's takeover grace: abandoned.

@@ -2,6 +2,7 @@
 //! store whose refusal read the document, on the real server.
 
 use futures_util::StreamExt;
+use lockwright_engine::Access;
 use lockwright_engine::{Hint, HintStream, Resource};
 
 use super::*;
@@ -36,11 +37,11 @@ async fn hints_name_releases_and_grants_of_documents_a_refusal_read() {
     let coll = other.database(&ns.db).collection(&ns.coll);
     let b = MongoStore::from_collection(coll.clone());
     let r = Resource::new("r").unwrap();
-    a.xlock(&request("r", "a", for_secs(30))).await.unwrap();
-    a.xlock(&request("unrelated", "a", for_secs(30)))
+    a.lock(&request("r", "a", for_secs(30))).await.unwrap();
+    a.lock(&request("unrelated", "a", for_secs(30)))
         .await
         .unwrap();
-    let refused = b.xlock(&request("r", "b", for_secs(30))).await.unwrap_err();
+    let refused = b.lock(&request("r", "b", for_secs(30))).await.unwrap_err();
     assert!(
         matches!(refused, Error::AlreadyLocked { .. }),
         "{refused:?}"
@@ -68,7 +69,7 @@ async fn hints_name_releases_and_grants_of_documents_a_refusal_read() {
         Hint::Freed(r.clone()),
         "the release"
     );
-    let g = b.xlock(&request("r", "b", for_secs(30))).await.unwrap();
+    let g = b.lock(&request("r", "b", for_secs(30))).await.unwrap();
     assert_eq!(
         next(&mut hints).await,
         Hint::Taken(r.clone(), Some(g.fence)),
@@ -83,11 +84,11 @@ async fn hints_name_releases_and_grants_of_documents_a_refusal_read() {
 
     // Shared locks: grants, a renewal, the release of one of two, then a purge.
     let s1 = a
-        .slock(&request("r", "s1", for_secs(30)), None)
+        .lock(&request("r", "s1", for_secs(30)).with_access(Access::Shared(None)))
         .await
         .unwrap();
     let s2 = a
-        .slock(&request("r", "s2", Some(Duration::from_millis(1))), None)
+        .lock(&request("r", "s2", Some(Duration::from_millis(1))).with_access(Access::Shared(None)))
         .await
         .unwrap();
     assert_eq!(
@@ -121,10 +122,13 @@ async fn hints_name_releases_and_grants_of_documents_a_refusal_read() {
 
 /// A fair request on `resource` for `lock_id`, whose place `ticket` lasts `lease`.
 fn fair(resource: &str, lock_id: &str, ticket: &str, lease: Duration) -> LockRequest {
-    let details = LockDetails::new()
-        .ttl(Duration::from_secs(30))
-        .queue(ticket, lease);
-    LockRequest::new(resource, lock_id, &details).unwrap()
+    let options = LockOptions::exclusive(Duration::from_secs(30));
+    let ticket =
+        lockwright_engine::Ticket::new(lockwright_engine::LockId::new(ticket).unwrap(), lease)
+            .unwrap();
+    LockRequest::new(resource, lock_id, &options)
+        .unwrap()
+        .fair(ticket)
 }
 
 /// The queue of fair waiters: a waiter taking its place, keeping it (a new lease, a new
@@ -140,11 +144,9 @@ async fn queue_places_hint_only_when_a_waiter_leaves() {
     let b = MongoStore::from_collection(other.database(&ns.db).collection(&ns.coll));
     let (r, r2) = (Resource::new("r").unwrap(), Resource::new("r2").unwrap());
     let long = Duration::from_secs(30);
-    a.xlock(&request("r", "holder", for_secs(30)))
-        .await
-        .unwrap();
-    a.xlock(&request("r2", "x2", for_secs(30))).await.unwrap();
-    let first = b.xlock(&fair("r", "w1", "t1", long)).await.unwrap_err();
+    a.lock(&request("r", "holder", for_secs(30))).await.unwrap();
+    a.lock(&request("r2", "x2", for_secs(30))).await.unwrap();
+    let first = b.lock(&fair("r", "w1", "t1", long)).await.unwrap_err();
     assert!(
         matches!(
             first,
@@ -155,21 +157,19 @@ async fn queue_places_hint_only_when_a_waiter_leaves() {
         ),
         "{first:?}"
     );
-    b.xlock(&request("r2", "y", for_secs(30)))
-        .await
-        .unwrap_err();
+    b.lock(&request("r2", "y", for_secs(30))).await.unwrap_err();
     let mut hints = b.hints().expect("a replica set has change streams");
     assert_eq!(next(&mut hints).await, Hint::Missed);
     a.unlock_one(&r2, &id("x2")).await.unwrap();
     assert_eq!(next(&mut hints).await, Hint::Freed(r2.clone()));
 
     // A place appended, a place refreshed, a place refreshed with another mode.
-    b.xlock(&fair("r", "w2", "t2", long)).await.unwrap_err();
-    b.xlock(&fair("r", "w1", "t1", long)).await.unwrap_err();
-    b.slock(&fair("r", "w1", "t1", long), None)
+    b.lock(&fair("r", "w2", "t2", long)).await.unwrap_err();
+    b.lock(&fair("r", "w1", "t1", long)).await.unwrap_err();
+    b.lock(&fair("r", "w1", "t1", long).with_access(Access::Shared(None)))
         .await
         .unwrap_err();
-    let y = b.xlock(&request("r2", "y", for_secs(30))).await.unwrap();
+    let y = b.lock(&request("r2", "y", for_secs(30))).await.unwrap();
     assert_eq!(
         next(&mut hints).await,
         Hint::Taken(r2.clone(), Some(y.fence)),
@@ -177,11 +177,11 @@ async fn queue_places_hint_only_when_a_waiter_leaves() {
     );
 
     // A place whose lease runs out, dropped by the next waiter's write.
-    b.xlock(&fair("r", "w3", "t3", Duration::from_millis(100)))
+    b.lock(&fair("r", "w3", "t3", Duration::from_millis(100)))
         .await
         .unwrap_err();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let fourth = b.xlock(&fair("r", "w4", "t4", long)).await.unwrap_err();
+    let fourth = b.lock(&fair("r", "w4", "t4", long)).await.unwrap_err();
     assert!(
         matches!(
             fourth,
@@ -213,7 +213,7 @@ async fn queue_places_hint_only_when_a_waiter_leaves() {
         "t1 left from the front: the store of t4, now first, is woken, naming t4"
     );
     assert!(!b.leave_queue(&r, &id("t1")).await.unwrap());
-    let x2 = a.xlock(&request("r2", "x2", for_secs(30))).await.unwrap();
+    let x2 = a.lock(&request("r2", "x2", for_secs(30))).await.unwrap();
     assert_eq!(
         next(&mut hints).await,
         Hint::Taken(r2.clone(), Some(x2.fence)),
@@ -254,17 +254,15 @@ async fn only_the_first_waiters_store_hears_its_turn() {
     let (b, c) = (process(&cb), process(&cc));
     let (r, marker) = (Resource::new("r").unwrap(), Resource::new("m").unwrap());
     let long = Duration::from_secs(30);
-    a.xlock(&request("r", "holder", for_secs(30)))
-        .await
-        .unwrap();
-    a.xlock(&request("m", "m", for_secs(30))).await.unwrap();
+    a.lock(&request("r", "holder", for_secs(30))).await.unwrap();
+    a.lock(&request("m", "m", for_secs(30))).await.unwrap();
     for s in [&a, &b, &c] {
-        s.xlock(&request("m", "other", for_secs(30)))
+        s.lock(&request("m", "other", for_secs(30)))
             .await
             .unwrap_err();
     }
-    b.xlock(&fair("r", "wb", "tb", long)).await.unwrap_err();
-    c.xlock(&fair("r", "wc", "tc", long)).await.unwrap_err();
+    b.lock(&fair("r", "wb", "tb", long)).await.unwrap_err();
+    c.lock(&fair("r", "wc", "tc", long)).await.unwrap_err();
     let (mut hb, mut hc) = (b.hints().unwrap(), c.hints().unwrap());
     assert_eq!(next(&mut hb).await, Hint::Missed);
     assert_eq!(next(&mut hc).await, Hint::Missed);
@@ -273,7 +271,7 @@ async fn only_the_first_waiters_store_hears_its_turn() {
     assert_eq!(next(&mut hc).await, Hint::Freed(marker.clone()));
     // The marker: a grant every store hears.
     let mark = || async {
-        a.xlock(&request("m", "m", for_secs(1))).await.unwrap();
+        a.lock(&request("m", "m", for_secs(1))).await.unwrap();
         a.unlock_one(&marker, &id("m")).await.unwrap();
     };
 
@@ -290,7 +288,7 @@ async fn only_the_first_waiters_store_hears_its_turn() {
     marked(&mut hb, &marker, "the marker").await;
 
     // b is granted: c is first now (and asks only if shared).
-    b.xlock(&fair("r", "wb", "tb", long)).await.unwrap();
+    b.lock(&fair("r", "wb", "tb", long)).await.unwrap();
     mark().await;
     assert_eq!(next(&mut hc).await, first(true, "tc"), "c is first");
     marked(&mut hb, &marker, "b heard nothing of r").await;
@@ -304,13 +302,13 @@ async fn only_the_first_waiters_store_hears_its_turn() {
     marked(&mut hc, &marker, "the marker").await;
 
     // c is granted and the queue is empty: everybody hears the grant.
-    let g = c.xlock(&fair("r", "wc", "tc", long)).await.unwrap();
+    let g = c.lock(&fair("r", "wc", "tc", long)).await.unwrap();
     assert_eq!(next(&mut hb).await, Hint::Taken(r.clone(), Some(g.fence)));
     assert_eq!(next(&mut hc).await, Hint::Taken(r.clone(), Some(g.fence)));
 
     // b, then c, wait; b leaves from the front: c's turn, and b hears nothing.
-    b.xlock(&fair("r", "wb", "tb2", long)).await.unwrap_err();
-    c.xlock(&fair("r", "wc2", "tc2", long)).await.unwrap_err();
+    b.lock(&fair("r", "wb", "tb2", long)).await.unwrap_err();
+    c.lock(&fair("r", "wc2", "tc2", long)).await.unwrap_err();
     assert!(b.leave_queue(&r, &id("tb2")).await.unwrap());
     mark().await;
     assert_eq!(

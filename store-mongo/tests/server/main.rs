@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lockwright_engine::{
-    Error, Filter, LockDetails, LockRequest, LockStore, ManualClock, Mode, Renewal, SharedLimit,
+    Error, Filter, LockOptions, LockRequest, LockStore, ManualClock, Mode, Renewal, SharedLimit,
     Timestamp,
 };
 use lockwright_store_mongo::MongoStore;

@@ -1,25 +1,29 @@
 //! Round trips per operation (counted with command monitoring), and racing grants.
 
 use super::*;
+use lockwright_engine::Access;
 
 #[tokio::test]
 async fn round_trips_per_operation() {
     let (client, commands) = monitored_client().await;
     let store = fresh_store_on(&client, None).await;
-    store.xlock(&request("warm-up", "w", None)).await.unwrap(); // checks set-up once
+    store.lock(&request("warm-up", "w", None)).await.unwrap(); // checks set-up once
     commands.take();
 
     store
-        .xlock(&request("x", "a", Some(Duration::from_secs(60))))
+        .lock(&request("x", "a", Some(Duration::from_secs(60))))
         .await
         .unwrap();
     assert_eq!(commands.take(), ["findAndModify"], "xlock is one command");
     store
-        .slock(&request("s", "a", None), Some(SharedLimit::new(3).unwrap()))
+        .lock(
+            &request("s", "a", None)
+                .with_access(Access::Shared(Some(SharedLimit::new(3).unwrap()))),
+        )
         .await
         .unwrap();
     assert_eq!(commands.take(), ["findAndModify"], "slock is one command");
-    let refused = store.xlock(&request("x", "b", None)).await;
+    let refused = store.lock(&request("x", "b", None)).await;
     assert!(matches!(refused, Err(Error::AlreadyLocked { .. })));
     assert_eq!(
         commands.take(),
@@ -32,7 +36,7 @@ async fn round_trips_per_operation() {
         let group = format!("group-{k}");
         for i in 0..k {
             store
-                .xlock(&request(
+                .lock(&request(
                     &format!("{group}/r{i}"),
                     &group,
                     Some(Duration::from_secs(60)),
@@ -92,7 +96,7 @@ async fn round_trips_per_operation() {
     let mut batch = Vec::new();
     for i in 0..100 {
         let lock = store
-            .xlock(&request(
+            .lock(&request(
                 &format!("batch/{i}"),
                 &format!("b{i}"),
                 Some(Duration::from_secs(60)),
@@ -154,9 +158,9 @@ async fn round_trips_per_operation() {
 
     // One known lock: one command each, granted, refused or already gone.
     let lock = store
-        .slock(
-            &request("one", "single", Some(Duration::from_secs(60))),
-            None,
+        .lock(
+            &request("one", "single", Some(Duration::from_secs(60)))
+                .with_access(Access::Shared(None)),
         )
         .await
         .unwrap();
@@ -225,7 +229,7 @@ async fn purge_round_trips_grow_with_batches_only() {
     for n in [5_usize, 25] {
         for i in 0..n {
             store
-                .xlock(&request(
+                .lock(&request(
                     &format!("n{n}-r{i}"),
                     &format!("n{n}-g{i}"),
                     Some(Duration::from_secs(1)),
@@ -253,7 +257,7 @@ async fn racing_xlock_has_one_winner_per_round() {
                 let store = Arc::clone(&store);
                 tokio::spawn(async move {
                     store
-                        .xlock(&request("hot", &format!("r{round}-t{i}"), None))
+                        .lock(&request("hot", &format!("r{round}-t{i}"), None))
                         .await
                 })
             })
@@ -283,7 +287,10 @@ async fn racing_slock_never_exceeds_limit() {
                 let (store, resource) = (Arc::clone(&store), resource.clone());
                 tokio::spawn(async move {
                     store
-                        .slock(&request(&resource, &format!("t{i}"), None), Some(limit))
+                        .lock(
+                            &request(&resource, &format!("t{i}"), None)
+                                .with_access(Access::Shared(Some(limit))),
+                        )
                         .await
                 })
             })

@@ -1,6 +1,7 @@
 //! The shared schema: the Go library's documents, ours, and malformed ones named and left alone.
 
 use super::*;
+use lockwright_engine::Access;
 
 pub(crate) fn date(t: Timestamp) -> Bson {
     Bson::DateTime(DateTime::from_millis(i64::try_from(t.as_millis()).unwrap()))
@@ -49,13 +50,13 @@ async fn reads_renews_unlocks_and_purges_go_documents() {
 
     // The Go locks block ours, and our grants carry on from Go's documents.
     assert!(matches!(
-        store.xlock(&request("go-exclusive", "ours", None)).await,
+        store.lock(&request("go-exclusive", "ours", None)).await,
         Err(Error::AlreadyLocked { .. })
     ));
     let limit = SharedLimit::new(2).unwrap();
     assert!(matches!(
         store
-            .slock(&request("go-shared", "ours", None), Some(limit))
+            .lock(&request("go-shared", "ours", None).with_access(Access::Shared(Some(limit))))
             .await,
         Err(Error::AlreadyLocked { .. })
     ));
@@ -87,18 +88,18 @@ async fn reads_renews_unlocks_and_purges_go_documents() {
 async fn our_documents_follow_the_go_schema() {
     let clock = Arc::new(ManualClock::new(T0));
     let store = fresh_store(Some(clock)).await;
-    let mut details = LockDetails::new().owner("o").host("h").comment("c");
+    let mut details = LockOptions::new().owner("o").host("h").comment("c");
     details.ttl = Some(Duration::from_secs(9));
     store
-        .xlock(&LockRequest::new("x", "id-x", &details).unwrap())
+        .lock(&LockRequest::new("x", "id-x", &details).unwrap())
         .await
         .unwrap();
     store
-        .slock(&request("s", "id-s1", None), None)
+        .lock(&request("s", "id-s1", None).with_access(Access::Shared(None)))
         .await
         .unwrap();
     store
-        .slock(&request("s", "id-s2", None), None)
+        .lock(&request("s", "id-s2", None).with_access(Access::Shared(None)))
         .await
         .unwrap();
     store.unlock(&id("id-s1")).await.unwrap();
@@ -194,7 +195,7 @@ pub(crate) fn pair(a: &str, b: &str) -> (String, String) {
 #[tokio::test]
 async fn malformed_documents_are_named_left_alone_and_isolated() {
     let store = fresh_store(Some(Arc::new(ManualClock::new(T0)))).await;
-    store.xlock(&request("fine", "ok", None)).await.unwrap();
+    store.lock(&request("fine", "ok", None)).await.unwrap();
     store
         .collection()
         .insert_many([
@@ -263,10 +264,10 @@ async fn malformed_documents_are_named_left_alone_and_isolated() {
         "exclusive.createdAt",
     );
     let grant = store
-        .slock(&request("bad-count", "newcomer", None), None)
+        .lock(&request("bad-count", "newcomer", None).with_access(Access::Shared(None)))
         .await;
     expect_malformed(grant.map(|l| vec![l]), "bad-count", "shared.count");
-    let grant = store.xlock(&request("bad-date", "newcomer", None)).await;
+    let grant = store.lock(&request("bad-date", "newcomer", None)).await;
     expect_malformed(grant.map(|l| vec![l]), "bad-date", "exclusive.createdAt");
     let bad_date = lockwright_engine::Resource::new("bad-date").unwrap();
     let one = store
@@ -302,7 +303,7 @@ async fn purge_skips_unreadable_documents_and_purges_the_rest() {
         .unwrap();
     for (resource, group) in [("good", "a-group"), ("b-elsewhere", "b-group")] {
         store
-            .xlock(&request(resource, group, Some(Duration::from_secs(1))))
+            .lock(&request(resource, group, Some(Duration::from_secs(1))))
             .await
             .unwrap();
     }

@@ -2,6 +2,7 @@
 //! `$` strings, write concerns, renew's transaction.
 
 use super::*;
+use lockwright_engine::Access;
 use mongodb::bson::oid::ObjectId;
 
 /// A collection someone already uses (it holds a document) without the unique index is
@@ -23,7 +24,7 @@ async fn refuses_to_run_without_the_unique_index() {
         .unwrap();
     for coll in [used, indexed] {
         let store = MongoStore::from_collection(coll.clone());
-        match store.xlock(&request("r", "a", None)).await {
+        match store.lock(&request("r", "a", None)).await {
             Err(Error::Misconfigured { reason }) => {
                 assert!(reason.contains("create_indexes"), "{reason}")
             }
@@ -48,7 +49,7 @@ async fn first_use_creates_the_collection_and_its_index() {
     db.create_collection(empty.name()).await.unwrap();
     for coll in [missing, empty] {
         let store = MongoStore::from_collection(coll.clone());
-        let granted = store.xlock(&request("r", "a", None)).await.unwrap();
+        let granted = store.lock(&request("r", "a", None)).await.unwrap();
         assert_eq!(granted.resource.as_str(), "r");
         let names = coll.list_index_names().await.unwrap();
         assert!(names.iter().any(|n| n == "resource_1"), "{names:?}");
@@ -66,7 +67,7 @@ async fn an_illegal_collection_name_is_named() {
         let store =
             MongoStore::from_collection(client.database("lockwright_test").collection(name));
         for result in [
-            store.xlock(&request("r", "a", None)).await.map(|_| ()),
+            store.lock(&request("r", "a", None)).await.map(|_| ()),
             store.create_indexes().await,
         ] {
             match result {
@@ -110,7 +111,7 @@ async fn unreachable_server_is_an_error_not_an_answer() {
         Err(Error::Backend { .. })
     ));
     assert!(matches!(
-        store.xlock(&request("r", "a", None)).await,
+        store.lock(&request("r", "a", None)).await,
         Err(Error::Backend { .. })
     ));
     assert!(matches!(
@@ -130,20 +131,20 @@ async fn unreachable_server_is_an_error_not_an_answer() {
 async fn dollar_strings_are_data_not_expressions() {
     let store = fresh_store(Some(Arc::new(ManualClock::new(T0)))).await;
     let sneaky = "$exclusive.lockId";
-    let mut details = LockDetails::new().owner("$$NOW");
+    let mut details = LockOptions::new().owner("$$NOW");
     details.ttl = Some(Duration::from_secs(5));
     let granted = store
-        .xlock(&LockRequest::new("$r", sneaky, &details).unwrap())
+        .lock(&LockRequest::new("$r", sneaky, &details).unwrap())
         .await
         .unwrap();
     assert_eq!(granted.lock_id.as_str(), sneaky);
     assert_eq!(granted.holder.owner.as_deref(), Some("$$NOW"));
     store
-        .slock(&request("plain", sneaky, None), None)
+        .lock(&request("plain", sneaky, None).with_access(Access::Shared(None)))
         .await
         .unwrap();
     assert!(matches!(
-        store.xlock(&request("$r", "$$ROOT", None)).await,
+        store.lock(&request("$r", "$$ROOT", None)).await,
         Err(Error::AlreadyLocked { .. })
     ));
     assert_eq!(
@@ -188,7 +189,7 @@ async fn majority_write_concern_by_default_and_configurable() {
             .write_concern(),
         Some(&WriteConcern::majority())
     );
-    store.xlock(&request("r", "a", None)).await.unwrap();
+    store.lock(&request("r", "a", None)).await.unwrap();
     let modes: Vec<Mode> = store
         .status(&Filter::new())
         .await
@@ -208,10 +209,13 @@ async fn renew_updates_inside_its_transaction() {
     let (client, log) = monitored_client().await;
     let store = fresh_store_on(&client, None).await;
     let minute = Some(Duration::from_secs(60));
-    store.xlock(&request("x", "g", minute)).await.unwrap();
-    store.slock(&request("s", "g", minute), None).await.unwrap();
+    store.lock(&request("x", "g", minute)).await.unwrap();
     store
-        .slock(&request("s", "other", minute), None)
+        .lock(&request("s", "g", minute).with_access(Access::Shared(None)))
+        .await
+        .unwrap();
+    store
+        .lock(&request("s", "other", minute).with_access(Access::Shared(None)))
         .await
         .unwrap();
     log.take();

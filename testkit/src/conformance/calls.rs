@@ -1,5 +1,5 @@
 //! The calls the cases make: the port's operations with names as strings, each checked
-//! with the engine's own constructors (`LockRequest::new`, `SharedLimit::new`,
+//! with the engine's own constructors (`LockRequest::new`, `Access::shared`, `Ticket::new`,
 //! `LockId::new`, `Resource::new`, `Ttl::new`, `Filter::validate`) before the store sees
 //! it, as the library's client does, so that a case of refused input names the same field
 //! on every store. Nothing else is added: the store's answer is returned as it is.
@@ -7,15 +7,16 @@
 use std::time::Duration;
 
 use lockwright_engine::{
-    Error, Filter, LockDetails, LockId, LockRequest, LockStatus, LockStore, Resource, SharedLimit,
-    Summary, Ttl, Waiter,
+    Access, Error, Filter, LockId, LockOptions, LockRequest, LockStatus, LockStore, Resource,
+    Summary, Ticket, Ttl, Waiter,
 };
 
 use super::Ctx;
 use crate::Backend;
 
 impl<B: Backend> Ctx<B> {
-    /// An exclusive lock on `resource` for the group `lock_id` ([`LockStore::xlock`]).
+    /// An exclusive lock on `resource` for the group `lock_id` ([`LockStore::lock`]), with
+    /// the lease and holder of `options` (its access is not read).
     ///
     /// # Errors
     /// `InvalidArgument` (`resource`, `lock_id`, `owner`, `host`, `comment`, `ttl`), or the
@@ -24,13 +25,13 @@ impl<B: Backend> Ctx<B> {
         &self,
         resource: &str,
         lock_id: impl AsRef<str>,
-        details: &LockDetails,
+        options: &LockOptions,
     ) -> Result<LockStatus, Error> {
-        let request = LockRequest::new(resource, lock_id.as_ref(), details)?;
-        self.store.xlock(&request).await
+        self.lock(resource, lock_id.as_ref(), options, Access::Exclusive, None)
+            .await
     }
 
-    /// A shared lock, at most `limit` live on the resource ([`LockStore::slock`]).
+    /// A shared lock, at most `limit` live on the resource ([`LockStore::lock`]).
     ///
     /// # Errors
     /// As [`Ctx::xlock`], and `limit` for `Some(0)`.
@@ -38,12 +39,72 @@ impl<B: Backend> Ctx<B> {
         &self,
         resource: &str,
         lock_id: impl AsRef<str>,
-        details: &LockDetails,
+        options: &LockOptions,
         limit: Option<u32>,
     ) -> Result<LockStatus, Error> {
-        let request = LockRequest::new(resource, lock_id.as_ref(), details)?;
-        let limit = limit.map(SharedLimit::new).transpose()?;
-        self.store.slock(&request, limit).await
+        let access = Access::shared(limit)?;
+        self.lock(resource, lock_id.as_ref(), options, access, None)
+            .await
+    }
+
+    /// [`Ctx::xlock`], fair: `fair`'s ticket names its place in the queue.
+    ///
+    /// # Errors
+    /// As [`Ctx::xlock`], and `ticket` (empty or too long) or `queue_ttl` (outside 100 ms to
+    /// 10 minutes).
+    pub async fn xlock_fair(
+        &self,
+        resource: &str,
+        lock_id: impl AsRef<str>,
+        fair: &Fair,
+    ) -> Result<LockStatus, Error> {
+        let (options, place) = (&fair.options, Some(fair));
+        self.lock(
+            resource,
+            lock_id.as_ref(),
+            options,
+            Access::Exclusive,
+            place,
+        )
+        .await
+    }
+
+    /// [`Ctx::slock`], fair: `fair`'s ticket names its place in the queue.
+    ///
+    /// # Errors
+    /// As [`Ctx::slock`] and [`Ctx::xlock_fair`].
+    pub async fn slock_fair(
+        &self,
+        resource: &str,
+        lock_id: impl AsRef<str>,
+        fair: &Fair,
+        limit: Option<u32>,
+    ) -> Result<LockStatus, Error> {
+        let access = Access::shared(limit)?;
+        self.lock(
+            resource,
+            lock_id.as_ref(),
+            &fair.options,
+            access,
+            Some(fair),
+        )
+        .await
+    }
+
+    async fn lock(
+        &self,
+        resource: &str,
+        lock_id: &str,
+        options: &LockOptions,
+        access: Access,
+        fair: Option<&Fair>,
+    ) -> Result<LockStatus, Error> {
+        let mut request = LockRequest::new(resource, lock_id, options)?.with_access(access);
+        if let Some(Fair { ticket, lease, .. }) = fair {
+            let id = LockId::new(ticket).map_err(|e| e.about("ticket"))?;
+            request = request.fair(Ticket::new(id, *lease)?);
+        }
+        self.store.lock(&request).await
     }
 
     /// Releases the group ([`LockStore::unlock`]).
@@ -142,4 +203,16 @@ impl<B: Backend> Ctx<B> {
     pub async fn create_indexes(&self) -> Result<(), Error> {
         self.store.create_indexes().await
     }
+}
+
+/// A fair request's options and its place: the ticket that names it (unchecked until the
+/// request is made, so that a case can send a bad one) and its lease.
+#[derive(Clone, Debug)]
+pub struct Fair {
+    /// The lock's lease and holder.
+    pub options: LockOptions,
+    /// The place's name.
+    pub ticket: String,
+    /// The place's lease.
+    pub lease: Duration,
 }

@@ -37,6 +37,7 @@ use lockwright_engine::{Error, ManualClock, Timestamp};
 use crate::Backend;
 
 mod calls;
+pub use calls::Fair;
 
 /// The instant every case starts at (2027-01-15), far from the epoch so that
 /// "before"/"after" bounds have room on both sides.

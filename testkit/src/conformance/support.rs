@@ -5,13 +5,13 @@ pub use std::fmt::Debug;
 pub use std::time::Duration;
 
 pub use lockwright_engine::{
-    DEFAULT_TAKEOVER_GRACE, Error, Filter, LockDetails, LockId, LockStatus, LockStore, Mode,
+    DEFAULT_TAKEOVER_GRACE, Error, Filter, LockId, LockOptions, LockStatus, LockStore, Mode,
     Renewal, Timestamp, Ttl,
 };
 
 pub use crate::Backend;
 
-pub use super::{Ctx, RENEW_MARGIN, T0};
+pub use super::{Ctx, Fair, RENEW_MARGIN, T0};
 
 pub const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
 
@@ -28,12 +28,12 @@ pub fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }
 
-pub fn ttl(d: Duration) -> LockDetails {
-    LockDetails::new().ttl(d)
+pub fn ttl(d: Duration) -> LockOptions {
+    LockOptions::new().ttl(d)
 }
 
-pub fn forever() -> LockDetails {
-    LockDetails::new()
+pub fn forever() -> LockOptions {
+    LockOptions::new()
 }
 
 pub fn at(offset: Duration) -> Timestamp {

@@ -86,16 +86,16 @@ cases! {
     async fn rejects_bad_details(cx) {
         let a = generate_lock_id();
         assert_invalid(
-            cx.xlock("r", &a, &LockDetails::new().owner("")).await,
+            cx.xlock("r", &a, &LockOptions::new().owner("")).await,
             "owner",
         );
         assert_invalid(
-            cx.xlock("r", &a, &LockDetails::new().host("h".repeat(1025)))
+            cx.xlock("r", &a, &LockOptions::new().host("h".repeat(1025)))
                 .await,
             "host",
         );
         assert_invalid(
-            cx.slock("r", &a, &LockDetails::new().comment(""), None)
+            cx.slock("r", &a, &LockOptions::new().comment(""), None)
                 .await,
             "comment",
         );

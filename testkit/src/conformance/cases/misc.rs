@@ -15,7 +15,7 @@ cases! {
 
     async fn details_round_trip(cx) {
         let a = generate_lock_id();
-        let d = LockDetails::new()
+        let d = LockOptions::new()
             .owner("ünïcode owner")
             .host("h-1.example")
             .comment("nightly run #42")

@@ -5,9 +5,18 @@
 
 use super::super::support::*;
 
-/// A fair request's details: `ticket`'s place lasts `lease` unless it asks again.
-fn fair(ticket: &LockId, lease: Duration) -> LockDetails {
-    ttl(secs(30)).queue(ticket.as_str(), lease)
+/// A fair request: `ticket`'s place lasts `lease` unless it asks again.
+fn fair(ticket: &LockId, lease: Duration) -> Fair {
+    place(ticket.as_str(), lease)
+}
+
+/// A fair request whose ticket is `ticket`, checked only when it is sent.
+fn place(ticket: impl Into<String>, lease: Duration) -> Fair {
+    Fair {
+        options: ttl(secs(30)),
+        ticket: ticket.into(),
+        lease,
+    }
 }
 
 /// The lease of the places in these cases, unless a case says otherwise.
@@ -33,7 +42,7 @@ cases! {
 
     async fn fair_request_on_free_resource_is_granted_without_a_place(cx) {
         let t = generate_lock_id();
-        cx.xlock("r", generate_lock_id(), &fair(&t, LEASE))
+        cx.xlock_fair("r", generate_lock_id(), &fair(&t, LEASE))
             .await
             .expect("grant");
         assert_eq!(waiting(cx, "r").await, vec![]);
@@ -44,9 +53,9 @@ cases! {
         cx.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
         let (ta, tb) = (generate_lock_id(), generate_lock_id());
         let (a, b) = (generate_lock_id(), generate_lock_id());
-        assert_eq!(queued(cx.xlock("r", &a, &fair(&ta, LEASE)).await), Some(0));
+        assert_eq!(queued(cx.xlock_fair("r", &a, &fair(&ta, LEASE)).await), Some(0));
         cx.clock.advance(ms(1));
-        assert_eq!(queued(cx.xlock("r", &b, &fair(&tb, LEASE)).await), Some(1));
+        assert_eq!(queued(cx.xlock_fair("r", &b, &fair(&tb, LEASE)).await), Some(1));
         let places = cx.waiters("r").await.expect("waiters");
         assert_eq!(places.len(), 2);
         assert_eq!(places[0].queued_at, T0);
@@ -54,8 +63,8 @@ cases! {
         assert_eq!(places[1].queued_at, at(ms(1)));
         cx.unlock(&holder).await.expect("unlock");
         // b asks first after the release, but a is ahead of it.
-        assert_eq!(queued(cx.xlock("r", &b, &fair(&tb, LEASE)).await), Some(1));
-        cx.xlock("r", &a, &fair(&ta, LEASE))
+        assert_eq!(queued(cx.xlock_fair("r", &b, &fair(&tb, LEASE)).await), Some(1));
+        cx.xlock_fair("r", &a, &fair(&ta, LEASE))
             .await
             .expect("a's turn");
         assert_eq!(
@@ -63,9 +72,9 @@ cases! {
             vec![Mode::Exclusive],
             "a's place went with its grant"
         );
-        assert_eq!(queued(cx.xlock("r", &b, &fair(&tb, LEASE)).await), Some(0));
+        assert_eq!(queued(cx.xlock_fair("r", &b, &fair(&tb, LEASE)).await), Some(0));
         cx.unlock(&a).await.expect("unlock");
-        cx.xlock("r", &b, &fair(&tb, LEASE))
+        cx.xlock_fair("r", &b, &fair(&tb, LEASE))
             .await
             .expect("b's turn");
         assert_eq!(waiting(cx, "r").await, vec![]);
@@ -76,7 +85,7 @@ cases! {
         cx.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
         let ta = generate_lock_id();
         let a = generate_lock_id();
-        queued(cx.xlock("r", &a, &fair(&ta, LEASE)).await);
+        queued(cx.xlock_fair("r", &a, &fair(&ta, LEASE)).await);
         cx.unlock(&holder).await.expect("unlock");
         assert_eq!(
             queued(cx.xlock("r", generate_lock_id(), &ttl(secs(1))).await),
@@ -91,7 +100,7 @@ cases! {
             vec![Mode::Exclusive],
             "no place was taken"
         );
-        cx.xlock("r", &a, &fair(&ta, LEASE))
+        cx.xlock_fair("r", &a, &fair(&ta, LEASE))
             .await
             .expect("a's turn");
     }
@@ -103,10 +112,10 @@ cases! {
             .expect("grant");
         let (tw, t2) = (generate_lock_id(), generate_lock_id());
         let (w, r2) = (generate_lock_id(), generate_lock_id());
-        assert_eq!(queued(cx.xlock("r", &w, &fair(&tw, LEASE)).await), Some(0));
+        assert_eq!(queued(cx.xlock_fair("r", &w, &fair(&tw, LEASE)).await), Some(0));
         // Readers that come after the writer wait behind it, fair or not.
         assert_eq!(
-            queued(cx.slock("r", &r2, &fair(&t2, LEASE), None).await),
+            queued(cx.slock_fair("r", &r2, &fair(&t2, LEASE), None).await),
             Some(1)
         );
         assert_locked(
@@ -115,12 +124,12 @@ cases! {
         );
         assert_eq!(waiting(cx, "r").await, vec![Mode::Exclusive, Mode::Shared]);
         cx.unlock(&r1).await.expect("unlock");
-        assert_locked(cx.slock("r", &r2, &fair(&t2, LEASE), None).await, "r");
-        cx.xlock("r", &w, &fair(&tw, LEASE))
+        assert_locked(cx.slock_fair("r", &r2, &fair(&t2, LEASE), None).await, "r");
+        cx.xlock_fair("r", &w, &fair(&tw, LEASE))
             .await
             .expect("the writer's turn");
         cx.unlock(&w).await.expect("unlock");
-        cx.slock("r", &r2, &fair(&t2, LEASE), None)
+        cx.slock_fair("r", &r2, &fair(&t2, LEASE), None)
             .await
             .expect("r2's turn");
         cx.slock("r", generate_lock_id(), &ttl(secs(1)), None)
@@ -134,24 +143,24 @@ cases! {
         let (t1, t2) = (generate_lock_id(), generate_lock_id());
         let (r1, r2) = (generate_lock_id(), generate_lock_id());
         assert_eq!(
-            queued(cx.slock("r", &r1, &fair(&t1, LEASE), None).await),
+            queued(cx.slock_fair("r", &r1, &fair(&t1, LEASE), None).await),
             Some(0)
         );
         assert_eq!(
-            queued(cx.slock("r", &r2, &fair(&t2, LEASE), None).await),
+            queued(cx.slock_fair("r", &r2, &fair(&t2, LEASE), None).await),
             Some(0)
         );
         cx.unlock(&holder).await.expect("unlock");
-        cx.slock("r", &r2, &fair(&t2, LEASE), None)
+        cx.slock_fair("r", &r2, &fair(&t2, LEASE), None)
             .await
             .expect("r2");
-        cx.slock("r", &r1, &fair(&t1, LEASE), None)
+        cx.slock_fair("r", &r1, &fair(&t1, LEASE), None)
             .await
             .expect("r1");
         // A writer behind readers waits for the readers' locks, not for a place.
         let tw = generate_lock_id();
         assert_eq!(
-            queued(cx.xlock("r", generate_lock_id(), &fair(&tw, LEASE)).await),
+            queued(cx.xlock_fair("r", generate_lock_id(), &fair(&tw, LEASE)).await),
             Some(0)
         );
     }
@@ -167,13 +176,13 @@ cases! {
         let (ta, tb) = (generate_lock_id(), generate_lock_id());
         let (a, b) = (generate_lock_id(), generate_lock_id());
         assert_eq!(
-            queued(cx.slock("r", &a, &fair(&ta, LEASE), Some(2)).await),
+            queued(cx.slock_fair("r", &a, &fair(&ta, LEASE), Some(2)).await),
             Some(0)
         );
         cx.unlock(&h1).await.expect("unlock");
         // One slot is free, and a is ahead: b waits, with the limit or without one.
         assert_eq!(
-            queued(cx.slock("r", &b, &fair(&tb, LEASE), Some(2)).await),
+            queued(cx.slock_fair("r", &b, &fair(&tb, LEASE), Some(2)).await),
             Some(1)
         );
         assert_locked(
@@ -186,7 +195,7 @@ cases! {
             .await
             .expect("no limit");
         cx.clock.advance(secs(1));
-        cx.slock("r", &a, &fair(&ta, LEASE), Some(2))
+        cx.slock_fair("r", &a, &fair(&ta, LEASE), Some(2))
             .await
             .expect("a's slot");
         assert_eq!(waiting(cx, "r").await, vec![Mode::Shared]);
@@ -196,10 +205,10 @@ cases! {
         let holder = generate_lock_id();
         cx.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
         let (ta, tb) = (generate_lock_id(), generate_lock_id());
-        queued(cx.xlock("r", generate_lock_id(), &fair(&ta, secs(1))).await);
+        queued(cx.xlock_fair("r", generate_lock_id(), &fair(&ta, secs(1))).await);
         cx.unlock(&holder).await.expect("unlock");
         cx.clock.advance(ms(999));
-        match cx.xlock("r", generate_lock_id(), &fair(&tb, LEASE)).await {
+        match cx.xlock_fair("r", generate_lock_id(), &fair(&tb, LEASE)).await {
             Err(Error::AlreadyLocked {
                 retry_in, queued, ..
             }) => {
@@ -214,7 +223,7 @@ cases! {
             vec![Mode::Exclusive],
             "only b's place lives"
         );
-        cx.xlock("r", generate_lock_id(), &fair(&tb, LEASE))
+        cx.xlock_fair("r", generate_lock_id(), &fair(&tb, LEASE))
             .await
             .expect("a's place lapsed");
         assert_eq!(waiting(cx, "r").await, vec![]);
@@ -224,24 +233,24 @@ cases! {
         let holder = generate_lock_id();
         cx.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
         let (ta, tb) = (generate_lock_id(), generate_lock_id());
-        queued(cx.xlock("r", generate_lock_id(), &fair(&ta, secs(1))).await);
+        queued(cx.xlock_fair("r", generate_lock_id(), &fair(&ta, secs(1))).await);
         cx.clock.advance(ms(900));
-        queued(cx.xlock("r", generate_lock_id(), &fair(&tb, LEASE)).await);
+        queued(cx.xlock_fair("r", generate_lock_id(), &fair(&tb, LEASE)).await);
         // a asks again before its place lapses: it keeps it, ahead of b, and for longer.
         assert_eq!(
-            queued(cx.xlock("r", generate_lock_id(), &fair(&ta, secs(1))).await),
+            queued(cx.xlock_fair("r", generate_lock_id(), &fair(&ta, secs(1))).await),
             Some(0)
         );
         cx.clock.advance(ms(500));
         cx.unlock(&holder).await.expect("unlock");
         assert_eq!(
-            queued(cx.xlock("r", generate_lock_id(), &fair(&tb, LEASE)).await),
+            queued(cx.xlock_fair("r", generate_lock_id(), &fair(&tb, LEASE)).await),
             Some(1)
         );
         let places = cx.waiters("r").await.expect("waiters");
         assert_eq!(places[0].queued_at, T0, "the place keeps its time");
         assert_eq!(places[0].expires_at, at(ms(1_900)));
-        cx.xlock("r", generate_lock_id(), &fair(&ta, secs(1)))
+        cx.xlock_fair("r", generate_lock_id(), &fair(&ta, secs(1)))
             .await
             .expect("a's turn");
     }
@@ -250,8 +259,8 @@ cases! {
         let holder = generate_lock_id();
         cx.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
         let (ta, tb) = (generate_lock_id(), generate_lock_id());
-        queued(cx.xlock("r", generate_lock_id(), &fair(&ta, LEASE)).await);
-        queued(cx.xlock("r", generate_lock_id(), &fair(&tb, LEASE)).await);
+        queued(cx.xlock_fair("r", generate_lock_id(), &fair(&ta, LEASE)).await);
+        queued(cx.xlock_fair("r", generate_lock_id(), &fair(&tb, LEASE)).await);
         assert!(cx.leave_queue("r", &ta).await.expect("leave"));
         assert!(!cx.leave_queue("r", &ta).await.expect("leave twice"));
         assert!(
@@ -260,7 +269,7 @@ cases! {
                 .expect("no such resource")
         );
         cx.unlock(&holder).await.expect("unlock");
-        cx.xlock("r", generate_lock_id(), &fair(&tb, LEASE))
+        cx.xlock_fair("r", generate_lock_id(), &fair(&tb, LEASE))
             .await
             .expect("b is first now");
     }
@@ -269,7 +278,7 @@ cases! {
         let holder = generate_lock_id();
         cx.xlock("r", &holder, &ttl(secs(1))).await.expect("grant");
         let ta = generate_lock_id();
-        queued(cx.xlock("r", generate_lock_id(), &fair(&ta, secs(3))).await);
+        queued(cx.xlock_fair("r", generate_lock_id(), &fair(&ta, secs(3))).await);
         cx.clock.advance(secs(2));
         let purged = cx.purge().await.expect("purge");
         assert_eq!(pairs(&purged), vec![pair("r", &holder)]);
@@ -290,11 +299,11 @@ cases! {
         let holder = generate_lock_id();
         let first = cx.xlock("r", &holder, &ttl(secs(1))).await.expect("grant");
         let ta = generate_lock_id();
-        queued(cx.xlock("r", generate_lock_id(), &fair(&ta, secs(3))).await);
+        queued(cx.xlock_fair("r", generate_lock_id(), &fair(&ta, secs(3))).await);
         cx.clock.advance(secs(2));
         cx.purge().await.expect("purge");
         let next = cx
-            .xlock("r", generate_lock_id(), &fair(&ta, secs(3)))
+            .xlock_fair("r", generate_lock_id(), &fair(&ta, secs(3)))
             .await
             .expect("a's turn");
         assert!(next.fence > first.fence);
@@ -304,20 +313,20 @@ cases! {
         let t = generate_lock_id();
         for lease in [Duration::ZERO, ms(99), secs(601)] {
             assert_invalid(
-                cx.xlock("r", generate_lock_id(), &fair(&t, lease)).await,
+                cx.xlock_fair("r", generate_lock_id(), &fair(&t, lease)).await,
                 "queue_ttl",
             );
         }
         assert_invalid(
-            cx.xlock("r", generate_lock_id(), &ttl(secs(1)).queue("", LEASE))
+            cx.xlock_fair("r", generate_lock_id(), &place("", LEASE))
                 .await,
             "ticket",
         );
         assert_invalid(
-            cx.slock(
+            cx.slock_fair(
                 "r",
                 generate_lock_id(),
-                &ttl(secs(1)).queue("x".repeat(257), LEASE),
+                &place("x".repeat(257), LEASE),
                 None,
             )
             .await,
@@ -334,10 +343,10 @@ cases! {
         let holder = generate_lock_id();
         cx.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
         let (tw, tr) = (generate_lock_id(), generate_lock_id());
-        queued(cx.xlock("r", generate_lock_id(), &fair(&tw, ms(500))).await);
+        queued(cx.xlock_fair("r", generate_lock_id(), &fair(&tw, ms(500))).await);
         cx.clock.advance(ms(100));
         queued(
-            cx.slock("r", generate_lock_id(), &fair(&tr, LEASE), None)
+            cx.slock_fair("r", generate_lock_id(), &fair(&tr, LEASE), None)
                 .await,
         );
         cx.xlock("quiet", generate_lock_id(), &ttl(secs(30)))

@@ -19,7 +19,7 @@ cases! {
 
     async fn renew_one_extends_live_exclusive_lock(cx) {
         let a = generate_lock_id();
-        let details = LockDetails::new()
+        let details = LockOptions::new()
             .owner("alice")
             .host("host-1")
             .comment("job 7")

@@ -119,10 +119,10 @@ cases! {
     }
 
     async fn status_filters_owner(cx) {
-        cx.xlock("r1", generate_lock_id(), &LockDetails::new().owner("alice"))
+        cx.xlock("r1", generate_lock_id(), &LockOptions::new().owner("alice"))
             .await
             .expect("grant");
-        cx.xlock("r2", generate_lock_id(), &LockDetails::new().owner("bob"))
+        cx.xlock("r2", generate_lock_id(), &LockOptions::new().owner("bob"))
             .await
             .expect("grant");
         cx.xlock("r3", generate_lock_id(), &forever())
@@ -184,7 +184,7 @@ cases! {
     }
 
     async fn status_combines_fields(cx) {
-        let alice = |t| LockDetails::new().owner("alice").ttl(t);
+        let alice = |t| LockOptions::new().owner("alice").ttl(t);
         cx.slock("r", generate_lock_id(), &alice(secs(10)), None)
             .await
             .expect("grant");
@@ -194,7 +194,7 @@ cases! {
         cx.slock(
             "r",
             generate_lock_id(),
-            &LockDetails::new().owner("bob").ttl(secs(10)),
+            &LockOptions::new().owner("bob").ttl(secs(10)),
             None,
         )
         .await

@@ -7,11 +7,11 @@ cases! {
 
     async fn unlock_returns_newest_first_across_resources(cx) {
         let a = generate_lock_id();
-        cx.xlock("r1", &a, &LockDetails::new().owner("o1"))
+        cx.xlock("r1", &a, &LockOptions::new().owner("o1"))
             .await
             .expect("grant");
         cx.clock.advance(ms(1));
-        cx.slock("r2", &a, &LockDetails::new().owner("o2"), None)
+        cx.slock("r2", &a, &LockOptions::new().owner("o2"), None)
             .await
             .expect("grant");
         cx.clock.advance(ms(1));

@@ -7,7 +7,7 @@ cases! {
 
     async fn unlock_one_releases_live_lock(cx) {
         let a = generate_lock_id();
-        let details = LockDetails::new()
+        let details = LockOptions::new()
             .owner("alice")
             .host("host-1")
             .comment("job 7")

@@ -7,7 +7,7 @@ cases! {
 
     async fn xlock_grants_free_resource(cx) {
         let a = generate_lock_id();
-        let details = LockDetails::new()
+        let details = LockOptions::new()
             .owner("alice")
             .host("host-1")
             .comment("job 7")
