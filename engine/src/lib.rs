@@ -68,4 +68,4 @@ pub use resource::{
 };
 pub use status::{Holder, LockStatus, Queued, Renewal};
 pub use table::{LockTable, ResourceSummary, Summary};
-pub use time::{LocalMs, ManualClock, Timestamp, Ttl};
+pub use time::{Clock, LocalMs, ManualClock, Timestamp, Ttl};

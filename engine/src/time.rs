@@ -192,6 +192,26 @@ pub fn validate_margin(margin: Duration) -> Result<Duration, InvalidArgument> {
     Ok(Duration::from_millis(duration_millis(margin)))
 }
 
+/// Where a store reads `now`: the one clock trait. A store that keeps its own time (the
+/// in-memory store's system clock) or replaces the server's in tests (a [`ManualClock`])
+/// takes one; the engine itself never reads a clock, it is handed the reading.
+pub trait Clock: Send + Sync + std::fmt::Debug + 'static {
+    /// The current instant.
+    fn now(&self) -> Timestamp;
+}
+
+impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
+    fn now(&self) -> Timestamp {
+        (**self).now()
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Timestamp {
+        ManualClock::now(self)
+    }
+}
+
 /// A clock that moves only when told to: the time source for tests and the model.
 ///
 /// Stores accept it in place of their real clock (the in-memory store's clock, MongoDB's

@@ -29,13 +29,13 @@ pub const DEFAULT_RENEW_MARGIN: Duration = Duration::from_secs(1);
 ///
 /// let client = Client::new(MemStore::new());
 /// let lock_id = generate_lock_id();
-/// let details = LockOptions::new().owner("nightly-report").ttl(Duration::from_secs(30));
-/// let lock = client.lock("reports/2026-11-22", &lock_id, &details).await?;
+/// let report = LockOptions::exclusive(Duration::from_secs(30)).owner("nightly-report");
+/// let lock = client.lock("reports/2026-11-22", &lock_id, &report).await?;
 /// println!("holding with fence {}", lock.fence);
 ///
 /// // Another group is refused while the lock is live.
 /// let other = generate_lock_id();
-/// assert!(client.lock("reports/2026-11-22", &other, &details).await.is_err());
+/// assert!(client.lock("reports/2026-11-22", &other, &report).await.is_err());
 ///
 /// // Renew and release the whole group at once.
 /// client.renew(&lock_id, Duration::from_secs(30)).await?;
@@ -141,26 +141,7 @@ impl<S: LockStore> Client<S> {
     /// resource, fewer than the limit of live shared locks exist (none: no limit), and no
     /// queued fair waiter it conflicts with. Not re-entrant: the same lock id asking again
     /// is refused too. The returned status carries the fence to hand to downstream systems.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), lockwright::Error> {
-    /// use std::time::Duration;
-    /// use lockwright::{Client, LockOptions, MemStore, SharedLimit, generate_lock_id};
-    ///
-    /// let client = Client::new(MemStore::new());
-    /// let report = LockOptions::exclusive(Duration::from_secs(30)).owner("report-job");
-    /// let granted = client.lock("report", generate_lock_id(), &report).await?;
-    /// assert!(client.lock("report", generate_lock_id(), &report).await.is_err());
-    ///
-    /// // At most two holders of "tenant-42" at once.
-    /// let two = LockOptions::shared(SharedLimit::new(2)?, Duration::from_secs(30));
-    /// client.lock("tenant-42", generate_lock_id(), &two).await?;
-    /// client.lock("tenant-42", generate_lock_id(), &two).await?;
-    /// assert!(client.lock("tenant-42", generate_lock_id(), &two).await.is_err());
-    /// # let _ = granted; Ok(()) }
-    /// ```
-    ///
+    /// Examples: the [crate documentation](crate) and [`Client`]'s.    ///
     /// # Errors
     /// `AlreadyLocked`, `InvalidArgument` (`resource`, `lock_id`, `owner`, `host`,
     /// `comment`, `ttl`), or a backend error.

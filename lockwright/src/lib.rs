@@ -6,7 +6,8 @@
 //! the store's clock (MongoDB's, never the clients'), and every grant carries a fencing
 //! token that strictly increases per resource.
 //!
-//! - [`Client`] — `xlock`, `slock`, `unlock`, `renew`, `status`, `purge`, `create_indexes`;
+//! - [`Client`] — `lock` (exclusive or shared, as [`LockOptions`] say), `unlock`, `renew`,
+//!   `status`, `purge`, `create_indexes`;
 //! - [`Locker`] — waiting acquire, renewal of every held lock by one task, the lost-lock
 //!   signal and fencing tokens on each [`LockGuard`];
 //! - [`Purger`] — removes expired lock groups at an interval;
@@ -24,14 +25,15 @@
 #![cfg_attr(not(feature = "mem"), doc = "```ignore")]
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), lockwright::Error> {
-//! use lockwright::{Client, LockOptions, MemStore, generate_lock_id};
+//! use std::time::Duration;
+//! use lockwright::{Client, LockOptions, MemStore, SharedLimit, generate_lock_id};
 //!
 //! let client = Client::new(MemStore::new());
-//! let (a, b) = (generate_lock_id(), generate_lock_id());
 //! // At most two holders of "tenant-42" at once.
-//! client.lock("tenant-42", &a, &LockOptions::new().access(Access::shared(Some(2)).unwrap())).await?;
-//! client.lock("tenant-42", &b, &LockOptions::new().access(Access::shared(Some(2)).unwrap())).await?;
-//! let third = client.lock("tenant-42", generate_lock_id(), &LockOptions::new().access(Access::shared(Some(2)).unwrap())).await;
+//! let two = LockOptions::shared(SharedLimit::new(2)?, Duration::from_secs(30));
+//! client.lock("tenant-42", generate_lock_id(), &two).await?;
+//! client.lock("tenant-42", generate_lock_id(), &two).await?;
+//! let third = client.lock("tenant-42", generate_lock_id(), &two).await;
 //! assert!(matches!(third, Err(lockwright::Error::AlreadyLocked { .. })));
 //! # Ok(()) }
 //! ```

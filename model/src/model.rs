@@ -1,5 +1,5 @@
-//! The transitions: each one calls the engine (`LockTable::xlock` and `slock`, plain or
-//! fair, `leave_queue`, `unlock`, `renew`, `table::expired_groups`, `purge_groups`,
+//! The transitions: each one calls the engine (`LockTable::lock`, exclusive or shared, plain
+//! or fair, `leave_queue`, `unlock`, `renew`, `table::expired_groups`, `purge_groups`,
 //! `delete_empty`, `holder::trust_until`) on the model's copy of the store, at the store's
 //! clock (real time plus the current primary's offset). The model adds only what is outside
 //! the engine: real time, the store clock's offset, client clocks, beliefs and waits

@@ -1,17 +1,10 @@
 //! Where the in-memory store gets `now`.
 
-use std::sync::Arc;
 use std::time::SystemTime;
 
-use lockwright_engine::Timestamp;
+use lockwright_engine::{Clock, Timestamp};
 
 use crate::sync::{AtomicU64, Ordering};
-
-/// The store's clock: the one clock that decides every time question for this store.
-pub trait Clock: Send + Sync + 'static {
-    /// The current instant.
-    fn now(&self) -> Timestamp;
-}
 
 /// The system wall clock, made monotonic: it never reports an instant earlier than one it
 /// reported before, so a step of the system clock backwards cannot reorder grants or break
@@ -35,19 +28,5 @@ impl Clock for SystemClock {
         let wall = Timestamp::from_system_time(SystemTime::now()).unwrap_or(Timestamp::EPOCH);
         let prev = self.last.fetch_max(wall.as_millis(), Ordering::SeqCst);
         Timestamp::from_millis(prev.max(wall.as_millis()))
-    }
-}
-
-/// A hand-driven clock, for tests (feature `test-util`).
-#[cfg(feature = "test-util")]
-impl Clock for lockwright_engine::ManualClock {
-    fn now(&self) -> Timestamp {
-        lockwright_engine::ManualClock::now(self)
-    }
-}
-
-impl<C: Clock + ?Sized> Clock for Arc<C> {
-    fn now(&self) -> Timestamp {
-        (**self).now()
     }
 }

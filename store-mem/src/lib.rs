@@ -18,7 +18,7 @@
 //! # fn tokio_test() { tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 //! let store = MemStore::new();
 //! let request = LockRequest::new("invoices", "lock-id-1", &LockOptions::new())?;
-//! let granted = store.xlock(&request).await?;
+//! let granted = store.lock(&request).await?;
 //! assert_eq!(granted.resource.as_str(), "invoices");
 //! # Ok::<(), lockwright_engine::Error>(()) }).unwrap() }
 //! ```
@@ -36,7 +36,8 @@ use lockwright_engine::{
     Result, Summary, Ttl, Waiter, table,
 };
 
-pub use clock::{Clock, SystemClock};
+pub use clock::SystemClock;
+pub use lockwright_engine::Clock;
 use sync::{Mutex, MutexGuard};
 
 /// Shards used by [`MemStore::new`].

@@ -37,7 +37,7 @@
 //!
 //! **Time across failovers.** Each member has its own wall clock, and a failover switches
 //! from one to another. Expiry is judged by the primary's (`$$NOW`), with a takeover grace
-//! ([`MongoStore::with_takeover_grace`]) that covers members whose clocks disagree: a lock
+//! ([`MongoStore::with_takeover_grace`]) that covers members whose readings disagree: a lock
 //! blocks others until `expiresAt + grace <= now`. Fences are taken from the replica set's
 //! cluster time, which no failover moves back: a grant's fence is `max(lastFence + 1,
 //! seconds * 2^22 + increment)`, and purge deletes an emptied document only once its
@@ -70,8 +70,8 @@ use mongodb::{Client, Collection};
 pub use failure::MongoFailure;
 pub use fenced::{DEFAULT_FENCE_FIELD, FencedCollection};
 use lockwright_engine::{
-    DEFAULT_TAKEOVER_GRACE, Error, Filter, HintStream, LockId, LockRequest, LockStatus, LockStore,
-    ManualClock, Renewal, Resource, Result, Timestamp, Ttl,
+    Clock, DEFAULT_TAKEOVER_GRACE, Error, Filter, HintStream, LockId, LockRequest, LockStatus,
+    LockStore, Renewal, Resource, Result, Timestamp, Ttl,
 };
 pub use retry::RETRY_WINDOW;
 
@@ -85,7 +85,7 @@ pub struct MongoStore {
     client: Client,
     coll: Collection<Document>,
     write_concern: WriteConcern,
-    clock: Option<Arc<ManualClock>>,
+    clock: Option<Arc<dyn Clock>>,
     purge_batch: usize,
     /// The name of the trusted unique index on `resource`, once the set-up was checked.
     ready: Mutex<Option<Arc<str>>>,
@@ -177,12 +177,13 @@ impl MongoStore {
     }
 
     /// Replaces the server's clock by `clock` in every pipeline and query: **for tests
-    /// only** (feature `test-util`), so that expiry can be driven without sleeping. The
-    /// pipelines are the same ones that run with the server's clock.
+    /// only** (feature `test-util`), so that expiry can be driven without sleeping (a
+    /// [`ManualClock`](lockwright_engine::ManualClock)). The pipelines are the same ones that
+    /// run with the server's clock, given its readings as literals.
     #[cfg(feature = "test-util")]
     #[must_use]
-    pub fn with_clock(mut self, clock: Arc<ManualClock>) -> Self {
-        self.clock = Some(clock);
+    pub fn with_clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
         self
     }
 
@@ -276,8 +277,8 @@ impl MongoStore {
     }
 
     /// Every clock a pipeline reads, and the grace.
-    fn clocks(&self) -> pipeline::Clocks {
-        pipeline::Clocks {
+    fn readings(&self) -> pipeline::Readings {
+        pipeline::Readings {
             now: self.now_expr(),
             floor: self.floor_expr(),
             grace_ms: pipeline::ms(self.grace),

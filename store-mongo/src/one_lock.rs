@@ -47,12 +47,12 @@ impl MongoStore {
         &self,
         op: &'static str,
         request: &LockRequest,
-        build: impl Fn(&Bson, &pipeline::Clocks) -> (Document, Vec<Document>),
+        build: impl Fn(&Bson, &pipeline::Readings) -> (Document, Vec<Document>),
     ) -> Result<LockStatus, Error> {
         let index = self.ready(op).await?;
         let grant_id = Bson::ObjectId(ObjectId::new());
-        let clocks = self.clocks();
-        let (filter, update) = build(&grant_id, &clocks);
+        let readings = self.readings();
+        let (filter, update) = build(&grant_id, &readings);
         let decide = |doc: &Document, unknown| {
             let granted = decide_grant(op, doc, &grant_id, request, self.grace, unknown)?;
             match granted {
@@ -78,7 +78,7 @@ impl MongoStore {
                 .find_one_and_update(filter.clone(), update.clone())
                 .upsert(true)
                 .return_document(ReturnDocument::After)
-                .projection(pipeline::grant_projection(&clocks.now))
+                .projection(pipeline::grant_projection(&readings.now))
                 .hint(Hint::Name(index.to_string()))
                 .await;
             let e = match result {
@@ -280,11 +280,11 @@ fn decide_grant(
 pub(crate) async fn lock(store: &MongoStore, request: &LockRequest) -> Result<LockStatus, Error> {
     let tag = crate::hints::place_tag(store.tag(), request);
     let tag = tag.as_str();
-    let build = |grant_id: &Bson, clocks: &pipeline::Clocks| {
+    let build = |grant_id: &Bson, readings: &pipeline::Readings| {
         let ask = pipeline::Ask {
             grant_id,
             tag,
-            clocks,
+            readings,
         };
         match request.access {
             Access::Exclusive => pipeline::xlock(request, &ask),
@@ -310,7 +310,7 @@ pub(crate) async fn renew_one(
     let ttl = *ttl;
     let op = "renew";
     let margin_ms = u64::try_from(margin.as_millis()).unwrap_or(u64::MAX);
-    let update = pipeline::renew_one(lock_id, ttl.as_millis(), margin_ms, &store.clocks());
+    let update = pipeline::renew_one(lock_id, ttl.as_millis(), margin_ms, &store.readings());
     let filter = pipeline::one_lock_filter(resource.as_str(), lock_id);
     let (doc, reread) = match store
         .modify_one(op, resource, filter, update, ReturnDocument::Before)
@@ -349,7 +349,7 @@ pub(crate) async fn unlock_one(
 ) -> Result<Option<LockStatus>, Error> {
     let op = "unlock";
     let filter = pipeline::one_lock_filter(resource.as_str(), lock_id);
-    let update = pipeline::unlock_one(lock_id, &store.clocks());
+    let update = pipeline::unlock_one(lock_id, &store.readings());
     let doc = match store
         .modify_one(op, resource, filter, update, ReturnDocument::Before)
         .await?

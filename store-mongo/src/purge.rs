@@ -203,7 +203,7 @@ pub(crate) async fn purge(store: &MongoStore) -> Result<Vec<LockStatus>, Error> 
         .coll
         .update_many(
             pipeline::dead_places_at(t),
-            pipeline::drop_dead(&store.clocks()),
+            pipeline::drop_dead(&store.readings()),
         )
         .await
     {

@@ -26,7 +26,7 @@ pub(crate) async fn leave_queue(
 ) -> Result<bool, Error> {
     let op = "leave_queue";
     let leave_id = Bson::ObjectId(ObjectId::new());
-    let update = pipeline::leave(ticket, &leave_id, &store.clocks());
+    let update = pipeline::leave(ticket, &leave_id, &store.readings());
     let filter = doc! { schema::RESOURCE: resource.as_str() };
     let doc = match store
         .modify_one(op, resource, filter, update, ReturnDocument::After)

@@ -6,7 +6,7 @@ use mongodb::bson::{Bson, Document, doc};
 use lockwright_engine::{LockId, LockRequest, Mode, SharedLimit};
 
 use super::queue;
-use super::{Clocks, NOW_FIELD, in_any_lock, is_held, literal, shared_locks, valid};
+use super::{NOW_FIELD, Readings, in_any_lock, is_held, literal, shared_locks, valid};
 use crate::schema::{
     ACQUIRED, COMMENT, CREATED_AT, EXCLUSIVE, EXPIRES_AT, FENCE, HOST, LAST_FENCE, LAST_GRANT,
     LAST_LEAVE, LOCK_ID, OWNER, QUEUE, RENEWED_AT, RESOURCE, SHARED, WAKE, empty_exclusive,
@@ -16,26 +16,26 @@ fn opt_literal(value: Option<&String>) -> Bson {
     value.map_or(Bson::Null, |v| literal(v.as_str()))
 }
 
-fn held_exclusive(clocks: &Clocks) -> Bson {
+fn held_exclusive(readings: &Readings) -> Bson {
     Bson::Document(doc! { "$and": [
         { "$eq": [ "$exclusive.acquired", true ] },
-        is_held("$exclusive.expiresAt", clocks),
+        is_held("$exclusive.expiresAt", readings),
     ] })
 }
 
-fn held_shared(clocks: &Clocks) -> Bson {
+fn held_shared(readings: &Readings) -> Bson {
     Bson::Document(
-        doc! { "$filter": { "input": shared_locks(), "cond": is_held("$$this.expiresAt", clocks) } },
+        doc! { "$filter": { "input": shared_locks(), "cond": is_held("$$this.expiresAt", readings) } },
     )
 }
 
-fn next_fence(clocks: &Clocks) -> Bson {
+fn next_fence(readings: &Readings) -> Bson {
     Bson::Document(doc! { "$max": [
         { "$add": [
             { "$ifNull": [ "$lastFence", 0_i64 ] },
             i64::from(!mutated!(PipelineFenceNotIncremented)),
         ] },
-        clocks.floor.clone(),
+        readings.floor.clone(),
     ] })
 }
 
@@ -59,12 +59,12 @@ fn new_lock(request: &LockRequest, now: &Bson) -> Document {
 }
 
 /// What a grant pipeline is built with besides the request: the id it marks its grant
-/// with, the tag of the store asking (a fair refusal's place carries it), and the clocks.
+/// with, the tag of the store asking (a fair refusal's place carries it), and the readings.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Ask<'a> {
     pub(crate) grant_id: &'a Bson,
     pub(crate) tag: &'a str,
-    pub(crate) clocks: &'a Clocks,
+    pub(crate) readings: &'a Readings,
 }
 
 /// The variable a grant pipeline's rule and install read the held shared locks from.
@@ -102,7 +102,7 @@ fn grant(
     let Ask {
         grant_id,
         tag,
-        clocks,
+        readings,
     } = *ask;
     let ticket = request.fair.as_ref();
     let mut changes = install;
@@ -112,7 +112,7 @@ fn grant(
     changes.insert(WAKE, queue::wake(after.clone()));
     changes.insert(QUEUE, queue::set_queue(after));
     let apply = doc! { "$let": {
-        "vars": { "fence": next_fence(clocks) },
+        "vars": { "fence": next_fence(readings) },
         "in": { "$mergeObjects": [ "$$ROOT", changes ] },
     } };
     let room = doc! { "$lt": [ { "$ifNull": [ "$lastFence", 0_i64 ] }, i64::MAX ] };
@@ -121,7 +121,7 @@ fn grant(
         Some(t) => {
             let ttl_ms = i64::try_from(t.ttl.as_millis()).unwrap_or(i64::MAX);
             let enqueue = doc! { "$mergeObjects": [ "$$ROOT", {
-                QUEUE: queue::enqueued(&t.id, ttl_ms, mode, tag, clocks),
+                QUEUE: queue::enqueued(&t.id, ttl_ms, mode, tag, readings),
             } ] };
             let takes_place = doc! { "$and": [
                 "$$valid",
@@ -139,8 +139,8 @@ fn grant(
         "vars": { "valid": valid() },
         "in": { "$let": {
             "vars": {
-                "live": { "$cond": [ "$$valid", held_shared(clocks), [] ] },
-                "places": { "$cond": [ "$$valid", queue::live_places(clocks), [] ] },
+                "live": { "$cond": [ "$$valid", held_shared(readings), [] ] },
+                "places": { "$cond": [ "$$valid", queue::live_places(readings), [] ] },
             },
             "in": { "$let": {
                 "vars": { "ahead": queue::ahead(ticket.map(|t| &t.id)) },
@@ -156,10 +156,12 @@ fn grant(
 
 /// The exclusive grant: no held exclusive lock and no held shared lock.
 pub(crate) fn xlock(request: &LockRequest, ask: &Ask<'_>) -> (Document, Vec<Document>) {
-    let clocks = ask.clocks;
+    let readings = ask.readings;
     let mut rule = Vec::new();
     if !mutated!(PipelineTakeoverLive) {
-        rule.push(Bson::Document(doc! { "$not": [ held_exclusive(clocks) ] }));
+        rule.push(Bson::Document(
+            doc! { "$not": [ held_exclusive(readings) ] },
+        ));
     }
     if !mutated!(PipelineExclusiveIgnoresShared) {
         rule.push(Bson::Document(doc! { "$eq": [ { "$size": LIVE }, 0 ] }));
@@ -167,7 +169,7 @@ pub(crate) fn xlock(request: &LockRequest, ask: &Ask<'_>) -> (Document, Vec<Docu
     rule.push(queue::exclusive_allows());
     let rule = Bson::Document(doc! { "$and": rule });
     let install = doc! {
-        EXCLUSIVE: new_lock(request, &clocks.now),
+        EXCLUSIVE: new_lock(request, &readings.now),
         SHARED: { "$literal": { "count": 0, "locks": [] } },
     };
     grant(request, Mode::Exclusive, rule, install, ask)
@@ -180,10 +182,10 @@ pub(crate) fn slock(
     limit: Option<SharedLimit>,
     ask: &Ask<'_>,
 ) -> (Document, Vec<Document>) {
-    let clocks = ask.clocks;
+    let readings = ask.readings;
     let live = LIVE;
     let mut conditions = vec![
-        Bson::Document(doc! { "$not": [ held_exclusive(clocks) ] }),
+        Bson::Document(doc! { "$not": [ held_exclusive(readings) ] }),
         Bson::Document(doc! { "$not": [ { "$in": [
             literal(request.lock_id.as_str()),
             format!("{live}.{LOCK_ID}"),
@@ -199,7 +201,7 @@ pub(crate) fn slock(
     let install = doc! {
         EXCLUSIVE: { "$literal": empty_exclusive() },
         SHARED: {
-            "locks": { "$concatArrays": [ live, [ new_lock(request, &clocks.now) ] ] },
+            "locks": { "$concatArrays": [ live, [ new_lock(request, &readings.now) ] ] },
             "count": { "$add": [ { "$size": live }, 1 ] },
         },
     };
@@ -253,9 +255,9 @@ pub(crate) fn renew_one(
     lock_id: &LockId,
     ttl_ms: u64,
     margin_ms: u64,
-    clocks: &Clocks,
+    readings: &Readings,
 ) -> Vec<Document> {
-    let now = &clocks.now;
+    let now = &readings.now;
     let id = literal(lock_id.as_str());
     let ms = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     let margin_ms = if mutated!(PipelineRenewOneWithoutMargin) {
@@ -266,7 +268,7 @@ pub(crate) fn renew_one(
     // `expiresAt <= now + margin - grace`: not renewable. The grace is the store's (an hour
     // at most) and the margin a validated one, so the difference is well inside i64.
     let deadline = Bson::Document(
-        doc! { "$add": [ now.clone(), ms(margin_ms).saturating_sub(clocks.grace_ms) ] },
+        doc! { "$add": [ now.clone(), ms(margin_ms).saturating_sub(readings.grace_ms) ] },
     );
     let renewable = |prefix: &str| {
         let expires = format!("{prefix}.{EXPIRES_AT}");
@@ -303,7 +305,7 @@ pub(crate) fn renew_one(
 /// Removes the one lock of `lock_id`, live or expired, from the document (the filter names
 /// the resource and the lock id), as the engine's `unlock_one`; a document the rules cannot
 /// decide on is left as it is. It sets `wake` for the first live place of the queue.
-pub(crate) fn unlock_one(lock_id: &LockId, clocks: &Clocks) -> Vec<Document> {
+pub(crate) fn unlock_one(lock_id: &LockId, readings: &Readings) -> Vec<Document> {
     let id = literal(lock_id.as_str());
     let keep = doc! { "$filter": { "input": shared_locks(), "cond": { "$not": [ held_by("$$this", &id) ] } } };
     let shared = doc! { "locks": keep.clone(), "count": { "$size": keep } };
@@ -312,7 +314,7 @@ pub(crate) fn unlock_one(lock_id: &LockId, clocks: &Clocks) -> Vec<Document> {
         Bson::Boolean(true),
         Bson::Document(doc! { "$literal": empty_exclusive() }),
         Bson::Document(shared),
-        doc! { WAKE: queue::wake_after_release(&clocks.now) },
+        doc! { WAKE: queue::wake_after_release(&readings.now) },
     )
 }
 

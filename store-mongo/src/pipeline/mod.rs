@@ -1,6 +1,6 @@
 //! Every filter and update pipeline the store sends, built as data.
 //!
-//! Time reaches a pipeline as [`Clocks`]: `now` is `"$$NOW"` (the server's wall clock, the
+//! Time reaches a pipeline as [`Readings`]: `now` is `"$$NOW"` (the server's wall clock, the
 //! default) or a fixed date (the test-time override), and the fence floor is taken from
 //! the replica set's cluster time (or, under the override, from the fixed date as the
 //! engine takes it). The same builders serve both, so the pipelines under test are the ones
@@ -79,9 +79,13 @@ pub(crate) fn cluster_time_at(now: Timestamp) -> Bson {
     )
 }
 
-/// What a pipeline reads time from.
+/// The readings of time a pipeline runs on: the server's own expressions (`$$NOW`, the
+/// cluster time's floor), or the literal readings of the store's test [`Clock`] at the
+/// instant the pipeline is built, and the takeover grace. Not a clock: what one was read as.
+///
+/// [`Clock`]: lockwright_engine::Clock
 #[derive(Clone, Debug)]
-pub(crate) struct Clocks {
+pub(crate) struct Readings {
     /// `now`: `"$$NOW"` or a fixed date.
     pub(crate) now: Bson,
     /// The fence floor: [`cluster_time_floor`] or a fixed number.
@@ -90,7 +94,7 @@ pub(crate) struct Clocks {
     pub(crate) grace_ms: i64,
 }
 
-impl Clocks {
+impl Readings {
     /// The takeover grace the pipelines apply: none under the mutant that ignores it.
     fn grace_ms(&self) -> i64 {
         if mutated!(PipelineTakeoverIgnoresGrace) {
@@ -147,8 +151,8 @@ fn is_abandoned(path: &str, now: &Bson, grace_ms: i64) -> Bson {
 }
 
 /// The lock at `path` is held: not [`is_abandoned`].
-fn is_held(path: &str, clocks: &Clocks) -> Bson {
-    Bson::Document(doc! { "$not": [ is_abandoned(path, &clocks.now, clocks.grace_ms()) ] })
+fn is_held(path: &str, readings: &Readings) -> Bson {
+    Bson::Document(doc! { "$not": [ is_abandoned(path, &readings.now, readings.grace_ms()) ] })
 }
 
 fn type_in(path: &str, types: &[&str]) -> Bson {

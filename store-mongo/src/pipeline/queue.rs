@@ -14,7 +14,7 @@ use mongodb::bson::{Bson, Document, doc};
 
 use lockwright_engine::{LockId, Mode, SharedLimit};
 
-use super::{Clocks, literal, type_in};
+use super::{Readings, literal, type_in};
 use crate::schema::{
     EXCLUSIVE_MODE, EXPIRES_AT, MODE, QUEUE, QUEUED_AT, SHARED_MODE, TAG, TICKET, WAKE,
 };
@@ -67,11 +67,11 @@ pub(super) fn valid_queue() -> Document {
 
 /// The live places of a valid document's queue at `now`, in order (every place under the
 /// mutant that lets dead places block).
-pub(super) fn live_places(clocks: &Clocks) -> Bson {
+pub(super) fn live_places(readings: &Readings) -> Bson {
     let live = if mutated!(PipelineDeadEntryBlocks) {
         Bson::Boolean(true)
     } else {
-        Bson::Document(doc! { "$gt": [ format!("$$this.{EXPIRES_AT}"), clocks.now.clone() ] })
+        Bson::Document(doc! { "$gt": [ format!("$$this.{EXPIRES_AT}"), readings.now.clone() ] })
     };
     Bson::Document(doc! { "$filter": { "input": stored(), "cond": live } })
 }
@@ -153,7 +153,7 @@ pub(super) fn enqueued(
     ttl_ms: i64,
     mode: Mode,
     tag: &str,
-    clocks: &Clocks,
+    readings: &Readings,
 ) -> Bson {
     let id = literal(ticket.as_str());
     let mode = mode_name(mode);
@@ -164,11 +164,11 @@ pub(super) fn enqueued(
         "$$this",
     ] } } };
     let appended = doc! { "$concatArrays": [ PLACES, [ {
-        TICKET: id.clone(), MODE: mode, QUEUED_AT: clocks.now.clone(), EXPIRES_AT: "$$fresh",
+        TICKET: id.clone(), MODE: mode, QUEUED_AT: readings.now.clone(), EXPIRES_AT: "$$fresh",
         TAG: tag,
     } ] ] };
     Bson::Document(doc! { "$let": {
-        "vars": { "fresh": { "$add": [ clocks.now.clone(), ttl_ms ] } },
+        "vars": { "fresh": { "$add": [ readings.now.clone(), ttl_ms ] } },
         "in": { "$cond": [
             { "$in": [ id, format!("{PLACES}.{TICKET}") ] },
             refreshed,
@@ -223,13 +223,13 @@ pub(super) fn set_queue(value: Bson) -> Bson {
 /// places less `ticket`'s, `lastLeave = leave_id` when `ticket` had a place (live or
 /// not), and `wake` for the next place when `ticket`'s was the first live one; any other
 /// document is left exactly as it is.
-pub(crate) fn leave(ticket: &LockId, leave_id: &Bson, clocks: &Clocks) -> Vec<Document> {
+pub(crate) fn leave(ticket: &LockId, leave_id: &Bson, readings: &Readings) -> Vec<Document> {
     let id = literal(ticket.as_str());
     let had = doc! { "$in": [ id.clone(), { "$map": { "input": stored(), "in": format!("$$this.{TICKET}") } } ] };
     let was_first =
         doc! { "$eq": [ { "$indexOfArray": [ format!("{PLACES}.{TICKET}"), id ] }, 0 ] };
     let changed = doc! { "$let": {
-        "vars": { "places": live_places(clocks) },
+        "vars": { "places": live_places(readings) },
         "in": { "$mergeObjects": [ "$$ROOT", {
             QUEUE: set_queue(without(PLACES, ticket)),
             crate::schema::LAST_LEAVE: { "$cond": [ had, leave_id.clone(), "$$REMOVE" ] },
@@ -241,8 +241,8 @@ pub(crate) fn leave(ticket: &LockId, leave_id: &Bson, clocks: &Clocks) -> Vec<Do
 
 /// Purge's update of the documents holding a dead place: their live places alone, on a
 /// valid document; any other document as it is.
-pub(crate) fn drop_dead(clocks: &Clocks) -> Vec<Document> {
-    let changed = doc! { "$mergeObjects": [ "$$ROOT", { QUEUE: live_places(clocks) } ] };
+pub(crate) fn drop_dead(readings: &Readings) -> Vec<Document> {
+    let changed = doc! { "$mergeObjects": [ "$$ROOT", { QUEUE: live_places(readings) } ] };
     vec![doc! { "$replaceWith": { "$cond": [ super::valid(), changed, "$$ROOT" ] } }]
 }
 
