@@ -1,7 +1,9 @@
 //! Deliberately broken variants of the rules, to show that the checks catch bugs.
 //!
-//! Each [`Mutant`] breaks one rule, in the engine or (the `Pipeline…` ones) in the MongoDB
-//! store's server-side pipelines, which read [`active`] when they build a pipeline. They exist only to be switched on by the verification
+//! Each [`Mutant`] breaks one rule of the engine. A store with a copy of the rules of its own
+//! (MongoDB's server-side pipelines) keeps a catalogue of its own mutants, switched on by
+//! name through the same switch ([`activate_named`], [`named_active`]), so the engine names
+//! no store. They exist only to be switched on by the verification
 //! harnesses (model checker, differential, loom, linearizability and conformance tests),
 //! which must each kill some mutants, and together kill all of them: see the kill matrix in
 //! docs/verification.md. They exist only in builds with `--cfg lockwright_mutants` (as
@@ -42,38 +44,6 @@ pub enum Mutant {
     StatusTtlBoundOverwritten,
     /// A holder trusts its lock until `sent + ttl`, without the drift margin.
     HolderWithoutMargin,
-    /// MongoDB's pipelines: a lock counts as expired only once `expiresAt < now`, not at
-    /// `expiresAt == now`.
-    PipelineExpiryStrict,
-    /// MongoDB's slock pipeline ignores the limit.
-    PipelineSharedIgnoresLimit,
-    /// MongoDB's xlock pipeline ignores live shared locks.
-    PipelineExclusiveIgnoresShared,
-    /// MongoDB's xlock pipeline takes over a live exclusive lock.
-    PipelineTakeoverLive,
-    /// MongoDB's grant pipelines take over expired locks at once, without the takeover
-    /// grace.
-    PipelineTakeoverIgnoresGrace,
-    /// MongoDB's grant pipelines reuse the last fence instead of a greater one.
-    PipelineFenceNotIncremented,
-    /// MongoDB's fence floor counts 2^21 fences a second of cluster time, not the engine's
-    /// 2^22: the shipped floor expression differs from the rule.
-    PipelineFenceFloorHalved,
-    /// MongoDB's purge deletes documents that still hold an exclusive lock.
-    PipelinePurgeDeletesHeld,
-    /// MongoDB's one-lock renewal ignores the renew margin.
-    PipelineRenewOneWithoutMargin,
-    /// MongoDB's batch renewal renews every lock of a batch's documents, not only the
-    /// locks the batch names and the engine found renewable.
-    PipelineRenewManyWholeDocuments,
-    /// The grant pipelines ignore the queue of fair waiters: a request overtakes them.
-    PipelineQueueIgnored,
-    /// The shared grant pipeline lets a reader overtake a waiting writer.
-    PipelineSharedOvertakesWriter,
-    /// The grant pipelines count a place whose lease ran out as a waiter ahead.
-    PipelineDeadEntryBlocks,
-    /// The grant pipelines leave the winner's place in the queue.
-    PipelineGrantLeavesEntry,
     /// The Locker hands out a grant whose reply arrived after its trust deadline.
     LockerHandsOutStaleGrant,
     /// The Locker does not signal a lost lock: its holder keeps working.
@@ -99,14 +69,11 @@ pub enum Mutant {
     QueueDeadEntryBlocks,
     /// A grant leaves the winner's place in the queue.
     GrantLeavesEntry,
-    /// MongoDB's fenced writes to the user's collections drop the fence condition: a stale
-    /// holder's write overwrites its successor's.
-    FencedWriteUnconditional,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 37] = [
+    pub const ALL: [Mutant; 22] = [
         Mutant::PurgeIgnoresGroups,
         Mutant::PurgeIgnoresCreatedBefore,
         Mutant::RenewWithoutMargin,
@@ -117,20 +84,6 @@ impl Mutant {
         Mutant::FenceNotIncremented,
         Mutant::StatusTtlBoundOverwritten,
         Mutant::HolderWithoutMargin,
-        Mutant::PipelineExpiryStrict,
-        Mutant::PipelineSharedIgnoresLimit,
-        Mutant::PipelineExclusiveIgnoresShared,
-        Mutant::PipelineTakeoverLive,
-        Mutant::PipelineTakeoverIgnoresGrace,
-        Mutant::PipelineFenceNotIncremented,
-        Mutant::PipelineFenceFloorHalved,
-        Mutant::PipelinePurgeDeletesHeld,
-        Mutant::PipelineRenewOneWithoutMargin,
-        Mutant::PipelineRenewManyWholeDocuments,
-        Mutant::PipelineQueueIgnored,
-        Mutant::PipelineSharedOvertakesWriter,
-        Mutant::PipelineDeadEntryBlocks,
-        Mutant::PipelineGrantLeavesEntry,
         Mutant::LockerHandsOutStaleGrant,
         Mutant::LockerLossNotSignalled,
         Mutant::LockerRenewAfterDeadline,
@@ -143,7 +96,6 @@ impl Mutant {
         Mutant::SharedOvertakesWriter,
         Mutant::QueueDeadEntryBlocks,
         Mutant::GrantLeavesEntry,
-        Mutant::FencedWriteUnconditional,
     ];
 
     /// The mutant's name in snake case, as harnesses and the kill matrix spell it.
@@ -160,20 +112,6 @@ impl Mutant {
             Mutant::FenceNotIncremented => "fence_not_incremented",
             Mutant::StatusTtlBoundOverwritten => "status_ttl_bound_overwritten",
             Mutant::HolderWithoutMargin => "holder_without_margin",
-            Mutant::PipelineExpiryStrict => "pipeline_expiry_strict",
-            Mutant::PipelineSharedIgnoresLimit => "pipeline_shared_ignores_limit",
-            Mutant::PipelineExclusiveIgnoresShared => "pipeline_exclusive_ignores_shared",
-            Mutant::PipelineTakeoverLive => "pipeline_takeover_live",
-            Mutant::PipelineTakeoverIgnoresGrace => "pipeline_takeover_ignores_grace",
-            Mutant::PipelineFenceNotIncremented => "pipeline_fence_not_incremented",
-            Mutant::PipelineFenceFloorHalved => "pipeline_fence_floor_halved",
-            Mutant::PipelinePurgeDeletesHeld => "pipeline_purge_deletes_held",
-            Mutant::PipelineRenewOneWithoutMargin => "pipeline_renew_one_without_margin",
-            Mutant::PipelineRenewManyWholeDocuments => "pipeline_renew_many_whole_documents",
-            Mutant::PipelineQueueIgnored => "pipeline_queue_ignored",
-            Mutant::PipelineSharedOvertakesWriter => "pipeline_shared_overtakes_writer",
-            Mutant::PipelineDeadEntryBlocks => "pipeline_dead_entry_blocks",
-            Mutant::PipelineGrantLeavesEntry => "pipeline_grant_leaves_entry",
             Mutant::LockerHandsOutStaleGrant => "locker_hands_out_stale_grant",
             Mutant::LockerLossNotSignalled => "locker_loss_not_signalled",
             Mutant::LockerRenewAfterDeadline => "locker_renew_after_deadline",
@@ -186,7 +124,6 @@ impl Mutant {
             Mutant::SharedOvertakesWriter => "shared_overtakes_writer",
             Mutant::QueueDeadEntryBlocks => "queue_dead_entry_blocks",
             Mutant::GrantLeavesEntry => "grant_leaves_entry",
-            Mutant::FencedWriteUnconditional => "fenced_write_unconditional",
         }
     }
 
@@ -194,29 +131,6 @@ impl Mutant {
     #[must_use]
     pub fn from_name(name: &str) -> Option<Mutant> {
         Mutant::ALL.into_iter().find(|m| m.name() == name)
-    }
-
-    /// Whether the mutant breaks MongoDB's server-side pipelines, the store's own copy of
-    /// the rules, rather than the engine.
-    #[must_use]
-    pub fn is_pipeline(self) -> bool {
-        matches!(
-            self,
-            Mutant::PipelineExpiryStrict
-                | Mutant::PipelineSharedIgnoresLimit
-                | Mutant::PipelineExclusiveIgnoresShared
-                | Mutant::PipelineTakeoverLive
-                | Mutant::PipelineTakeoverIgnoresGrace
-                | Mutant::PipelineFenceNotIncremented
-                | Mutant::PipelineFenceFloorHalved
-                | Mutant::PipelinePurgeDeletesHeld
-                | Mutant::PipelineRenewOneWithoutMargin
-                | Mutant::PipelineRenewManyWholeDocuments
-                | Mutant::PipelineQueueIgnored
-                | Mutant::PipelineSharedOvertakesWriter
-                | Mutant::PipelineDeadEntryBlocks
-                | Mutant::PipelineGrantLeavesEntry
-        )
     }
 
     /// Whether the mutant breaks the Locker's state machine ([`crate::locker`]), which
@@ -236,9 +150,8 @@ impl Mutant {
         )
     }
 
-    /// Whether the mutant breaks the rules of fair requests' queue ([`crate::queue`]), in
-    /// the engine or in MongoDB's pipelines: only the harnesses that make fair requests run
-    /// that code.
+    /// Whether the mutant breaks the rules of fair requests' queue ([`crate::queue`]): only
+    /// the harnesses that make fair requests run that code.
     #[must_use]
     pub fn is_queue(self) -> bool {
         matches!(
@@ -247,29 +160,14 @@ impl Mutant {
                 | Mutant::SharedOvertakesWriter
                 | Mutant::QueueDeadEntryBlocks
                 | Mutant::GrantLeavesEntry
-                | Mutant::PipelineQueueIgnored
-                | Mutant::PipelineSharedOvertakesWriter
-                | Mutant::PipelineDeadEntryBlocks
-                | Mutant::PipelineGrantLeavesEntry
         )
     }
 
-    /// Whether the mutant breaks MongoDB's fenced writes to the user's own collections,
-    /// which only the fenced-write harness runs.
-    #[must_use]
-    pub fn is_fenced_write(self) -> bool {
-        matches!(self, Mutant::FencedWriteUnconditional)
-    }
-
     /// Whether the model checker models the rule this mutant breaks (the status filter is
-    /// not modelled, and the model runs the engine's lock rules, not MongoDB's pipelines
-    /// or the Locker).
+    /// not modelled, and the model runs the engine's lock rules, not the Locker).
     #[must_use]
     pub fn is_modelled(self) -> bool {
-        !matches!(self, Mutant::StatusTtlBoundOverwritten)
-            && !self.is_pipeline()
-            && !self.is_locker()
-            && !self.is_fenced_write()
+        !matches!(self, Mutant::StatusTtlBoundOverwritten) && !self.is_locker()
     }
 
     fn code(self) -> u8 {
@@ -322,29 +220,80 @@ pub fn active(mutant: Mutant) -> bool {
     }
 }
 
+/// The mutant of another crate's catalogue (a store's) switched on, by name.
+#[cfg(lockwright_mutants)]
+static NAMED: std::sync::RwLock<Option<&'static str>> = std::sync::RwLock::new(None);
+
+/// Whether the mutant called `name` in another crate's catalogue is switched on. Always
+/// `false` outside mutant builds.
+#[must_use]
+pub fn named_active(name: &str) -> bool {
+    #[cfg(lockwright_mutants)]
+    {
+        NAMED
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_some_and(|on| on == name)
+    }
+    #[cfg(not(lockwright_mutants))]
+    {
+        let _ = name;
+        false
+    }
+}
+
+/// Switches on the mutant called `name`, of the engine's catalogue or of `others` (another
+/// crate's), for the whole process; `None`: the real rules. Returns its name.
+///
+/// # Panics
+/// When `name` is in neither catalogue: a typo must not silently test the real rules.
+#[cfg(lockwright_mutants)]
+pub fn activate_named(name: Option<&str>, others: &[&'static str]) -> Option<&'static str> {
+    let engine = name.and_then(Mutant::from_name);
+    let other = name.and_then(|n| others.iter().copied().find(|o| *o == n));
+    if let Some(name) = name
+        && engine.is_none()
+        && other.is_none()
+    {
+        let known: Vec<&str> = Mutant::ALL
+            .iter()
+            .map(|m| m.name())
+            .chain(others.iter().copied())
+            .collect();
+        panic!(
+            "{ENV_VAR}={name} names no mutant; known: {}",
+            known.join(", ")
+        );
+    }
+    activate(engine);
+    *NAMED
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = other;
+    engine.map(Mutant::name).or(other)
+}
+
 /// The environment variable the harnesses read to pick a mutant.
 pub const ENV_VAR: &str = "LOCKWRIGHT_MUTANT";
 
-/// Switches on the mutant named by `LOCKWRIGHT_MUTANT` (none when unset). Every harness
-/// calls this first; the kill-matrix script sets the variable. This is the one place the
-/// engine reads its environment, and it exists only in mutant builds.
+/// Switches on the mutant named by `LOCKWRIGHT_MUTANT` (none when unset), of the engine's
+/// catalogue or of `others`. Every harness calls this first (a harness that runs a store
+/// with a catalogue of its own, through that store's function, which passes it); the
+/// kill-matrix script sets the variable. This is the one place the engine reads its
+/// environment, and it exists only in mutant builds.
 ///
 /// # Panics
 /// When the variable names no mutant: a typo must not silently test the real rules.
 #[cfg(lockwright_mutants)]
+pub fn activate_from_env_with(others: &[&'static str]) -> Option<&'static str> {
+    let name = std::env::var(ENV_VAR).ok().filter(|v| !v.is_empty());
+    activate_named(name.as_deref(), others)
+}
+
+/// [`activate_from_env_with`] the engine's catalogue alone.
+///
+/// # Panics
+/// When the variable names no mutant of the engine.
+#[cfg(lockwright_mutants)]
 pub fn activate_from_env() -> Option<Mutant> {
-    let mutant = std::env::var(ENV_VAR)
-        .ok()
-        .filter(|v| !v.is_empty())
-        .map(|name| {
-            Mutant::from_name(&name).unwrap_or_else(|| {
-                let known: Vec<&str> = Mutant::ALL.iter().map(|m| m.name()).collect();
-                panic!(
-                    "{ENV_VAR}={name} names no mutant; known: {}",
-                    known.join(", ")
-                )
-            })
-        });
-    activate(mutant);
-    mutant
+    activate_from_env_with(&[]).and_then(Mutant::from_name)
 }

@@ -27,7 +27,7 @@ use rand::{Rng, SeedableRng};
 /// Switches on the mutant named by `LOCKWRIGHT_MUTANT`, if any.
 fn activate_mutant() {
     #[cfg(lockwright_mutants)]
-    lockwright_engine::mutants::activate_from_env();
+    lockwright_testkit::activate_mutant();
 }
 
 /// A user collection beside the store's lock collection, dropped by [`done`].

@@ -274,9 +274,7 @@ impl<T> FencedCollection<T> {
     fn guarded(&self, op: &'static str, filter: Document) -> Result<Document, Error> {
         let fence = self.fence_i64(op)?;
         #[cfg(lockwright_mutants)]
-        if lockwright_engine::mutants::active(
-            lockwright_engine::mutants::Mutant::FencedWriteUnconditional,
-        ) {
+        if crate::mutants::active(crate::mutants::Mutant::FencedWriteUnconditional) {
             let _ = fence;
             return Ok(filter);
         }

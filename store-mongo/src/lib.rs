@@ -47,6 +47,10 @@ mod failure;
 pub mod fenced;
 mod group;
 mod hints;
+#[cfg(lockwright_mutants)]
+pub mod mutants;
+#[cfg(not(lockwright_mutants))]
+mod mutants;
 mod names;
 mod one_lock;
 mod pipeline;

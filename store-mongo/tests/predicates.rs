@@ -554,7 +554,7 @@ fn seed() -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipelines_decide_as_the_engine() {
     #[cfg(lockwright_mutants)]
-    lockwright_engine::mutants::activate_from_env();
+    lockwright_store_mongo::mutants::activate_from_env();
     let clock = Arc::new(ManualClock::new(NOW));
     let graced = fresh_store(Some(Arc::clone(&clock)))
         .await

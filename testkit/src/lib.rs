@@ -51,6 +51,24 @@ pub use mem::{Mem, TokioClock};
 pub use mongo::Mongo;
 pub use non_atomic::NonAtomicStore;
 
+/// Switches on the mutant `LOCKWRIGHT_MUTANT` names, of the engine's catalogue or (with the
+/// feature `mongo`) the MongoDB store's, and returns its name: what every harness calls
+/// first. Mutant builds only (`--cfg lockwright_mutants`).
+///
+/// # Panics
+/// When the variable names no mutant of those catalogues.
+#[cfg(lockwright_mutants)]
+pub fn activate_mutant() -> Option<&'static str> {
+    #[cfg(feature = "mongo")]
+    {
+        lockwright_store_mongo::mutants::activate_from_env()
+    }
+    #[cfg(not(feature = "mongo"))]
+    {
+        lockwright_engine::mutants::activate_from_env_with(&[])
+    }
+}
+
 /// A backend under test: how a test gets a fresh, empty store of it, reads it back and
 /// releases it, and how the Locker tests tune themselves to it.
 pub trait Backend: 'static {

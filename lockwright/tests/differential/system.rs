@@ -10,7 +10,7 @@ impl<B: Backend> StateMachineTest for Differential<B> {
 
     fn init_test(_initial: &Reference) -> System<B> {
         #[cfg(lockwright_mutants)]
-        lockwright_engine::mutants::activate_from_env();
+        lockwright_testkit::activate_mutant();
         let clock = Arc::new(ManualClock::new(T0));
         System {
             store: runtime().block_on(B::store(Arc::clone(&clock), SHARDS, GRACE)),

@@ -74,7 +74,7 @@ const CLIENTS: usize = 4;
 /// Switches on the mutant named by `LOCKWRIGHT_MUTANT`, if any.
 fn activate_mutant() {
     #[cfg(lockwright_mutants)]
-    lockwright_engine::mutants::activate_from_env();
+    lockwright_testkit::activate_mutant();
 }
 
 mod rounds;

@@ -18,16 +18,10 @@ use lockwright_engine::table::{ClusterTime, FENCES_PER_SECOND};
 
 use crate::schema::{CREATED_AT, EXCLUSIVE, EXPIRES_AT, FENCE, LOCK_ID, RENEWED_AT, SHARED};
 
-/// Whether the pipeline mutant `$name` (see the engine's `mutants` module) is switched on:
-/// never, outside builds with `--cfg lockwright_mutants`.
+/// Whether the pipeline mutant `$name` (see [`crate::mutants`]) is switched on: never,
+/// outside builds with `--cfg lockwright_mutants`.
 macro_rules! mutated {
-    ($name:ident) => {{
-        #[cfg(lockwright_mutants)]
-        let on = lockwright_engine::mutants::active(lockwright_engine::mutants::Mutant::$name);
-        #[cfg(not(lockwright_mutants))]
-        let on = false;
-        on
-    }};
+    ($name:ident) => {{ crate::mutants::active(crate::mutants::Mutant::$name) }};
 }
 
 mod filter;

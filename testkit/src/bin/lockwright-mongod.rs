@@ -11,6 +11,10 @@
 //! lockwright-mongod drop-database URI NAME
 //!     Drop the database NAME on the deployment at URI (the kill matrix drops the test
 //!     database after each run, since a failing test leaves its collections behind).
+//! lockwright-mongod list-mutants
+//!     The MongoDB store's mutants, one `name kind unmodelled` line each, as the model's
+//!     `list-mutants` lists the engine's (builds with `--cfg lockwright_mutants` and the
+//!     feature `mongo` only; scripts/mutants reads both).
 //! ```
 //!
 //! The mongod binary is `LOCKWRIGHT_MONGOD`, else the one `scripts/mongod.sh install`
@@ -56,6 +60,8 @@ enum Command {
         /// The database.
         name: String,
     },
+    /// List the MongoDB store's mutants (mutant builds with the feature `mongo` only).
+    ListMutants,
 }
 
 fn members(s: &str) -> Result<usize, String> {
@@ -86,9 +92,30 @@ fn main() -> ExitCode {
             Command::Run { members, cmd } => run(members, cmd).await,
             Command::Start { members } => start(members).await,
             Command::DropDatabase { uri, name } => drop_database(&uri, &name).await,
+            Command::ListMutants => list_mutants(),
         }
     });
     ExitCode::from(code)
+}
+
+/// `list-mutants`: one line per mutant of the MongoDB store's catalogue. None of them is
+/// modelled (the model runs the engine's rules, not the pipelines).
+#[cfg(all(lockwright_mutants, feature = "mongo"))]
+fn list_mutants() -> u8 {
+    for m in lockwright_store_mongo::mutants::Mutant::ALL {
+        println!("{} {} unmodelled", m.name(), m.kind());
+    }
+    0
+}
+
+/// `list-mutants` in a build without the store's mutants: an error, not an empty list.
+#[cfg(not(all(lockwright_mutants, feature = "mongo")))]
+fn list_mutants() -> u8 {
+    eprintln!(
+        "lockwright-mongod: this build has no store mutants: build it with the feature `mongo` \
+         and RUSTFLAGS=\"--cfg lockwright_mutants\" (scripts/mutants does)"
+    );
+    1
 }
 
 async fn drop_database(uri: &str, name: &str) -> u8 {

@@ -102,7 +102,7 @@ impl<B: Backend> Ctx<B> {
 
     async fn build(grace: Duration, margin: Duration) -> Self {
         #[cfg(lockwright_mutants)]
-        lockwright_engine::mutants::activate_from_env();
+        crate::activate_mutant();
         let clock = Arc::new(ManualClock::new(T0));
         let store = B::store(Arc::clone(&clock), SHARDS, grace).await;
         Ctx {

@@ -122,21 +122,16 @@ fn list_mutants() -> ExitCode {
 /// `list-mutants`: one line per mutant, or an error in a build without them.
 #[cfg(lockwright_mutants)]
 fn list_mutants() -> ExitCode {
-    // One line per mutant: its name, what it breaks (the engine's rules, MongoDB's
-    // pipelines, the Locker's state machine, or the engine's queue of fair requests), and whether the model checks that rule.
-    // The kill-matrix script requires the model checker to kill the modelled ones, two
-    // MongoDB harnesses each pipeline one, and the simulator each Locker one.
+    // One line per mutant of the engine's catalogue: its name, what it breaks (the engine's
+    // rules, the Locker's state machine, or the queue of fair requests), and whether the
+    // model checks that rule. The kill-matrix script requires the model checker to kill the
+    // modelled ones and the simulator each Locker one; the MongoDB store lists its own
+    // (`lockwright-mongod list-mutants`).
     for m in lockwright_engine::mutants::Mutant::ALL {
-        let kind = if m.is_pipeline() && m.is_queue() {
-            "pipeline_queue"
-        } else if m.is_pipeline() {
-            "pipeline"
-        } else if m.is_locker() {
+        let kind = if m.is_locker() {
             "locker"
         } else if m.is_queue() {
             "queue"
-        } else if m.is_fenced_write() {
-            "fenced_write"
         } else {
             "engine"
         };

@@ -1,0 +1,118 @@
+//! Deliberately broken variants of this store's own copy of the rules: the server-side
+//! pipelines and the fenced writes to the user's collections. Each [`Mutant`] breaks one of
+//! them, to show that the MongoDB harnesses catch it (the kill matrix in
+//! docs/verification.md). They are switched on by name through the engine's switch
+//! (`LOCKWRIGHT_MUTANT`, [`activate_from_env`]), in builds with `--cfg lockwright_mutants`
+//! only, where this module is public; in every other build [`active`] is a constant
+//! `false` that compiles away. The engine's own mutants are in the engine's catalogue.
+
+// Outside mutant builds only `active` is called (by the pipelines), and only with `false`.
+#![cfg_attr(not(lockwright_mutants), allow(dead_code))]
+
+/// The catalogue: each mutant with its name, as harnesses and the kill matrix spell it.
+macro_rules! catalogue {
+    ($($(#[doc = $doc:literal])* $variant:ident => $name:literal,)+) => {
+        /// One broken rule of this store's.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[non_exhaustive]
+        pub enum Mutant {
+            $($(#[doc = $doc])* $variant,)+
+        }
+
+        impl Mutant {
+            /// Every mutant.
+            pub const ALL: &[Mutant] = &[$(Mutant::$variant,)+];
+
+            /// Every mutant's name, in the order of [`Mutant::ALL`].
+            pub const NAMES: &[&str] = &[$($name,)+];
+
+            /// The mutant's name in snake case.
+            #[must_use]
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Mutant::$variant => $name,)+
+                }
+            }
+        }
+    };
+}
+
+catalogue! {
+    /// The pipelines count a lock as expired only once `expiresAt < now`, not at
+    /// `expiresAt == now`.
+    PipelineExpiryStrict => "pipeline_expiry_strict",
+    /// The shared grant pipeline ignores the limit.
+    PipelineSharedIgnoresLimit => "pipeline_shared_ignores_limit",
+    /// The exclusive grant pipeline ignores live shared locks.
+    PipelineExclusiveIgnoresShared => "pipeline_exclusive_ignores_shared",
+    /// The exclusive grant pipeline takes over a live exclusive lock.
+    PipelineTakeoverLive => "pipeline_takeover_live",
+    /// The grant pipelines take over expired locks at once, without the takeover grace.
+    PipelineTakeoverIgnoresGrace => "pipeline_takeover_ignores_grace",
+    /// The grant pipelines reuse the last fence instead of a greater one.
+    PipelineFenceNotIncremented => "pipeline_fence_not_incremented",
+    /// The fence floor counts 2^21 fences a second of cluster time, not the engine's 2^22:
+    /// the shipped floor expression differs from the rule.
+    PipelineFenceFloorHalved => "pipeline_fence_floor_halved",
+    /// Purge deletes documents that still hold an exclusive lock.
+    PipelinePurgeDeletesHeld => "pipeline_purge_deletes_held",
+    /// The one-lock renewal ignores the renew margin.
+    PipelineRenewOneWithoutMargin => "pipeline_renew_one_without_margin",
+    /// The batch renewal renews every lock of a batch's documents, not only the locks the
+    /// batch names and the engine found renewable.
+    PipelineRenewManyWholeDocuments => "pipeline_renew_many_whole_documents",
+    /// The grant pipelines ignore the queue of fair waiters: a request overtakes them.
+    PipelineQueueIgnored => "pipeline_queue_ignored",
+    /// The shared grant pipeline lets a reader overtake a waiting writer.
+    PipelineSharedOvertakesWriter => "pipeline_shared_overtakes_writer",
+    /// The grant pipelines count a place whose lease ran out as a waiter ahead.
+    PipelineDeadEntryBlocks => "pipeline_dead_entry_blocks",
+    /// The grant pipelines leave the winner's place in the queue.
+    PipelineGrantLeavesEntry => "pipeline_grant_leaves_entry",
+    /// The fenced writes to the user's collections drop the fence condition: a stale
+    /// holder's write overwrites its successor's.
+    FencedWriteUnconditional => "fenced_write_unconditional",
+}
+
+impl Mutant {
+    /// What the mutant breaks, as the kill matrix sorts it: `pipeline_queue` (the queue's
+    /// rules, which only the harnesses that make fair requests run), `pipeline`, or
+    /// `fenced_write` (which only the fenced-write harness runs).
+    #[must_use]
+    pub fn kind(self) -> &'static str {
+        match self {
+            Mutant::PipelineQueueIgnored
+            | Mutant::PipelineSharedOvertakesWriter
+            | Mutant::PipelineDeadEntryBlocks
+            | Mutant::PipelineGrantLeavesEntry => "pipeline_queue",
+            Mutant::FencedWriteUnconditional => "fenced_write",
+            _ => "pipeline",
+        }
+    }
+}
+
+/// Whether `mutant` is switched on. Always `false` outside mutant builds.
+#[inline]
+#[must_use]
+pub fn active(mutant: Mutant) -> bool {
+    #[cfg(lockwright_mutants)]
+    {
+        lockwright_engine::mutants::named_active(mutant.name())
+    }
+    #[cfg(not(lockwright_mutants))]
+    {
+        let _ = mutant;
+        false
+    }
+}
+
+/// Switches on the mutant named by `LOCKWRIGHT_MUTANT`, of this catalogue or the engine's
+/// (none when unset), and returns its name: what every harness that runs this store calls
+/// first.
+///
+/// # Panics
+/// When the variable names no mutant of either catalogue.
+#[cfg(lockwright_mutants)]
+pub fn activate_from_env() -> Option<&'static str> {
+    lockwright_engine::mutants::activate_from_env_with(Mutant::NAMES)
+}
