@@ -27,7 +27,7 @@ use loom::sync::Arc;
 use loom::thread;
 
 use lockwright_engine::{
-    Error, LockId, LockOptions, LockRequest, LockStore, LockTable, SharedLimit, StoredLock,
+    Access, Error, LockId, LockOptions, LockRequest, LockStore, LockTable, SharedLimit, StoredLock,
     Timestamp,
 };
 use lockwright_store_mem::MemStore;
@@ -180,9 +180,8 @@ impl Client {
     /// new lock).
     fn slock(&mut self, resource: &str, lock_id: &str) -> bool {
         let limit = self.limit.map(|m| SharedLimit::new(m).unwrap());
-        let outcome = run(self
-            .store
-            .lock(&request(resource, lock_id, None).with_access(Access::Shared(limit))));
+        let shared = request(resource, lock_id, None).with_access(Access::Shared(limit));
+        let outcome = run(self.store.lock(&shared));
         let granted = self.outcome(resource, outcome);
         self.check(&format!("slock({resource}, {lock_id}) -> {granted}"));
         granted
@@ -282,7 +281,7 @@ fn mutual_exclusion() {
             let (store, ra) = (Arc::clone(&store), ra.clone());
             thread::spawn(move || {
                 let mut c = Client::new(&store, limit, "t1");
-                if c.lock(&ra, "a") {
+                if c.xlock(&ra, "a") {
                     c.unlock("a");
                 }
                 c
@@ -292,14 +291,14 @@ fn mutual_exclusion() {
             let (store, ra, rb) = (Arc::clone(&store), ra.clone(), rb.clone());
             thread::spawn(move || {
                 let mut c = Client::new(&store, limit, "t2");
-                c.lock(&ra.clone().with_access(Access::Shared("b")));
-                c.lock(&rb, "b");
+                c.slock(&ra, "b");
+                c.xlock(&rb, "b");
                 c
             })
         };
         let mut main = Client::new(&store, limit, "main");
         main.purge();
-        main.lock(&ra, "c");
+        main.xlock(&ra, "c");
 
         let clients = [t1.join().unwrap(), t2.join().unwrap(), main];
         check_fences(&store, &clients);
@@ -321,7 +320,7 @@ fn shared_limit() {
             let (store, ra) = (Arc::clone(&store), ra.clone());
             thread::spawn(move || {
                 let mut c = Client::new(&store, limit, "t1");
-                if c.lock(&ra.clone().with_access(Access::Shared("a"))) {
+                if c.slock(&ra, "a") {
                     c.unlock("a");
                 }
                 c
@@ -331,12 +330,12 @@ fn shared_limit() {
             let (store, ra) = (Arc::clone(&store), ra.clone());
             thread::spawn(move || {
                 let mut c = Client::new(&store, limit, "t2");
-                c.lock(&ra.clone().with_access(Access::Shared("b")));
+                c.slock(&ra, "b");
                 c
             })
         };
         let mut main = Client::new(&store, limit, "main");
-        main.lock(&ra.clone().with_access(Access::Shared("c")));
+        main.slock(&ra, "c");
 
         let clients = [t1.join().unwrap(), t2.join().unwrap(), main];
         let live_shared = store
@@ -367,9 +366,9 @@ fn fence_monotonic() {
             let (store, ra) = (Arc::clone(&store), ra.clone());
             thread::spawn(move || {
                 let mut c = Client::new(&store, None, "t1");
-                c.lock(&ra, "a");
+                c.xlock(&ra, "a");
                 c.unlock("a");
-                c.lock(&ra, "a");
+                c.xlock(&ra, "a");
                 c
             })
         };
@@ -377,14 +376,14 @@ fn fence_monotonic() {
             let (store, ra, rb) = (Arc::clone(&store), ra.clone(), rb.clone());
             thread::spawn(move || {
                 let mut c = Client::new(&store, None, "t2");
-                c.lock(&ra.clone().with_access(Access::Shared("b")));
-                c.lock(&rb.clone().with_access(Access::Shared("b")));
+                c.slock(&ra, "b");
+                c.slock(&rb, "b");
                 c
             })
         };
         let mut main = Client::new(&store, None, "main");
         main.purge();
-        main.lock(&rb, "c");
+        main.xlock(&rb, "c");
 
         let clients = [t1.join().unwrap(), t2.join().unwrap(), main];
         check_fences(&store, &clients);

@@ -78,6 +78,7 @@ use lockwright_engine::{
     LockStore, Renewal, Resource, Result, Timestamp, Ttl,
 };
 pub use retry::RETRY_WINDOW;
+pub use setup::CollectionUse;
 
 /// Lock groups removed per purge transaction unless [`MongoStore::with_purge_batch`] says
 /// otherwise.

@@ -154,33 +154,82 @@ impl MongoStore {
 }
 
 impl MongoStore {
-    /// Whether the lock collection was never used: it does not exist (no indexes at all),
-    /// or it has only the `_id` index and no document; and this store never found it ready
-    /// (one that did and finds it gone was dropped while in use, and is refused).
+    /// Whether the lock collection was never used ([`never_used`]), and this store never
+    /// found it ready (one that did and finds it gone was dropped while in use, and is
+    /// refused).
     async fn unused(&self, op: &'static str, indexes: &[IndexModel]) -> Result<bool, Error> {
         if self.was_ready.load(Ordering::SeqCst) {
             return Ok(false);
         }
-        let only_id = indexes.iter().all(|i| {
-            i.options
-                .as_ref()
-                .and_then(|o| o.name.as_deref())
-                .is_some_and(|n| n == "_id_")
-        });
-        if !only_id {
-            return Ok(false);
-        }
-        if indexes.is_empty() {
-            return Ok(true);
-        }
-        let any = self
-            .coll
-            .find_one(doc! {})
-            .projection(doc! {"_id": 1})
+        never_used(&self.coll, indexes)
+            .await
+            .map_err(|e| failure::backend(op, &e))
+    }
+
+    /// Whether the lock collection is missing, was never used, or is in use, by reading
+    /// it (its name in the database, its indexes, whether it holds a document): what the
+    /// set-up check of a first operation decides on, told without writing anything (a
+    /// missing or never-used collection is made ready by that check). `lockwright doctor`
+    /// reports it.
+    ///
+    /// # Errors
+    /// A backend error when the collection cannot be read.
+    pub async fn collection_use(&self) -> Result<CollectionUse, Error> {
+        let op = "collection_use";
+        let ns = self.coll.namespace();
+        let names = self
+            .client
+            .database(&ns.db)
+            .list_collection_names()
+            .filter(doc! {"name": &ns.coll})
             .await
             .map_err(|e| failure::backend(op, &e))?;
-        Ok(any.is_none())
+        if names.is_empty() {
+            return Ok(CollectionUse::Missing);
+        }
+        let indexes = self.indexes(op).await?;
+        let never = never_used(&self.coll, &indexes)
+            .await
+            .map_err(|e| failure::backend(op, &e))?;
+        Ok(if never {
+            CollectionUse::NeverUsed
+        } else {
+            CollectionUse::InUse
+        })
     }
+}
+
+/// What [`MongoStore::collection_use`] finds of the lock collection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CollectionUse {
+    /// It does not exist yet.
+    Missing,
+    /// It exists with no document and no index but `_id`'s.
+    NeverUsed,
+    /// Anything else: the set-up check only reads it.
+    InUse,
+}
+
+/// Whether a collection with `indexes` was never used: it has no index at all (it does not
+/// exist), or only the `_id` index and no document.
+async fn never_used(
+    coll: &mongodb::Collection<Document>,
+    indexes: &[IndexModel],
+) -> Result<bool, mongodb::error::Error> {
+    let only_id = indexes.iter().all(|i| {
+        i.options
+            .as_ref()
+            .and_then(|o| o.name.as_deref())
+            .is_some_and(|n| n == "_id_")
+    });
+    if !only_id {
+        return Ok(false);
+    }
+    if indexes.is_empty() {
+        return Ok(true);
+    }
+    let any = coll.find_one(doc! {}).projection(doc! {"_id": 1}).await?;
+    Ok(any.is_none())
 }
 
 /// Whether `index` is a unique index on `resource`: `None` if it is not on `resource`

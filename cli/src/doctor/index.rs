@@ -2,27 +2,15 @@
 //!
 //! The verdict is the store's own set-up check, reached through a `status` call. That
 //! check makes the indexes of a collection that does not exist yet or was never used (first
-//! use needs no set-up), so doctor first reads the collection itself and, without `--fix`,
-//! runs the check only on a collection in use, where it only reads.
+//! use needs no set-up), so doctor first asks the store what it finds of the collection
+//! (`MongoStore::collection_use`, which only reads) and, without `--fix`, runs the check
+//! only on a collection in use, where it only reads.
 
-use lockwright::store_mongo::MongoFailure;
+use lockwright::store_mongo::CollectionUse;
 use lockwright::{Client, Error, Filter, MongoStore};
-use mongodb::bson::doc;
 
 use super::report::{Report, Verdict};
 use crate::exit::{self, CliError};
-
-/// What doctor finds of the lock collection before it asks the store anything.
-enum Found {
-    /// It does not exist yet.
-    Missing,
-    /// It exists with no document and no index but `_id`'s: the store's set-up check would
-    /// make its indexes (first use needs no set-up), so doctor does not run that check
-    /// without `--fix`.
-    NeverUsed,
-    /// Anything else: the store's set-up check only reads it.
-    InUse,
-}
 
 /// The unique index on `resource`, judged by the store itself; created with `--fix`.
 /// Without `--fix` nothing is written: a collection the store's set-up check would make
@@ -30,17 +18,16 @@ enum Found {
 pub(super) async fn index(report: &mut Report, store: &MongoStore, fix: bool) {
     let ns = store.collection().namespace();
     let client = Client::new(store_clone(store));
-    let found = match find_collection(store).await {
+    let found = match store.collection_use().await {
         Ok(found) => found,
         Err(e) => {
-            let err = CliError::from(Error::backend("doctor", MongoFailure::new(&e)));
-            report.line(&Verdict::Fail, &err.message);
+            report.line(&Verdict::Fail, &CliError::from(e).message);
             return;
         }
     };
-    if matches!(found, Found::Missing | Found::NeverUsed) {
+    if matches!(found, CollectionUse::Missing | CollectionUse::NeverUsed) {
         if !fix {
-            let what = if matches!(found, Found::Missing) {
+            let what = if found == CollectionUse::Missing {
                 "does not exist yet"
             } else {
                 "was never used (no document, no index but `_id`'s)"
@@ -100,39 +87,6 @@ pub(super) async fn index(report: &mut Report, store: &MongoStore, fix: bool) {
         ),
         Err(e) => report.line(&Verdict::Fail, &CliError::from(e).message),
     }
-}
-
-/// Whether the lock collection is missing, never used or in use, by reading it: its name
-/// in the database, its indexes and whether it holds a document.
-async fn find_collection(store: &MongoStore) -> Result<Found, mongodb::error::Error> {
-    use futures_util::TryStreamExt;
-    let coll = store.collection();
-    let ns = coll.namespace();
-    let names = store
-        .client()
-        .database(&ns.db)
-        .list_collection_names()
-        .filter(doc! {"name": &ns.coll})
-        .await?;
-    if names.is_empty() {
-        return Ok(Found::Missing);
-    }
-    let indexes: Vec<_> = coll.list_indexes().await?.try_collect().await?;
-    let only_id = indexes.iter().all(|i| {
-        i.options
-            .as_ref()
-            .and_then(|o| o.name.as_deref())
-            .is_some_and(|n| n == "_id_")
-    });
-    if !only_id {
-        return Ok(Found::InUse);
-    }
-    let any = coll.find_one(doc! {}).projection(doc! {"_id": 1}).await?;
-    Ok(if any.is_none() {
-        Found::NeverUsed
-    } else {
-        Found::InUse
-    })
 }
 
 /// A second store on the same collection (its set-up check is its own).

@@ -4,7 +4,7 @@
 // A test that cannot unwrap has failed: panicking is how it says so.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +22,7 @@ use mongodb::options::WriteConcern;
 
 const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);
 
+mod fenced;
 mod hints;
 mod round_trips;
 mod schema;

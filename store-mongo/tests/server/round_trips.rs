@@ -32,7 +32,7 @@ async fn round_trips_per_operation() {
     );
 
     let mut per_size = BTreeMap::new();
-    for k in [1, 10, 100] {
+    for k in [1, 10, 100, 1_000] {
         let group = format!("group-{k}");
         for i in 0..k {
             store
@@ -67,7 +67,12 @@ async fn round_trips_per_operation() {
     let transaction = ["find", "aggregate", "update", "commitTransaction"];
     assert_eq!(renew_10, transaction);
     assert_eq!(unlock_10, transaction);
-    assert_eq!(per_size[&100], (renew_10, unlock_10), "100 locks as 10");
+    assert_eq!(
+        per_size[&100],
+        (renew_10.clone(), unlock_10.clone()),
+        "100 locks as 10"
+    );
+    assert_eq!(per_size[&1_000], (renew_10, unlock_10), "1,000 locks as 10");
     // An unknown group: the read alone.
     assert!(store.unlock(&id("nobody")).await.unwrap().is_empty());
     assert_eq!(commands.take(), ["find"]);
@@ -78,6 +83,11 @@ async fn round_trips_per_operation() {
     assert_eq!(commands.take(), ["aggregate"], "status is one command");
     store.status(&Filter::new().resource("x")).await.unwrap();
     assert_eq!(commands.take(), ["aggregate"], "status of a resource too");
+    let of_a = store.status(&Filter::new().lock_id("a")).await.unwrap();
+    assert_eq!(of_a.len(), 2, "a holds x and s: {of_a:?}");
+    assert_eq!(commands.take(), ["aggregate"], "status of a lock id too");
+    store.status(&Filter::new().owner("nobody")).await.unwrap();
+    assert_eq!(commands.take(), ["aggregate"], "status of an owner too");
     let summary = store.summary().await.unwrap();
     assert!(!summary.resources.is_empty());
     assert_eq!(commands.take(), ["aggregate"], "a summary is one command");
