@@ -182,13 +182,17 @@ impl Mutant {
 #[cfg(lockwright_mutants)]
 static ACTIVE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
 
-/// Switches `mutant` on for the whole process (`None`: the real rules).
+/// Switches `mutant` of the engine's catalogue on for the whole process, and any other
+/// catalogue's off (`None`: the real rules).
 #[cfg(lockwright_mutants)]
 pub fn activate(mutant: Option<Mutant>) {
     ACTIVE.store(
         mutant.map_or(0, Mutant::code),
         std::sync::atomic::Ordering::SeqCst,
     );
+    *NAMED
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
 }
 
 /// The mutant switched on, if any.
@@ -266,9 +270,11 @@ pub fn activate_named(name: Option<&str>, others: &[&'static str]) -> Option<&'s
         );
     }
     activate(engine);
-    *NAMED
-        .write()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = other;
+    if other.is_some() {
+        *NAMED
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = other;
+    }
     engine.map(Mutant::name).or(other)
 }
 
