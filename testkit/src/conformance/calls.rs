@@ -206,8 +206,9 @@ impl<B: Backend> Ctx<B> {
 }
 
 /// A fair request's options and its place: the ticket that names it (unchecked until the
-/// request is made, so that a case can send a bad one) and its lease.
-#[derive(Clone, Debug)]
+/// request is made, so that a case can send a bad one) and its lease. The ticket is a
+/// secret, as a lock id is: `Debug` never shows it.
+#[derive(Clone)]
 pub struct Fair {
     /// The lock's lease and holder.
     pub options: LockOptions,
@@ -215,4 +216,31 @@ pub struct Fair {
     pub ticket: String,
     /// The place's lease.
     pub lease: Duration,
+}
+
+impl std::fmt::Debug for Fair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fair")
+            .field("options", &self.options)
+            .field("ticket", &"<redacted>")
+            .field("lease", &self.lease)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_shows_the_ticket() {
+        let fair = Fair {
+            options: LockOptions::new(),
+            ticket: "secret-ticket-7".into(),
+            lease: Duration::from_secs(5),
+        };
+        let shown = format!("{fair:?}");
+        assert!(!shown.contains("secret-ticket-7"), "{shown}");
+        assert!(shown.contains("<redacted>"), "{shown}");
+    }
 }
