@@ -51,12 +51,6 @@ impl SharedLimit {
     }
 }
 
-impl From<NonZeroU32> for SharedLimit {
-    fn from(limit: NonZeroU32) -> Self {
-        SharedLimit(limit)
-    }
-}
-
 impl TryFrom<u32> for SharedLimit {
     type Error = InvalidArgument;
     fn try_from(v: u32) -> Result<Self, InvalidArgument> {
@@ -118,15 +112,6 @@ impl Access {
         }
     }
 
-    /// The shared limit, if any (always `None` for exclusive access).
-    #[must_use]
-    pub const fn limit(self) -> Option<SharedLimit> {
-        match self {
-            Access::Exclusive => None,
-            Access::Shared(limit) => limit,
-        }
-    }
-
     /// The operation's name, as the API and metrics say it: `xlock` or `slock`.
     #[must_use]
     pub const fn operation(self) -> &'static str {
@@ -134,11 +119,5 @@ impl Access {
             Access::Exclusive => "xlock",
             Access::Shared(_) => "slock",
         }
-    }
-}
-
-impl From<SharedLimit> for Access {
-    fn from(limit: SharedLimit) -> Self {
-        Access::Shared(Some(limit))
     }
 }
