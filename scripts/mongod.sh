@@ -21,7 +21,9 @@
 #   scripts/mongod.sh start [--members 1|3]
 #       Install, start a set, print its URI on stdout, and keep it until Ctrl-C or SIGTERM.
 #
-# Environment: MONGOD_START_TIMEOUT, seconds to wait for a mongod or the set (default 60).
+# Environment: MONGOD_START_TIMEOUT, seconds to wait for a mongod or the set (default 60);
+# LOCKWRIGHT_MONGOD_BIN, a lockwright-mongod built already (scripts/test passes the one its
+# build made), instead of building one.
 set -euo pipefail
 
 SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
@@ -118,10 +120,16 @@ ensure_installed() {
 exec_fixture() {
     local target="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
     [[ "$target" == /* ]] || target="$REPO_ROOT/$target"
-    log "building the test kit's lockwright-mongod (a no-op once built) ..."
-    (cd -- "$REPO_ROOT" && cargo build -q --workspace --all-features --bin lockwright-mongod) ||
-        die "could not build lockwright-mongod (cargo build --workspace --all-features --bin lockwright-mongod)"
-    LOCKWRIGHT_MONGOD=$MONGOD exec "$target/debug/lockwright-mongod" "$@"
+    local bin=${LOCKWRIGHT_MONGOD_BIN:-}
+    if [[ -n "$bin" ]]; then
+        [[ -x "$bin" ]] || die "LOCKWRIGHT_MONGOD_BIN=$bin is not an executable"
+    else
+        log "building the test kit's lockwright-mongod (a no-op once built) ..."
+        (cd -- "$REPO_ROOT" && cargo build -q --workspace --all-features --bin lockwright-mongod) ||
+            die "could not build lockwright-mongod (cargo build --workspace --all-features --bin lockwright-mongod)"
+        bin=$target/debug/lockwright-mongod
+    fi
+    LOCKWRIGHT_MONGOD=$MONGOD exec "$bin" "$@"
 }
 
 (($#)) || usage
