@@ -163,6 +163,13 @@ impl Mutant {
         )
     }
 
+    /// Whether the mutant breaks the holding rule ([`crate::holder`]), which only a client
+    /// that holds locks runs (the Locker, and the model's clients), never a store.
+    #[must_use]
+    pub fn is_holding(self) -> bool {
+        matches!(self, Mutant::HolderWithoutMargin)
+    }
+
     /// Whether the model checker models the rule this mutant breaks (the status filter is
     /// not modelled, and the model runs the engine's lock rules, not the Locker).
     #[must_use]
