@@ -69,11 +69,23 @@ pub enum Mutant {
     QueueDeadEntryBlocks,
     /// A grant leaves the winner's place in the queue.
     GrantLeavesEntry,
+    /// The store hands the lock to the first place, live or not: a dead waiter is handed
+    /// the lock, and the live ones wait out its claim lease.
+    HandoffToDeadPlace,
+    /// The store hands the lock to the first place it would grant, past a live place
+    /// ahead that conflicts with the lock in the way.
+    HandoffPastConflict,
+    /// A handed lock's claim lease starts when its waiter took its place, not at the
+    /// handoff: a waiter that waited long is handed a lock already expired.
+    ClaimLeaseFromQueuedAt,
+    /// A claim revives a handed lock whose claim lease and grace are over, before the store
+    /// hands it to the next live waiter.
+    ClaimRevivesLapsed,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 22] = [
+    pub const ALL: [Mutant; 26] = [
         Mutant::PurgeIgnoresGroups,
         Mutant::PurgeIgnoresCreatedBefore,
         Mutant::RenewWithoutMargin,
@@ -96,6 +108,10 @@ impl Mutant {
         Mutant::SharedOvertakesWriter,
         Mutant::QueueDeadEntryBlocks,
         Mutant::GrantLeavesEntry,
+        Mutant::HandoffToDeadPlace,
+        Mutant::HandoffPastConflict,
+        Mutant::ClaimLeaseFromQueuedAt,
+        Mutant::ClaimRevivesLapsed,
     ];
 
     /// The mutant's name in snake case, as harnesses and the kill matrix spell it.
@@ -124,6 +140,10 @@ impl Mutant {
             Mutant::SharedOvertakesWriter => "shared_overtakes_writer",
             Mutant::QueueDeadEntryBlocks => "queue_dead_entry_blocks",
             Mutant::GrantLeavesEntry => "grant_leaves_entry",
+            Mutant::HandoffToDeadPlace => "handoff_to_dead_place",
+            Mutant::HandoffPastConflict => "handoff_past_conflict",
+            Mutant::ClaimLeaseFromQueuedAt => "claim_lease_from_queued_at",
+            Mutant::ClaimRevivesLapsed => "claim_revives_lapsed",
         }
     }
 
@@ -160,6 +180,10 @@ impl Mutant {
                 | Mutant::SharedOvertakesWriter
                 | Mutant::QueueDeadEntryBlocks
                 | Mutant::GrantLeavesEntry
+                | Mutant::HandoffToDeadPlace
+                | Mutant::HandoffPastConflict
+                | Mutant::ClaimLeaseFromQueuedAt
+                | Mutant::ClaimRevivesLapsed
         )
     }
 

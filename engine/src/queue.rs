@@ -7,19 +7,24 @@
 //! ([`QueueEntry::is_live`]) no longer counts and is dropped by the next write of the
 //! resource (or by purge), so a dead waiter delays the others by at most its place's lease.
 //!
-//! What the queue means for a grant (who may overtake whom, what a refusal does to a
-//! place) is a rule of the resource: see [`ResourceState`](crate::ResourceState) and
-//! [`crate::resource`].
+//! A place also records what the store grants its waiter when the lock comes free
+//! ([`Handoff`]: the lock id, the holder's details, a shared request's limit and the claim
+//! lease), so that the store can hand the lock to the head of the line in the very write
+//! that frees it. What the queue means for a grant (who may overtake whom, what a refusal
+//! does to a place, when a place is handed the lock) is a rule of the resource: see
+//! [`ResourceState`](crate::ResourceState) and [`crate::resource`].
 
 use std::ops::Deref;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::access::Mode;
+use crate::access::{Access, Mode, SharedLimit};
 use crate::invalid::InvalidArgument;
+use crate::lock::LockRequest;
 use crate::mutants::{self, Mutant};
 use crate::names::LockId;
+use crate::status::Holder;
 use crate::time::{Timestamp, Ttl};
 
 /// The shortest lease of a place in a queue: shorter ones would lapse between two attempts
@@ -63,6 +68,50 @@ impl Ticket {
     }
 }
 
+/// What the store grants a place when it hands it the lock: the lock the waiter's last
+/// request asked for, with a short *claim lease* instead of its TTL. The waiter claims the
+/// lock to its full TTL with its next request (the same lock id, fair), which the store
+/// answers with the grant.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Handoff {
+    /// The lock id the lock is granted under (a secret).
+    pub lock_id: LockId,
+    /// Who asked, from where, and why.
+    #[serde(flatten)]
+    pub holder: Holder,
+    /// A shared request's limit (none for an exclusive one, or a shared one without).
+    pub limit: Option<SharedLimit>,
+    /// The claim lease: the handed lock expires this long after the handoff unless its
+    /// waiter claims it. The place's own lease (the waiter asks again within it).
+    pub lease: Ttl,
+}
+
+impl Handoff {
+    /// What a handoff to the place of fair `request` (with a place lease `lease`) grants.
+    #[must_use]
+    pub fn of(request: &LockRequest, lease: Ttl) -> Self {
+        Handoff {
+            lock_id: request.lock_id.clone(),
+            holder: request.holder.clone(),
+            limit: match request.access {
+                Access::Shared(limit) => limit,
+                Access::Exclusive => None,
+            },
+            lease,
+        }
+    }
+
+    /// The access the handed lock is granted with, in `mode`.
+    #[must_use]
+    pub fn access(&self, mode: Mode) -> Access {
+        match mode {
+            Mode::Exclusive => Access::Exclusive,
+            Mode::Shared => Access::Shared(self.limit),
+        }
+    }
+}
+
 /// One waiter's place in a resource's queue.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -75,10 +124,15 @@ pub struct QueueEntry {
     pub queued_at: Timestamp,
     /// When the place lapses unless the waiter asks again.
     pub expires_at: Timestamp,
+    /// What the store grants the place when it hands it the lock; `None` for a place whose
+    /// writer did not record it (an earlier version): such a place is never handed the lock,
+    /// and is granted by its own next request, as before.
+    pub handoff: Option<Handoff>,
 }
 
 impl QueueEntry {
-    /// A place for `ticket` in `mode`, taken or refreshed at `now`.
+    /// A place for `ticket` in `mode`, taken or refreshed at `now`, that records no handoff
+    /// (see [`QueueEntry::with_handoff`]).
     #[must_use]
     pub fn new(ticket: LockId, mode: Mode, queued_at: Timestamp, expires_at: Timestamp) -> Self {
         QueueEntry {
@@ -86,7 +140,15 @@ impl QueueEntry {
             mode,
             queued_at,
             expires_at,
+            handoff: None,
         }
+    }
+
+    /// The same place, handed `handoff` when the lock comes free.
+    #[must_use]
+    pub fn with_handoff(mut self, handoff: Option<Handoff>) -> Self {
+        self.handoff = handoff;
+        self
     }
 
     /// Live at `now`: its lease has not run out (`now < expires_at`). A place that is not
@@ -160,20 +222,32 @@ impl Queue {
         self.0[..end].iter().filter(move |e| e.is_live(now))
     }
 
-    /// `ticket` takes a place at the back in `mode` at `now`, or refreshes the place it has
-    /// (keeping its order, taking the new mode), after the dead places are dropped.
-    pub fn join(&mut self, ticket: &Ticket, mode: Mode, now: Timestamp) {
+    /// The fair `request` (whose ticket is `ticket`) takes a place at the back at `now`, or
+    /// refreshes the place its ticket has (keeping its order, taking the request's mode and
+    /// what a handoff grants), after the dead places are dropped.
+    pub fn join(&mut self, ticket: &Ticket, request: &LockRequest, now: Timestamp) {
         self.drop_dead(now);
         let expires_at = now.saturating_add(ticket.ttl.as_duration());
+        let handoff = Some(Handoff::of(request, ticket.ttl));
+        let mode = request.mode();
         match self.0.iter_mut().find(|e| e.ticket == ticket.id) {
             Some(e) => {
                 e.expires_at = expires_at;
                 e.mode = mode;
+                e.handoff = handoff;
             }
-            None => self
-                .0
-                .push(QueueEntry::new(ticket.id.clone(), mode, now, expires_at)),
+            None => self.0.push(
+                QueueEntry::new(ticket.id.clone(), mode, now, expires_at).with_handoff(handoff),
+            ),
         }
+    }
+
+    /// Takes the place at `index` out of the queue.
+    ///
+    /// # Panics
+    /// When `index` is out of bounds (a broken invariant of the caller).
+    pub fn take(&mut self, index: usize) -> QueueEntry {
+        self.0.remove(index)
     }
 
     /// Removes `ticket`'s place, live or not. Returns whether it had one.
@@ -228,6 +302,16 @@ mod tests {
         Timestamp::from_millis(ms)
     }
 
+    /// A request of `mode` with lock id `l`.
+    fn ask(mode: Mode) -> LockRequest {
+        let access = match mode {
+            Mode::Exclusive => Access::Exclusive,
+            Mode::Shared => Access::Shared(None),
+        };
+        let options = crate::LockOptions::new().access(access);
+        LockRequest::new("r", "l", &options).unwrap()
+    }
+
     fn ids<'a>(places: impl Iterator<Item = &'a QueueEntry>) -> Vec<&'a str> {
         places.map(|e| e.ticket.as_str()).collect()
     }
@@ -235,11 +319,11 @@ mod tests {
     #[test]
     fn places_keep_their_order_and_lapse_with_their_lease() {
         let mut q = Queue::new();
-        q.join(&ticket("a"), Mode::Exclusive, at(0));
-        q.join(&ticket("b"), Mode::Shared, at(1_000));
-        q.join(&ticket("c"), Mode::Shared, at(2_000));
+        q.join(&ticket("a"), &ask(Mode::Exclusive), at(0));
+        q.join(&ticket("b"), &ask(Mode::Shared), at(1_000));
+        q.join(&ticket("c"), &ask(Mode::Shared), at(2_000));
         // A refresh keeps the place and takes the new lease and mode.
-        q.join(&ticket("a"), Mode::Shared, at(2_500));
+        q.join(&ticket("a"), &ask(Mode::Shared), at(2_500));
         assert_eq!(ids(q.live(at(2_500))), ["a", "b", "c"]);
         assert_eq!(q[0].mode, Mode::Shared);
         assert_eq!(q[0].queued_at, at(0));
@@ -262,7 +346,7 @@ mod tests {
         assert!(q.remove(&LockId::new("a").unwrap()));
         assert!(!q.remove(&LockId::new("a").unwrap()));
         // A place taken after the dead ones are dropped goes to the back.
-        q.join(&ticket("b"), Mode::Exclusive, at(4_000));
+        q.join(&ticket("b"), &ask(Mode::Exclusive), at(4_000));
         assert_eq!(ids(q.iter()), ["c", "b"]);
     }
 }

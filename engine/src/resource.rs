@@ -129,6 +129,35 @@ pub fn fence_floor(now: Timestamp) -> u64 {
     ClusterTime::at(now).fence_floor()
 }
 
+/// A lock the store handed to the head of a queue ([`ResourceState::hand_over`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Handed {
+    /// The ticket of the place it was handed to (a secret, like a lock id).
+    pub ticket: LockId,
+    /// The lock as granted, with its claim lease.
+    pub status: LockStatus,
+}
+
+/// What a write did to a resource besides its own answer: the locks it handed to the head
+/// of the queue, and the lock ids whose abandoned locks it took over.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Moves {
+    /// The locks handed over, in the order of their places.
+    pub handed: Vec<Handed>,
+    /// The lock ids whose locks were taken over (removed).
+    pub taken_over: Vec<LockId>,
+}
+
+impl Moves {
+    /// Adds `other`'s moves to these.
+    pub fn extend(&mut self, other: Moves) {
+        self.handed.extend(other.handed);
+        self.taken_over.extend(other.taken_over);
+    }
+}
+
 /// The locks of one resource: an exclusive lock, or shared locks, or none; the fence
 /// counter (the last fence granted on it); and the queue of fair waiters.
 ///
@@ -349,33 +378,142 @@ impl ResourceState {
         had
     }
 
-    /// Decides `request` at `now` with the takeover `grace` and the fence clock at `floor`:
-    /// grants it if the rules allow, or refuses it.
-    /// A refusal leaves the locks as they were and says when the rule would allow the
-    /// request; a fair one takes or refreshes its place in the queue first, and reports it.
-    /// Returns the grant's status and the lock ids it took over.
+    /// Decides `request` at `now` with the takeover `grace` and the fence clock at `floor`.
     ///
-    /// # Errors
-    /// `AlreadyLocked` when the rule refuses.
+    /// First the store hands the lock to the head of the queue if it is free for it
+    /// ([`ResourceState::hand_over`]: the holder released it or is gone). Then a fair request
+    /// whose lock id holds a lock here in the mode it asks for claims it
+    /// ([`ResourceState::claim`]); any other request is granted if the rules allow, or
+    /// refused. A refusal leaves the locks as they were and says when the rule would allow
+    /// the request; a fair one takes or refreshes its place in the queue first, and reports
+    /// it. Returns the answer, and what the write handed over and took over.
     pub fn decide(
         &mut self,
         request: &LockRequest,
         now: Timestamp,
         grace: Duration,
         floor: u64,
-    ) -> Result<(LockStatus, Vec<LockId>), Error> {
+    ) -> (Result<LockStatus, Error>, Moves) {
+        let revive = mutants::active(Mutant::ClaimRevivesLapsed);
+        if revive && let Some(status) = self.claim(request, now, grace) {
+            return (Ok(status), Moves::default());
+        }
+        let mut moves = self.hand_over(&request.resource, now, grace, floor);
+        if !revive && let Some(status) = self.claim(request, now, grace) {
+            return (Ok(status), moves);
+        }
         if self.allows(request, now, grace) {
-            return Ok(self.grant(request, now, grace, floor));
+            let (status, taken_over) = self.grant(request, now, grace, floor);
+            moves.taken_over.extend(taken_over);
+            return (Ok(status), moves);
         }
         let queued = request.fair.as_ref().map(|ticket| {
-            self.queue.join(ticket, request.mode(), now);
+            self.queue.join(ticket, request, now);
             self.queued(request, now)
         });
-        Err(Error::AlreadyLocked {
+        let refused = Error::AlreadyLocked {
             resource: request.resource.clone(),
             retry_in: self.free_in(request, now, grace),
             queued,
-        })
+        };
+        (Err(refused), moves)
+    }
+
+    /// A fair `request` whose lock id holds a lock here in the mode it asks for, and that
+    /// lock is held (not abandoned), claims it: the lock was handed to its place, or an
+    /// earlier attempt of the same request was granted. The claim renews the lock to the
+    /// request's TTL from `now` (`renewed_at = now`), keeps its fence, and removes the
+    /// request's place if it still has one; the answer is the grant. `None` for any other
+    /// request, which the rules decide as usual (a request that is not fair and asks again
+    /// with a lock id that holds a lock is refused: grants are not re-entrant).
+    pub fn claim(
+        &mut self,
+        request: &LockRequest,
+        now: Timestamp,
+        grace: Duration,
+    ) -> Option<LockStatus> {
+        let ticket = request.fair.as_ref()?;
+        let revive = mutants::active(Mutant::ClaimRevivesLapsed);
+        let lock = match request.mode() {
+            Mode::Exclusive => self.exclusive.as_mut(),
+            Mode::Shared => self
+                .shared
+                .iter_mut()
+                .find(|l| l.lock_id == request.lock_id),
+        }
+        .filter(|l| l.lock_id == request.lock_id && (revive || l.is_held(now, grace)))?;
+        lock.expires_at = request.ttl.map(|t| now.saturating_add(t.as_duration()));
+        lock.renewed_at = Some(now);
+        let status = lock.status(&request.resource, request.mode(), now);
+        self.queue.remove(&ticket.id);
+        self.queue.drop_dead(now);
+        Some(status)
+    }
+
+    /// The store hands the lock over: while the first live place of the queue is one the
+    /// rules would grant (nobody is ahead of it: the locks alone decide), it is granted the
+    /// lock its place records ([`Handoff`](crate::queue::Handoff)) with the next fence and a claim lease of the
+    /// place's lease from `now`, and its place is removed, with the abandoned locks (taken
+    /// over) and the dead places. So an exclusive head is handed the lock alone, and a run
+    /// of shared heads is handed it together, up to each one's limit. A place that records
+    /// no handoff stops the handing (it is granted by its own request). Every write that
+    /// may free a resource runs this: a lock request (before it is decided), a release, a
+    /// waiter leaving, and purge.
+    pub fn hand_over(
+        &mut self,
+        resource: &crate::names::Resource,
+        now: Timestamp,
+        grace: Duration,
+        floor: u64,
+    ) -> Moves {
+        let mut moves = Moves::default();
+        loop {
+            let past_conflicts = mutants::active(Mutant::HandoffPastConflict);
+            let dead_too = mutants::active(Mutant::HandoffToDeadPlace);
+            let candidates: Vec<usize> = self
+                .queue
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| dead_too || e.is_live(now))
+                .map(|(i, _)| i)
+                .take(if past_conflicts { usize::MAX } else { 1 })
+                .collect();
+            let Some(i) = candidates.into_iter().find(|&i| {
+                let e = &self.queue[i];
+                e.handoff.as_ref().is_some_and(|h| match e.mode {
+                    Mode::Exclusive => self.can_xlock(now, grace),
+                    Mode::Shared => self.can_slock(&h.lock_id, h.limit, now, grace),
+                })
+            }) else {
+                break;
+            };
+            let place = self.queue.take(i);
+            let Some(handoff) = place.handoff else {
+                unreachable!("only a place that records a handoff is handed the lock");
+            };
+            moves.taken_over.extend(self.take_over(now, grace));
+            self.queue.drop_dead(now);
+            self.last_fence = self.next_fence(floor);
+            let start = if mutants::active(Mutant::ClaimLeaseFromQueuedAt) {
+                place.queued_at
+            } else {
+                now
+            };
+            let lock = StoredLock {
+                lock_id: handoff.lock_id,
+                holder: handoff.holder,
+                created_at: now,
+                renewed_at: None,
+                expires_at: Some(start.saturating_add(handoff.lease.as_duration())),
+                fence: self.last_fence,
+            };
+            moves.handed.push(Handed {
+                ticket: place.ticket,
+                status: lock.status(resource, place.mode, now),
+            });
+            self.install(lock, place.mode);
+        }
+        moves
     }
 
     /// A grant removes the winner's place and the dead ones.
@@ -388,17 +526,8 @@ impl ResourceState {
         }
     }
 
-    /// Grants `request` at `now` with the fence clock at `floor`, which the caller
-    /// has checked is allowed: removes every abandoned lock (takeover), takes the next fence
-    /// and stores the lock. Returns the new lock's status and the lock ids whose locks were
-    /// removed.
-    pub(crate) fn grant(
-        &mut self,
-        request: &LockRequest,
-        now: Timestamp,
-        grace: Duration,
-        floor: u64,
-    ) -> (LockStatus, Vec<LockId>) {
+    /// Removes every abandoned lock (a grant takes them over); returns their lock ids.
+    fn take_over(&mut self, now: Timestamp, grace: Duration) -> Vec<LockId> {
         let mut removed = Vec::new();
         if self
             .exclusive
@@ -415,14 +544,34 @@ impl ResourceState {
             }
             keep
         });
+        removed
+    }
+
+    /// Stores a granted `lock` in `mode`.
+    fn install(&mut self, lock: StoredLock, mode: Mode) {
+        match mode {
+            Mode::Exclusive => self.exclusive = Some(lock),
+            Mode::Shared => self.shared.push(lock),
+        }
+    }
+
+    /// Grants `request` at `now` with the fence clock at `floor`, which the caller
+    /// has checked is allowed: removes every abandoned lock (takeover), takes the next fence
+    /// and stores the lock. Returns the new lock's status and the lock ids whose locks were
+    /// removed.
+    pub(crate) fn grant(
+        &mut self,
+        request: &LockRequest,
+        now: Timestamp,
+        grace: Duration,
+        floor: u64,
+    ) -> (LockStatus, Vec<LockId>) {
+        let removed = self.take_over(now, grace);
         self.dequeue_granted(request.fair.as_ref(), now);
         self.last_fence = self.next_fence(floor);
         let lock = StoredLock::granted(request, now, self.last_fence);
         let status = lock.status(&request.resource, request.mode(), now);
-        match request.mode() {
-            Mode::Exclusive => self.exclusive = Some(lock),
-            Mode::Shared => self.shared.push(lock),
-        }
+        self.install(lock, request.mode());
         (status, removed)
     }
 

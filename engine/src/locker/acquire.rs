@@ -29,7 +29,12 @@ impl<R: RngCore> LockerCore<R> {
             ..
         } = a.ask.clone();
         let bits = (u128::from(self.rng.next_u64()) << 64) | u128::from(self.rng.next_u64());
-        let lock_id = LockId::from_random(bits);
+        // A fair acquire asks with one lock id (its place's), so that a lock the store hands
+        // its place, or grants an attempt whose reply is lost, is claimed by the next one.
+        let lock_id = match &a.place {
+            Some(place) => place.lock_id.clone(),
+            None => LockId::from_random(bits),
+        };
         // Checked in `acquire`: the TTL is longer than the margin.
         let deadline = trust_until(now, ttl, self.config.drift_margin).unwrap_or(now);
         let grant = Grant {
@@ -55,6 +60,9 @@ impl<R: RngCore> LockerCore<R> {
             a.attempt = Some(id);
             a.retry_at = None;
             a.hinted = false;
+            if let Some(place) = a.place.as_mut() {
+                place.asked = true;
+            }
         }
     }
 
@@ -79,15 +87,16 @@ impl<R: RngCore> LockerCore<R> {
         reply: Option<Reply>,
         now: LocalMs,
     ) {
-        let (hinted, by_hint) = match self.acquires.get_mut(&key) {
+        let (hinted, by_hint, fair) = match self.acquires.get_mut(&key) {
             Some(a) => {
                 a.attempt = None;
                 (
                     std::mem::take(&mut a.hinted),
                     std::mem::take(&mut a.by_hint),
+                    a.place.is_some(),
                 )
             }
-            None => (false, false),
+            None => (false, false, false),
         };
         let ttl = grant.ttl;
         let until = trust_until(sent, ttl, self.config.drift_margin).unwrap_or(sent);
@@ -111,6 +120,13 @@ impl<R: RngCore> LockerCore<R> {
                     status,
                     trust_until: until,
                 });
+            }
+            Some(Reply::Granted(_)) if fair => {
+                // Granted too late to trust: ask again at once, which claims the lock anew
+                // (a fair acquire keeps its lock id), and trust that answer.
+                self.store_answered(key);
+                let resource = grant.resource.clone();
+                self.retry_or_fail(key, Error::StaleGrant { resource }, Some(now), now);
             }
             Some(Reply::Granted(_)) => {
                 // Granted too late to trust: release it, and ask again if waiting.
@@ -158,7 +174,9 @@ impl<R: RngCore> LockerCore<R> {
                 Error::backend("acquire", "the store's answer does not fit a lock request"),
             ),
             Some(Reply::Failed(e)) => {
-                if e.may_have_applied() {
+                // A fair acquire's next attempt claims whatever this one may have been
+                // granted; leaving the queue releases it.
+                if e.may_have_applied() && !fair {
                     self.release_unknown(grant, now);
                 }
                 if matches!(e, Error::Backend { .. }) {
@@ -170,7 +188,9 @@ impl<R: RngCore> LockerCore<R> {
                 }
             }
             None => {
-                self.release_unknown(grant, now);
+                if !fair {
+                    self.release_unknown(grant, now);
+                }
                 let e = Error::NoReply {
                     operation: "acquire",
                 };

@@ -1,8 +1,12 @@
 //! Fair acquires: waiting in the resource's queue ([`crate::queue`]).
 //!
-//! A fair acquire draws one ticket for all its attempts. Each refused attempt takes or
-//! keeps its place in the queue and says how many waiters it must let go first. From that
-//! the core decides when to ask again:
+//! A fair acquire draws one ticket and one lock id for all its attempts. Each refused
+//! attempt takes or keeps its place in the queue and says how many waiters it must let go
+//! first. The store hands the lock to the head of the line when it comes free, under the
+//! lock id the place records, with a short claim lease; the waiter's next attempt (the same
+//! lock id) claims it, and its reply is the grant. So an attempt whose outcome is unknown
+//! needs no release: the next one claims whatever it was granted. From what the
+//! refusals say the core decides when to ask again:
 //!
 //! - it asks again at `renew_fraction` of the place's lease after the attempt that kept
 //!   it was sent (that attempt is what keeps the place), and no later than when the store
@@ -18,12 +22,13 @@
 //!   ([`crate::Hint::First`]) sends no hints to the waiters behind it, so their counts go
 //!   stale: they wait for that hint, their keep-place attempts and the store's `retry_in`,
 //!   and the one hint drops the count of the waiter it reaches (it is first);
-//! - an acquire that stops waiting (cancelled, timed out, shut down) gives its place up,
-//!   best effort: a place that stays lapses with its lease.
+//! - an acquire that stops waiting (cancelled, timed out, shut down) gives its place up and
+//!   releases its lock id (the store may have handed it the lock), best effort: a place
+//!   that stays lapses with its lease, and a handed lock with its claim lease.
 
 use rand_core::RngCore;
 
-use super::{Acquire, LockerCore, Purpose, Request};
+use super::{Acquire, Grant, LockerCore, Purpose, Request};
 use crate::access::Access;
 use crate::names::LockId;
 use crate::queue::Ticket;
@@ -34,10 +39,15 @@ use crate::status::Queued;
 const MAX_EARLY: usize = 1024;
 use crate::time::{LocalMs, Ttl, duration_millis};
 
-/// A fair acquire's place: its ticket, and what the last refusal said.
+/// A fair acquire's place: its ticket, the lock id of all its attempts, and what the last
+/// refusal said.
 #[derive(Debug)]
 pub(super) struct Place {
     ticket: LockId,
+    /// The lock id every attempt asks with, which the store hands the lock to.
+    pub(super) lock_id: LockId,
+    /// Whether an attempt was sent (it may have taken a place, or been granted).
+    pub(super) asked: bool,
     /// The waiters ahead that it must let go first, as the last refusal said and the hints
     /// since then moved it; `None` before any refusal (no place yet).
     ahead: Option<u32>,
@@ -52,9 +62,11 @@ pub(super) struct Place {
 }
 
 impl Place {
-    pub(super) fn new(ticket: LockId) -> Self {
+    pub(super) fn new(ticket: LockId, lock_id: LockId) -> Self {
         Place {
             ticket,
+            lock_id,
+            asked: false,
             ahead: None,
             kept_at: None,
             fence: 0,
@@ -155,24 +167,31 @@ impl<R: RngCore> LockerCore<R> {
         }
     }
 
-    /// The acquire `a` stopped waiting: it gives its place up, if it may have one.
+    /// The acquire `a` stopped waiting: it gives its place up, if it may have one, and
+    /// releases its lock id, which the store may have handed the lock to.
     pub(super) fn leave_queue(&mut self, a: Acquire) {
         let Some(place) = a.place else {
             return;
         };
-        if place.kept_at.is_none() && a.attempt.is_none() {
+        if !place.asked {
             return; // no attempt ever took a place
         }
         let now = self.last_now;
         let deadline = now.saturating_add(self.config.release_timeout);
         self.send(
             Request::LeaveQueue {
-                resource: a.ask.resource,
+                resource: a.ask.resource.clone(),
                 ticket: place.ticket,
             },
             Purpose::LeaveQueue,
             deadline,
             now,
         );
+        let grant = Grant {
+            resource: a.ask.resource,
+            lock_id: place.lock_id,
+            ttl: a.ask.ttl,
+        };
+        self.start_release(None, grant, now);
     }
 }

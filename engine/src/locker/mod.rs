@@ -321,7 +321,12 @@ impl<R: RngCore> LockerCore<R> {
             && a.wait != Wait::No
         {
             let bits = (u128::from(self.rng.next_u64()) << 64) | u128::from(self.rng.next_u64());
-            a.place = Some(fair::Place::new(LockId::from_random(bits)));
+            let lock_bits =
+                (u128::from(self.rng.next_u64()) << 64) | u128::from(self.rng.next_u64());
+            a.place = Some(fair::Place::new(
+                LockId::from_random(bits),
+                LockId::from_random(lock_bits),
+            ));
         }
         self.attempt(key, now);
     }

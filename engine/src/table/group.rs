@@ -27,6 +27,7 @@ impl LockTable {
         let Some((lock_id, mut names)) = self.groups.remove_entry(lock_id) else {
             return;
         };
+        let first = out.len();
         let resources = &mut self.resources;
         names.retain(|name| {
             let removed = resources
@@ -39,6 +40,17 @@ impl LockTable {
         });
         if !names.is_empty() {
             self.groups.insert(lock_id, names);
+        }
+        self.hand_over_after(now, out, first);
+    }
+
+    /// Hands over on every resource that `out[first..]` (locks just removed) names.
+    pub(super) fn hand_over_after(&mut self, now: Timestamp, out: &[LockStatus], first: usize) {
+        let mut freed: Vec<Resource> = out[first..].iter().map(|s| s.resource.clone()).collect();
+        freed.sort_unstable();
+        freed.dedup();
+        for name in &freed {
+            self.hand_over(name, now);
         }
     }
 
@@ -119,6 +131,7 @@ impl LockTable {
                 self.groups.remove(lock_id);
             }
         }
+        self.hand_over(resource, now);
         Some(lock.status(resource, mode, now))
     }
 

@@ -29,7 +29,9 @@ pub use self::group::{renew, status, unlock};
 use self::index::GroupResources;
 pub use self::purge::{delete_empty, expired_groups, purge, purge_groups, sort_purged};
 pub use self::summary::{ResourceSummary, Summary};
-pub use crate::resource::{ClusterTime, FENCES_PER_SECOND, ResourceState, fence_floor};
+pub use crate::resource::{
+    ClusterTime, FENCES_PER_SECOND, Handed, Moves, ResourceState, fence_floor,
+};
 
 /// Every lock of a store: resources by name, plus an index from lock id to the resources its
 /// group holds, the store's takeover grace, and its fence clock. `Clone + Eq + Hash`, so a
@@ -47,6 +49,9 @@ pub struct LockTable {
     groups: HashMap<LockId, GroupResources, foldhash::fast::RandomState>,
     grace: Duration,
     fence_clock: u64,
+    /// The locks handed to heads of queues since a store last took them
+    /// ([`LockTable::take_handed`]).
+    handed: Vec<Handed>,
 }
 
 impl PartialEq for LockTable {
@@ -114,6 +119,37 @@ impl LockTable {
         self.fence_clock
     }
 
+    /// The locks handed to heads of queues by the writes since the last call, in order; a
+    /// store that wakes waiters tells each handed place's waiter. A table whose handoffs
+    /// nobody takes keeps them (a model checker's table, which is never the same value for
+    /// long, may ignore them).
+    pub fn take_handed(&mut self) -> Vec<Handed> {
+        std::mem::take(&mut self.handed)
+    }
+
+    /// Applies `moves` (what a write of `resource` handed and took over) to the lock-id
+    /// index, and keeps the handoffs for [`LockTable::take_handed`].
+    fn moved(&mut self, resource: &Resource, moves: Moves) {
+        for lock_id in &moves.taken_over {
+            self.unindex(lock_id, resource);
+        }
+        for h in &moves.handed {
+            self.index(&h.status.lock_id, resource);
+        }
+        self.handed.extend(moves.handed);
+    }
+
+    /// Hands the lock of `resource` to the head of its queue if it is free for it at
+    /// `now` ([`ResourceState::hand_over`]): after every write that may free it.
+    pub(crate) fn hand_over(&mut self, resource: &Resource, now: Timestamp) {
+        let (grace, floor) = (self.grace, self.tick(now));
+        let Some(state) = self.resources.get_mut(resource) else {
+            return;
+        };
+        let moves = state.hand_over(resource, now, grace, floor);
+        self.moved(resource, moves);
+    }
+
     /// A table holding `resources` (for stores that decode stored documents).
     #[must_use]
     pub fn from_resources(resources: impl IntoIterator<Item = (Resource, ResourceState)>) -> Self {
@@ -165,32 +201,34 @@ impl LockTable {
     fn grant_if(&mut self, request: &LockRequest, now: Timestamp) -> Result<LockStatus, Error> {
         let (grace, floor) = (self.grace, self.tick(now));
         let resource = &request.resource;
-        let decided = match self.resources.entry(resource.clone()) {
+        let (decided, moves) = match self.resources.entry(resource.clone()) {
             Entry::Occupied(entry) => entry.into_mut().decide(request, now, grace, floor),
             Entry::Vacant(entry) => {
                 let mut state = ResourceState::default();
                 let decided = state.decide(request, now, grace, floor);
                 // A refused request that is not fair leaves nothing to keep.
-                if decided.is_ok() || !state.queue.is_empty() {
+                if decided.0.is_ok() || !state.queue.is_empty() {
                     entry.insert(state);
                 }
                 decided
             }
         };
-        let (status, taken_over) = decided?;
-        for lock_id in &taken_over {
-            self.unindex(lock_id, resource);
-        }
+        self.moved(resource, moves);
+        let status = decided?;
         self.index(&request.lock_id, resource);
         Ok(status)
     }
 
     /// Removes the place `ticket` holds in `resource`'s queue (a waiter that stopped
-    /// waiting), with the places whose lease ran out at `now`. Returns whether it had one.
+    /// waiting), with the places whose lease ran out at `now`, and hands the lock to the new
+    /// head if it is free for it. Returns whether it had one.
     pub fn leave_queue(&mut self, resource: &Resource, ticket: &LockId, now: Timestamp) -> bool {
-        self.resources
+        let had = self
+            .resources
             .get_mut(resource)
-            .is_some_and(|state| state.leave_queue(ticket, now))
+            .is_some_and(|state| state.leave_queue(ticket, now));
+        self.hand_over(resource, now);
+        had
     }
 
     /// The locks of `lock_id`, with their resource and mode.

@@ -41,6 +41,7 @@ impl LockTable {
         for removed in &out[first..] {
             self.unindex(&removed.lock_id, &removed.resource);
         }
+        self.hand_over_after(now, out, first);
     }
 
     /// Purges the groups holding an abandoned lock; see [`purge`].
@@ -178,6 +179,14 @@ pub(super) fn purge_groups_by<T: DerefMut<Target = LockTable>>(
 pub fn delete_empty<T: DerefMut<Target = LockTable>>(shards: &mut [T], now: Timestamp) {
     for table in shards.iter_mut() {
         let floor = table.tick(now);
+        // Dropping dead places may leave a place at the head that the lock is free for.
+        let names: Vec<_> = (table.resources.iter())
+            .filter(|(_, state)| !state.queue.is_empty())
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in &names {
+            table.hand_over(name, now);
+        }
         table.resources.retain(|_, state| {
             state.drop_dead_waiters(now);
             !state.can_delete(floor)
