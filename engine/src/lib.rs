@@ -62,7 +62,7 @@ pub use lock::{LockRequest, StoredLock};
 pub use names::{LockId, Resource};
 pub use options::LockOptions;
 pub use port::{Hint, HintStream, LockStore};
-pub use queue::{Queue, QueueEntry, Ticket, Waiter};
+pub use queue::{Handoff, MAX_QUEUE_TTL, MIN_QUEUE_TTL, Queue, QueueEntry, Ticket, Waiter};
 pub use resource::{
     ClusterTime, DEFAULT_TAKEOVER_GRACE, MAX_TAKEOVER_GRACE, ResourceState, check_takeover_grace,
 };

@@ -88,6 +88,18 @@ pub struct Handoff {
 }
 
 impl Handoff {
+    /// A handoff of a lock of `lock_id` with `holder`'s details, a shared request's
+    /// `limit`, and the claim `lease` (for stores that decode places).
+    #[must_use]
+    pub fn new(lock_id: LockId, holder: Holder, limit: Option<SharedLimit>, lease: Ttl) -> Self {
+        Handoff {
+            lock_id,
+            holder,
+            limit,
+            lease,
+        }
+    }
+
     /// What a handoff to the place of fair `request` (with a place lease `lease`) grants.
     #[must_use]
     pub fn of(request: &LockRequest, lease: Ttl) -> Self {

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_channel::mpsc::{UnboundedSender, unbounded};
-use lockwright_engine::{Hint, HintStream, Resource};
+use lockwright_engine::{Hint, HintStream, Resource, table::Handed};
 
 /// The subscribers. Plain std primitives even under loom: hints are outside what the loom
 /// tests explore (they never decide anything).
@@ -41,6 +41,21 @@ impl Notifier {
     }
 
     /// Tells every subscriber that `resource` was granted, with `fence`.
+    /// The store handed locks to the heads of queues: each handed place's waiter asks at
+    /// once (its request claims the lock).
+    pub(crate) fn handed(&self, handed: &[Handed]) {
+        if handed.is_empty() || self.count.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        for h in handed {
+            self.send(&Hint::First {
+                resource: h.status.resource.clone(),
+                taken: false,
+                place: Some(h.ticket.tag()),
+            });
+        }
+    }
+
     pub(crate) fn taken(&self, resource: &Resource, fence: u64) {
         if self.count.load(Ordering::Acquire) == 0 {
             return;

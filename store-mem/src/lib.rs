@@ -150,6 +150,11 @@ impl MemStore {
     }
 }
 
+/// The locks every shard handed to heads of queues since it was last asked.
+fn take_handed(shards: &mut [MutexGuard<'_, LockTable>]) -> Vec<table::Handed> {
+    shards.iter_mut().flat_map(|t| t.take_handed()).collect()
+}
+
 fn lock(m: &Mutex<LockTable>) -> MutexGuard<'_, LockTable> {
     // Poisoned only if an engine transition panicked, which is a broken invariant: the
     // table may be half-changed, so refuse to go on rather than serve it.
@@ -161,8 +166,12 @@ impl LockStore for MemStore {
     async fn lock(&self, request: &LockRequest) -> Result<LockStatus> {
         let op = request.access.operation();
         let _span = tracing::debug_span!("mem.lock", op, resource = %request.resource).entered();
-        let granted =
-            lock(self.shard_of(request.resource.as_str())).lock(request, self.clock.now());
+        let (granted, handed) = {
+            let mut shard = lock(self.shard_of(request.resource.as_str()));
+            let granted = shard.lock(request, self.clock.now());
+            (granted, shard.take_handed())
+        };
+        self.notifier.handed(&handed);
         if let Ok(g) = &granted {
             self.notifier.taken(&request.resource, g.fence);
         }
@@ -171,7 +180,12 @@ impl LockStore for MemStore {
 
     async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>> {
         let _span = tracing::debug_span!("mem.unlock").entered();
-        let removed = table::unlock(&mut self.lock_all(), lock_id, self.clock.now());
+        let (removed, handed) = {
+            let mut shards = self.lock_all();
+            let removed = table::unlock(&mut shards, lock_id, self.clock.now());
+            (removed, take_handed(&mut shards))
+        };
+        self.notifier.handed(&handed);
         self.notifier.freed(removed.iter().map(|s| &s.resource));
         Ok(removed)
     }
@@ -219,8 +233,12 @@ impl LockStore for MemStore {
         lock_id: &LockId,
     ) -> Result<Option<LockStatus>> {
         let _span = tracing::debug_span!("mem.unlock_one", resource = %resource).entered();
-        let removed =
-            lock(self.shard_of(resource.as_str())).unlock_one(resource, lock_id, self.clock.now());
+        let (removed, handed) = {
+            let mut shard = lock(self.shard_of(resource.as_str()));
+            let removed = shard.unlock_one(resource, lock_id, self.clock.now());
+            (removed, shard.take_handed())
+        };
+        self.notifier.handed(&handed);
         if removed.is_some() {
             self.notifier.freed([resource]);
         }
@@ -229,8 +247,12 @@ impl LockStore for MemStore {
 
     async fn leave_queue(&self, resource: &Resource, ticket: &LockId) -> Result<bool> {
         let _span = tracing::debug_span!("mem.leave_queue", resource = %resource).entered();
-        let left =
-            lock(self.shard_of(resource.as_str())).leave_queue(resource, ticket, self.clock.now());
+        let (left, handed) = {
+            let mut shard = lock(self.shard_of(resource.as_str()));
+            let left = shard.leave_queue(resource, ticket, self.clock.now());
+            (left, shard.take_handed())
+        };
+        self.notifier.handed(&handed);
         if left {
             // The waiter behind may go now.
             self.notifier.freed([resource]);
@@ -263,8 +285,13 @@ impl LockStore for MemStore {
 
     async fn purge(&self) -> Result<Vec<LockStatus>> {
         let _span = tracing::debug_span!("mem.purge").entered();
-        let removed = table::purge(&mut self.lock_all(), self.clock.now());
+        let (removed, handed) = {
+            let mut shards = self.lock_all();
+            let removed = table::purge(&mut shards, self.clock.now());
+            (removed, take_handed(&mut shards))
+        };
         tracing::debug!(removed = removed.len(), "purged");
+        self.notifier.handed(&handed);
         self.notifier.freed(removed.iter().map(|s| &s.resource));
         Ok(removed)
     }

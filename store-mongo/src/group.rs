@@ -68,7 +68,7 @@ pub(crate) async fn unlock(store: &MongoStore, lock_id: &LockId) -> Result<Vec<L
         GroupShape::More => {}
     }
     let read = pipeline::read_with_now(pipeline::group_filter(lock_id), &store.now_expr());
-    let update = pipeline::unlock(lock_id, &store.now_expr());
+    let update = pipeline::unlock(lock_id, &store.readings());
     let context = (&store.coll, lock_id, &read, &update);
     let (released, skipped) = store
         .transaction("unlock", context, |s, (coll, lock_id, read, update)| {

@@ -69,6 +69,16 @@ catalogue! {
     PipelineDeadEntryBlocks => "pipeline_dead_entry_blocks",
     /// The grant pipelines leave the winner's place in the queue.
     PipelineGrantLeavesEntry => "pipeline_grant_leaves_entry",
+    /// The hand-over stage hands the lock to the first place, live or not.
+    PipelineHandoffToDeadPlace => "pipeline_handoff_to_dead_place",
+    /// The hand-over stage goes on past a place it cannot hand the lock to, handing it to
+    /// later places that conflict with that one.
+    PipelineHandoffPastConflict => "pipeline_handoff_past_conflict",
+    /// The hand-over stage starts the claim lease at the place's `queuedAt`.
+    PipelineClaimLeaseFromQueuedAt => "pipeline_claim_lease_from_queued_at",
+    /// A claim ignores whether the handed lock is still held, and runs before the
+    /// hand-over stage: a lapsed handoff is revived.
+    PipelineClaimRevivesLapsed => "pipeline_claim_revives_lapsed",
     /// The fenced writes to the user's collections drop the fence condition: a stale
     /// holder's write overwrites its successor's.
     FencedWriteUnconditional => "fenced_write_unconditional",
@@ -84,7 +94,11 @@ impl Mutant {
             Mutant::PipelineQueueIgnored
             | Mutant::PipelineSharedOvertakesWriter
             | Mutant::PipelineDeadEntryBlocks
-            | Mutant::PipelineGrantLeavesEntry => "pipeline_queue",
+            | Mutant::PipelineGrantLeavesEntry
+            | Mutant::PipelineHandoffToDeadPlace
+            | Mutant::PipelineHandoffPastConflict
+            | Mutant::PipelineClaimLeaseFromQueuedAt
+            | Mutant::PipelineClaimRevivesLapsed => "pipeline_queue",
             Mutant::FencedWriteUnconditional => "fenced_write",
             _ => "pipeline",
         }

@@ -237,7 +237,11 @@ fn decide_grant(
     let mode = request.mode();
     if doc.get(schema::LAST_GRANT) == Some(grant_id) {
         return match schema::decode_own(doc, mode, &request.lock_id) {
-            Some(Ok(lock)) => Ok(Granted::Yes(lock.status(&resource, mode, lock.created_at))),
+            // A claim renews a lock granted earlier: its TTL counts from the claim's `now`.
+            Some(Ok(lock)) => {
+                let now = now_of(op, doc).unwrap_or(lock.created_at);
+                Ok(Granted::Yes(lock.status(&resource, mode, now)))
+            }
             Some(Err(m)) => Err(Error::backend(
                 op,
                 format!("the grant was applied but its own entry reads as malformed: {m}"),

@@ -25,8 +25,9 @@ impl MongoStore {
     async fn purge_batch(&self, ids: &[LockId], t: Timestamp) -> Result<Swept, Error> {
         let read = pipeline::read_with_floor(pipeline::batch_filter(ids), &self.floor_expr());
         let candidates: BTreeSet<LockId> = ids.iter().cloned().collect();
-        let context = (&self.coll, &read, &candidates, self.grace);
-        self.transaction("purge", context, |s, (coll, read, candidates, grace)| {
+        let readings = self.readings();
+        let context = (&self.coll, &read, &candidates, self.grace, &readings);
+        self.transaction("purge", context, |s, (coll, read, candidates, grace, readings)| {
             async move {
                 let docs = read_all(coll, (*read).clone(), s).await?;
                 let mut read = Read::from_docs(&docs, *grace);
@@ -79,7 +80,7 @@ impl MongoStore {
                         .await?;
                 }
                 if !kept.is_empty() {
-                    coll.update_many(pipeline::ids_in(&kept), pipeline::purge_batch(&still, t))
+                    coll.update_many(pipeline::ids_in(&kept), pipeline::purge_batch(&still, t, readings))
                         .session(&mut *s)
                         .await?;
                 }

@@ -11,6 +11,8 @@
 //!   lastGrant: <ObjectId>,  // the id of the request that made the last grant
 //!   queue: [ { ticket: <string>, mode: "exclusive" | "shared",
 //!              queuedAt: <date>, expiresAt: <date>,
+//!              lockId, owner, host, comment,   // what a handoff grants the place
+//!              limit: <int>, lease: <int ms>,  // a shared request's limit; the claim lease
 //!              tag: <string> } ],  // fair waiters, first come first
 //!   lastLeave: <ObjectId>,  // the id of the last `leave_queue` that removed a place
 //!   wake: <string> }        // "<tag>:<random>": the place first in the queue, woken
@@ -32,6 +34,13 @@
 //! written only by `leave_queue`, so that the change stream can tell a waiter leaving (the
 //! next one may go) from a waiter taking or keeping its place (nobody may go).
 //!
+//! A place with a `lockId` records what the store grants it when it hands it the lock (the
+//! engine's `Handoff`): the lock is written under that lock id with the place's details,
+//! and expires `lease` ms after the handoff unless claimed. `lease` is then required (an
+//! integer of 1 ms to the longest place lease) and `limit` is missing, null or an integer
+//! of at least 1. A place without a `lockId` (an earlier version's) is never handed the
+//! lock: its waiter's own request is granted, as before.
+//!
 //! `tag` and `wake` serve hints alone, and no rule reads them (the decoder ignores both):
 //! a place carries the tag of the store that took it (random, one per store, not a
 //! secret) and, after a dot, 16 bits of a hash of its ticket (`LockId::tag`), and each
@@ -43,7 +52,8 @@
 use mongodb::bson::{Bson, Document, doc};
 
 use lockwright_engine::{
-    LockId, MalformedDocument, Mode, QueueEntry, Resource, ResourceState, StoredLock, Timestamp,
+    Handoff, Holder, LockId, MAX_QUEUE_TTL, MalformedDocument, Mode, QueueEntry, Resource,
+    ResourceState, SharedLimit, StoredLock, Timestamp, Ttl,
 };
 
 pub(crate) const RESOURCE: &str = "resource";
@@ -68,6 +78,8 @@ pub(crate) const MODE: &str = "mode";
 pub(crate) const QUEUED_AT: &str = "queuedAt";
 pub(crate) const LAST_LEAVE: &str = "lastLeave";
 pub(crate) const TAG: &str = "tag";
+pub(crate) const LIMIT: &str = "limit";
+pub(crate) const LEASE: &str = "lease";
 pub(crate) const WAKE: &str = "wake";
 /// The stored names of the two modes, in a queue's places.
 pub(crate) const EXCLUSIVE_MODE: &str = "exclusive";
@@ -337,14 +349,58 @@ impl Decoder<'_> {
                     "the same ticket holds an earlier place in the queue",
                 ));
             }
-            queue.push(QueueEntry::new(
-                LockId::stored(ticket),
-                mode,
-                queued_at,
-                expires_at,
-            ));
+            let handoff = self.handoff(e, &at)?;
+            queue.push(
+                QueueEntry::new(LockId::stored(ticket), mode, queued_at, expires_at)
+                    .with_handoff(handoff),
+            );
         }
         Ok(queue)
+    }
+
+    /// What a place records for its handoff: nothing without a `lockId`; with one, a lease
+    /// and an optional limit, both strict (the server computes with them), and the details
+    /// as text.
+    fn handoff(&self, e: &Document, at: &str) -> Result<Option<Handoff>, MalformedDocument> {
+        let lock_id = match e.get(LOCK_ID) {
+            None | Some(Bson::Null) => return Ok(None),
+            Some(Bson::String(s)) => LockId::stored(s),
+            Some(other) => return Err(self.wrong(&format!("{at}.{LOCK_ID}"), "a string", other)),
+        };
+        let field = format!("{at}.{LEASE}");
+        let lease = match e.get(LEASE) {
+            Some(b) => self.int(&field, b)?,
+            None => return Err(malformed(self.resource, &field, "missing")),
+        };
+        let max = u64::try_from(MAX_QUEUE_TTL.as_millis()).unwrap_or(u64::MAX);
+        if !(1..=max).contains(&lease) {
+            return Err(malformed(
+                self.resource,
+                &field,
+                format!("expected 1 to {max} ms, got {lease}"),
+            ));
+        }
+        let lease = Ttl::new(std::time::Duration::from_millis(lease))
+            .map_err(|e| malformed(self.resource, &field, e.to_string()))?;
+        let field = format!("{at}.{LIMIT}");
+        let limit = match e.get(LIMIT) {
+            None | Some(Bson::Null) => None,
+            Some(b) => {
+                let m = self.int(&field, b)?;
+                let m = u32::try_from(m)
+                    .ok()
+                    .and_then(|m| SharedLimit::new(m).ok())
+                    .ok_or_else(|| {
+                        malformed(self.resource, &field, format!("expected 1 to 2^32 - 1, got {m}"))
+                    })?;
+                Some(m)
+            }
+        };
+        let mut holder = Holder::default();
+        holder.owner = detail(e, OWNER);
+        holder.host = detail(e, HOST);
+        holder.comment = detail(e, COMMENT);
+        Ok(Some(Handoff::new(lock_id, holder, limit, lease)))
     }
 
     fn lock(&self, l: &Document, at: &str) -> Result<StoredLock, MalformedDocument> {

@@ -500,18 +500,14 @@ async fn two_documents_for_one_resource_are_both_left_alone() {
 /// The queue of fair waiters next to a Go client (square/mongo-lock, read at its source:
 /// every write is an update operator on its own fields, `$set` of `resource`, `exclusive`
 /// and `shared`, `$inc`/`$push`/`$pull` of `shared`, and it never deletes a document): a Go
-/// grant and release of the resource, exclusive and shared, leave the places as they were,
-/// and the next Lockwright grant still waits its turn. (The Go client itself ignores the
-/// queue: it does not wait behind the places.)
+/// grant and release of the resource, exclusive and shared, leave the places as they were
+/// (and hand nothing over), and the next Lockwright write hands the lock to the first of
+/// them. (The Go client itself ignores the queue: it does not wait behind the places.)
 #[tokio::test]
 async fn a_queue_survives_a_go_clients_lock_and_unlock() {
     let clock = Arc::new(ManualClock::new(T0));
     let store = fresh_store(Some(Arc::clone(&clock))).await;
     let r = lockwright_engine::Resource::new("turns").unwrap();
-    let holder = store
-        .lock(&request("turns", "ours", Some(Duration::from_secs(60))))
-        .await
-        .unwrap();
     let fair = |lock_id: &str, ticket: &str| {
         let options = lockwright_engine::LockOptions::exclusive(Duration::from_secs(60));
         let ticket = lockwright_engine::LockId::new(ticket).unwrap();
@@ -520,30 +516,25 @@ async fn a_queue_survives_a_go_clients_lock_and_unlock() {
             .unwrap()
             .fair(ticket)
     };
-    store.lock(&fair("w1", "t1")).await.unwrap_err();
-    store
-        .lock(&fair("w2", "t2").with_access(Access::Shared(None)))
-        .await
-        .unwrap_err();
-    store.unlock(&holder.lock_id).await.unwrap();
-    let before = store.waiters(&r).await.unwrap();
-    assert_eq!(before.len(), 2);
     let coll = store.collection();
     let at = doc! { "resource": "turns" };
-    // The Go library's XLock (its selector allows it: no lock held), then its xUnlock.
+    // The Go library's XLock (an upsert of its fields), then two fair waiters behind it.
     let go_xlock = doc! { "$set": {
         "resource": "turns",
         "exclusive": go_lock("go", "go", None),
         "shared": { "count": 0, "locks": [] },
     } };
-    assert_eq!(
-        coll.update_one(at.clone(), go_xlock)
-            .await
-            .unwrap()
-            .modified_count,
-        1
-    );
-    assert_eq!(store.waiters(&r).await.unwrap(), before, "after a Go XLock");
+    coll.update_one(at.clone(), go_xlock)
+        .upsert(true)
+        .await
+        .unwrap();
+    store.lock(&fair("w1", "t1")).await.unwrap_err();
+    store
+        .lock(&fair("w2", "t2").with_access(Access::Shared(None)))
+        .await
+        .unwrap_err();
+    let before = store.waiters(&r).await.unwrap();
+    assert_eq!(before.len(), 2);
     let refused = store.lock(&fair("w1", "t1")).await.unwrap_err();
     assert!(
         matches!(
@@ -595,7 +586,9 @@ async fn a_queue_survives_a_go_clients_lock_and_unlock() {
         before,
         "after a Go SLock and unlock"
     );
-    // A request that is not fair still waits behind the places; the first waiter goes.
+    // The Go library's writes hand nothing over; the next write of Lockwright's does: the
+    // first waiter is handed the lock, so a request that is not fair is refused, and the
+    // first waiter's request claims it.
     let plain = store
         .lock(&request("turns", "late", Some(Duration::from_secs(60))))
         .await

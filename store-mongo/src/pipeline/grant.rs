@@ -30,13 +30,10 @@ fn held_shared(readings: &Readings) -> Bson {
 }
 
 fn next_fence(readings: &Readings) -> Bson {
-    Bson::Document(doc! { "$max": [
-        { "$add": [
-            { "$ifNull": [ "$lastFence", 0_i64 ] },
-            i64::from(!mutated!(PipelineFenceNotIncremented)),
-        ] },
-        readings.floor.clone(),
-    ] })
+    super::fence_after(
+        &Bson::Document(doc! { "$ifNull": [ "$lastFence", 0_i64 ] }),
+        readings,
+    )
 }
 
 fn new_lock(request: &LockRequest, now: &Bson) -> Document {
@@ -121,7 +118,7 @@ fn grant(
         Some(t) => {
             let ttl_ms = i64::try_from(t.ttl.as_millis()).unwrap_or(i64::MAX);
             let enqueue = doc! { "$mergeObjects": [ "$$ROOT", {
-                QUEUE: queue::enqueued(&t.id, ttl_ms, mode, tag, readings),
+                QUEUE: queue::enqueued(&t.id, ttl_ms, request, tag, readings),
             } ] };
             let takes_place = doc! { "$and": [
                 "$$valid",
@@ -135,6 +132,12 @@ fn grant(
     // takes: nothing that could fail on a wrong type is computed on a document that is not
     // valid, and no fence is computed for a refusal.
     let decided = doc! { "$and": [ "$$valid", room, rule ] };
+    let mut outcome = doc! { "$cond": [ decided, apply, refused ] };
+    let revive = mutated!(PipelineClaimRevivesLapsed);
+    if let Some(t) = ticket {
+        let (claimable, claimed) = claim(request, mode, &t.id, grant_id, revive, readings);
+        outcome = doc! { "$cond": [ { "$and": [ "$$valid", claimable ] }, claimed, outcome ] };
+    }
     let body = doc! { "$let": {
         "vars": { "valid": valid() },
         "in": { "$let": {
@@ -144,13 +147,75 @@ fn grant(
             },
             "in": { "$let": {
                 "vars": { "ahead": queue::ahead(ticket.map(|t| &t.id)) },
-                "in": { "$cond": [ decided, apply, refused ] },
+                "in": outcome,
             } },
         } },
     } };
+    let decide = doc! { "$replaceWith": body };
+    // The store hands the lock over before the request is decided (the write finds the
+    // holder gone); under the mutant the claim comes first.
+    let stages = if revive && ticket.is_some() {
+        vec![decide, queue::hand_over(readings)]
+    } else {
+        vec![queue::hand_over(readings), decide]
+    };
+    (doc! { RESOURCE: request.resource.as_str() }, stages)
+}
+
+/// A fair request's claim (the engine's `ResourceState::claim`): whether its lock id holds
+/// a held lock here in the mode it asks for (`claimable`, over a valid document), and the
+/// document with that lock renewed to the request's TTL from `now` (`renewedAt = now`, the
+/// fence kept), the request's place gone with the dead ones, `lastGrant` set, so that the
+/// caller reads its grant, and `wake` for the new first place, as after any grant. Under the mutant, a lock that is no longer held is claimed
+/// too.
+fn claim(
+    request: &LockRequest,
+    mode: Mode,
+    ticket: &LockId,
+    grant_id: &Bson,
+    revive: bool,
+    readings: &Readings,
+) -> (Bson, Bson) {
+    let id = literal(request.lock_id.as_str());
+    let now = readings.now.clone();
+    let own = |prefix: &str| {
+        let mut all = vec![held_by(prefix, &id)];
+        if !revive {
+            all.push(is_held(&format!("{prefix}.{EXPIRES_AT}"), readings));
+        }
+        Bson::Document(doc! { "$and": all })
+    };
+    let expires = request.ttl.map_or(Bson::Null, |t| {
+        Bson::Document(
+            doc! { "$add": [ now.clone(), i64::try_from(t.as_millis()).unwrap_or(i64::MAX) ] },
+        )
+    });
+    let fresh = doc! { EXPIRES_AT: expires, RENEWED_AT: now };
+    let mut changes = match mode {
+        Mode::Exclusive => doc! {
+            EXCLUSIVE: { "$mergeObjects": [ "$exclusive", fresh ] },
+        },
+        Mode::Shared => doc! {
+            SHARED: { "$mergeObjects": [ "$shared", { "locks": { "$map": {
+                "input": shared_locks(),
+                "in": { "$cond": [ held_by("$$this", &id), { "$mergeObjects": [ "$$this", fresh ] }, "$$this" ] },
+            } } } ] },
+        },
+    };
+    changes.insert(LAST_GRANT, grant_id.clone());
+    let after = queue::without(queue::PLACES, ticket);
+    changes.insert(WAKE, queue::wake(after.clone()));
+    changes.insert(QUEUE, queue::set_queue(after));
+    let claimable = match mode {
+        Mode::Exclusive => own("$exclusive"),
+        Mode::Shared => Bson::Document(doc! { "$anyElementTrue": [ { "$map": {
+            "input": shared_locks(),
+            "in": own("$$this"),
+        } } ] }),
+    };
     (
-        doc! { RESOURCE: request.resource.as_str() },
-        vec![doc! { "$replaceWith": body }],
+        claimable,
+        Bson::Document(doc! { "$mergeObjects": [ "$$ROOT", changes ] }),
     )
 }
 
@@ -304,18 +369,21 @@ pub(crate) fn renew_one(
 
 /// Removes the one lock of `lock_id`, live or expired, from the document (the filter names
 /// the resource and the lock id), as the engine's `unlock_one`; a document the rules cannot
-/// decide on is left as it is. It sets `wake` for the first live place of the queue.
+/// decide on is left as it is. It sets `wake` for the first live place of the queue, and
+/// hands the lock over (`queue::hand_over`).
 pub(crate) fn unlock_one(lock_id: &LockId, readings: &Readings) -> Vec<Document> {
     let id = literal(lock_id.as_str());
     let keep = doc! { "$filter": { "input": shared_locks(), "cond": { "$not": [ held_by("$$this", &id) ] } } };
     let shared = doc! { "locks": keep.clone(), "count": { "$size": keep } };
-    one_lock(
+    let mut stages = one_lock(
         &id,
         Bson::Boolean(true),
         Bson::Document(doc! { "$literal": empty_exclusive() }),
         Bson::Document(shared),
         doc! { WAKE: queue::wake_after_release(&readings.now) },
-    )
+    );
+    stages.push(queue::hand_over(readings));
+    stages
 }
 
 /// The filter of a one-lock operation: the resource's document, if it holds a lock of

@@ -5,7 +5,7 @@ use mongodb::bson::{Bson, Document, doc};
 
 use lockwright_engine::{LockId, Timestamp};
 
-use super::{date, in_any_lock, is_abandoned, literal, shared_locks, valid};
+use super::{Readings, date, in_any_lock, is_abandoned, literal, shared_locks, valid};
 use crate::schema::{
     EXCLUSIVE, EXPIRES_AT, LAST_FENCE, LOCK_ID, RENEWED_AT, SHARED, WAKE, empty_exclusive,
 };
@@ -31,9 +31,10 @@ fn remove_where(doomed_exclusive: Bson, doomed_shared: Bson) -> Vec<Document> {
     ]
 }
 
-/// Removes every lock of `lock_id`, and sets `wake` for the first live place (at `now`) of
-/// each document's queue.
-pub(crate) fn unlock(lock_id: &LockId, now: &Bson) -> Vec<Document> {
+/// Removes every lock of `lock_id`, sets `wake` for the first live place (at `now`) of
+/// each document's queue, and hands each lock over (`queue::hand_over`).
+pub(crate) fn unlock(lock_id: &LockId, readings: &Readings) -> Vec<Document> {
+    let now = &readings.now;
     let id = literal(lock_id.as_str());
     let mut stages = remove_where(
         Bson::Document(doc! { "$eq": [ "$exclusive.lockId", id.clone() ] }),
@@ -41,6 +42,7 @@ pub(crate) fn unlock(lock_id: &LockId, now: &Bson) -> Vec<Document> {
     );
     // `$set` of a missing value would remove the field: keep the old one instead.
     stages.push(doc! { "$set": { WAKE: { "$ifNull": [ super::queue::wake_after_release(now), format!("${WAKE}") ] } } });
+    stages.push(super::queue::hand_over(readings));
     stages
 }
 
@@ -165,8 +167,9 @@ pub(crate) fn batch_filter(ids: &[LockId]) -> Document {
     in_any_lock(LOCK_ID, Bson::Document(doc! { "$in": ids }))
 }
 
-/// Purge, phase two: removes the locks of `ids` created before `t`.
-pub(crate) fn purge_batch(ids: &[LockId], t: Timestamp) -> Vec<Document> {
+/// Purge, phase two: removes the locks of `ids` created before `t`, and hands each lock
+/// over (`queue::hand_over`).
+pub(crate) fn purge_batch(ids: &[LockId], t: Timestamp, readings: &Readings) -> Vec<Document> {
     let ids: Vec<Bson> = ids
         .iter()
         .map(|i| Bson::String(i.as_str().to_owned()))
@@ -188,7 +191,9 @@ pub(crate) fn purge_batch(ids: &[LockId], t: Timestamp) -> Vec<Document> {
             doc! { "$eq": [ "$exclusive.acquired", true ] },
         ));
     }
-    remove_where(doomed_exclusive, doomed("$$this"))
+    let mut stages = remove_where(doomed_exclusive, doomed("$$this"));
+    stages.push(super::queue::hand_over(readings));
+    stages
 }
 
 /// Purge, phase three: documents with no lock and no live place in their queue at `now`,

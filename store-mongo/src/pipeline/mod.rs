@@ -73,6 +73,15 @@ pub(crate) fn cluster_time_at(now: Timestamp) -> Bson {
     )
 }
 
+/// The fence of the next grant after a grant counter `counter` (an expression): the
+/// engine's `ResourceState::next_fence`, `max(counter + 1, floor)`.
+fn fence_after(counter: &Bson, readings: &Readings) -> Bson {
+    Bson::Document(doc! { "$max": [
+        { "$add": [ counter.clone(), i64::from(!mutated!(PipelineFenceNotIncremented)) ] },
+        readings.floor.clone(),
+    ] })
+}
+
 /// The readings of time a pipeline runs on: the server's own expressions (`$$NOW`, the
 /// cluster time's floor), or the literal readings of the store's test [`Clock`] at the
 /// instant the pipeline is built, and the takeover grace. Not a clock: what one was read as.

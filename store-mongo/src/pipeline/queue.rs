@@ -12,11 +12,13 @@
 
 use mongodb::bson::{Bson, Document, doc};
 
-use lockwright_engine::{LockId, Mode, SharedLimit};
+use lockwright_engine::{Access, LockId, LockRequest, MAX_QUEUE_TTL, Mode, SharedLimit};
 
 use super::{Readings, literal, type_in};
 use crate::schema::{
-    EXCLUSIVE_MODE, EXPIRES_AT, MODE, QUEUE, QUEUED_AT, SHARED_MODE, TAG, TICKET, WAKE,
+    ACQUIRED, COMMENT, CREATED_AT, EXCLUSIVE, EXCLUSIVE_MODE, EXPIRES_AT, FENCE, HOST,
+    LAST_FENCE, LEASE, LIMIT, LOCK_ID, MODE, OWNER, QUEUE, QUEUED_AT, RENEWED_AT, SHARED,
+    SHARED_MODE, TAG, TICKET, WAKE, empty_exclusive,
 };
 
 /// The variable bound to the live places of the queue, in order.
@@ -51,6 +53,7 @@ pub(super) fn valid_queue() -> Document {
         { "$in": [ place(MODE), [ EXCLUSIVE_MODE, SHARED_MODE ] ] },
         type_in(&place(QUEUED_AT), &["date"]),
         type_in(&place(EXPIRES_AT), &["date"]),
+        valid_handoff(),
     ] };
     doc! { "$or": [
         type_in(&queue, &["missing", "null"]),
@@ -63,6 +66,32 @@ pub(super) fn valid_queue() -> Document {
             ] },
         ] },
     ] }
+}
+
+/// The decoder's test of what a place `$$this` records for its handoff: no `lockId`, or a
+/// string one with a lease of 1 ms to the longest place lease and a missing, null or
+/// positive 32-bit limit.
+fn valid_handoff() -> Bson {
+    let place = |f: &str| format!("$$this.{f}");
+    let max_lease = i64::try_from(MAX_QUEUE_TTL.as_millis()).unwrap_or(i64::MAX);
+    let int = |f: &str, lo: i64, hi: i64| {
+        Bson::Document(doc! { "$and": [
+            type_in(&place(f), &["int", "long"]),
+            { "$gte": [ place(f), lo ] },
+            { "$lte": [ place(f), hi ] },
+        ] })
+    };
+    Bson::Document(doc! { "$or": [
+        type_in(&place(LOCK_ID), &["missing", "null"]),
+        { "$and": [
+            type_in(&place(LOCK_ID), &["string"]),
+            int(LEASE, 1, max_lease),
+            { "$or": [
+                type_in(&place(LIMIT), &["missing", "null"]),
+                int(LIMIT, 1, i64::from(u32::MAX)),
+            ] },
+        ] },
+    ] })
 }
 
 /// The live places of a valid document's queue at `now`, in order (every place under the
@@ -138,7 +167,7 @@ pub(super) fn after_grant(ticket: Option<&LockId>) -> Bson {
 }
 
 /// The places of `places` (an expression) less `ticket`'s.
-fn without(places: &str, ticket: &LockId) -> Bson {
+pub(super) fn without(places: &str, ticket: &LockId) -> Bson {
     Bson::Document(doc! { "$filter": {
         "input": places,
         "cond": { "$ne": [ format!("$$this.{TICKET}"), literal(ticket.as_str()) ] },
@@ -151,22 +180,40 @@ fn without(places: &str, ticket: &LockId) -> Bson {
 pub(super) fn enqueued(
     ticket: &LockId,
     ttl_ms: i64,
-    mode: Mode,
+    request: &LockRequest,
     tag: &str,
     readings: &Readings,
 ) -> Bson {
     let id = literal(ticket.as_str());
-    let mode = mode_name(mode);
+    let mode = mode_name(request.mode());
     let tag = literal(tag);
+    let detail = |v: Option<&String>| v.map_or(Bson::Null, |v| literal(v.as_str()));
+    let limit = match request.access {
+        Access::Shared(Some(m)) => Bson::Int64(i64::from(m.get())),
+        _ => Bson::Null,
+    };
+    // What a handoff grants the place: the request's lock.
+    let handoff = doc! {
+        LOCK_ID: literal(request.lock_id.as_str()),
+        OWNER: detail(request.holder.owner.as_ref()),
+        HOST: detail(request.holder.host.as_ref()),
+        COMMENT: detail(request.holder.comment.as_ref()),
+        LIMIT: limit,
+        LEASE: ttl_ms,
+    };
+    let mut fresh = doc! { EXPIRES_AT: "$$fresh", MODE: mode, TAG: tag.clone() };
+    fresh.extend(handoff.clone());
     let refreshed = doc! { "$map": { "input": PLACES, "in": { "$cond": [
         { "$eq": [ format!("$$this.{TICKET}"), id.clone() ] },
-        { "$mergeObjects": [ "$$this", { EXPIRES_AT: "$$fresh", MODE: mode, TAG: tag.clone() } ] },
+        { "$mergeObjects": [ "$$this", fresh ] },
         "$$this",
     ] } } };
-    let appended = doc! { "$concatArrays": [ PLACES, [ {
+    let mut place = doc! {
         TICKET: id.clone(), MODE: mode, QUEUED_AT: readings.now.clone(), EXPIRES_AT: "$$fresh",
         TAG: tag,
-    } ] ] };
+    };
+    place.extend(handoff);
+    let appended = doc! { "$concatArrays": [ PLACES, [ place ] ] };
     Bson::Document(doc! { "$let": {
         "vars": { "fresh": { "$add": [ readings.now.clone(), ttl_ms ] } },
         "in": { "$cond": [
@@ -221,8 +268,9 @@ pub(super) fn set_queue(value: Bson) -> Bson {
 
 /// `leave_queue`'s update of the document of a resource: on a valid document, the live
 /// places less `ticket`'s, `lastLeave = leave_id` when `ticket` had a place (live or
-/// not), and `wake` for the next place when `ticket`'s was the first live one; any other
-/// document is left exactly as it is.
+/// not), `wake` for the next place when `ticket`'s was the first live one, and the lock
+/// handed over to the new head if it is free for it; any other document is left exactly
+/// as it is.
 pub(crate) fn leave(ticket: &LockId, leave_id: &Bson, readings: &Readings) -> Vec<Document> {
     let id = literal(ticket.as_str());
     let had = doc! { "$in": [ id.clone(), { "$map": { "input": stored(), "in": format!("$$this.{TICKET}") } } ] };
@@ -236,14 +284,21 @@ pub(crate) fn leave(ticket: &LockId, leave_id: &Bson, readings: &Readings) -> Ve
             WAKE: { "$cond": [ was_first, wake(without(PLACES, ticket)), "$$REMOVE" ] },
         } ] },
     } };
-    vec![doc! { "$replaceWith": { "$cond": [ super::valid(), changed, "$$ROOT" ] } }]
+    vec![
+        doc! { "$replaceWith": { "$cond": [ super::valid(), changed, "$$ROOT" ] } },
+        hand_over(readings),
+    ]
 }
 
 /// Purge's update of the documents holding a dead place: their live places alone, on a
-/// valid document; any other document as it is.
+/// valid document, and the lock handed over to the new head if it is free for it; any
+/// other document as it is.
 pub(crate) fn drop_dead(readings: &Readings) -> Vec<Document> {
     let changed = doc! { "$mergeObjects": [ "$$ROOT", { QUEUE: live_places(readings) } ] };
-    vec![doc! { "$replaceWith": { "$cond": [ super::valid(), changed, "$$ROOT" ] } }]
+    vec![
+        doc! { "$replaceWith": { "$cond": [ super::valid(), changed, "$$ROOT" ] } },
+        hand_over(readings),
+    ]
 }
 
 /// The documents with a live place at `now` (an expression): purge never deletes them.
@@ -258,4 +313,143 @@ pub(crate) fn has_live_place(now: &Bson) -> Bson {
 /// are not documents: the update leaves those as they are).
 pub(crate) fn dead_places_at(t: lockwright_engine::Timestamp) -> Document {
     doc! { format!("{QUEUE}.{EXPIRES_AT}"): { "$lte": super::date(t) } }
+}
+
+/// The hand-over stage, run after every write that may free a resource (a release, a
+/// waiter leaving, purge) and before a grant decides: the engine's
+/// `ResourceState::hand_over`. On a valid document, the live places are taken in order
+/// while each is one the rules would grant (an exclusive place: no held lock and none
+/// handed before it; a shared place: no held exclusive lock, no held lock of its lock id,
+/// and fewer held shared locks, those handed before it included, than its limit), and
+/// each such place is granted the lock it records (its `lockId` and details, the next
+/// fence, `expiresAt` its lease after `now`), and leaves the queue. The first place that
+/// cannot be handed the lock (or records no handoff) stops it. When any place was handed
+/// the lock, the abandoned locks are taken over, the dead places dropped, and `wake` names
+/// the first handed place's process; otherwise the document is left exactly as it is (no
+/// write).
+pub(crate) fn hand_over(readings: &Readings) -> Document {
+    let now = readings.now.clone();
+    let p = |f: &str| format!("$$this.{f}");
+    let v = |f: &str| format!("$$value.{f}");
+    let places = if mutated!(PipelineHandoffToDeadPlace) {
+        stored()
+    } else {
+        live_places(readings)
+    };
+    let start = if mutated!(PipelineClaimLeaseFromQueuedAt) {
+        Bson::String(p(QUEUED_AT))
+    } else {
+        now.clone()
+    };
+    let fence = super::fence_after(&Bson::String(v("fence")), readings);
+    let lock = doc! {
+        LOCK_ID: p(LOCK_ID),
+        OWNER: { "$ifNull": [ p(OWNER), Bson::Null ] },
+        HOST: { "$ifNull": [ p(HOST), Bson::Null ] },
+        COMMENT: { "$ifNull": [ p(COMMENT), Bson::Null ] },
+        CREATED_AT: now.clone(),
+        RENEWED_AT: Bson::Null,
+        EXPIRES_AT: { "$add": [ start, p(LEASE) ] },
+        ACQUIRED: true,
+        FENCE: "$$f",
+    };
+    let records = doc! { "$eq": [ { "$type": p(LOCK_ID) }, "string" ] };
+    let exclusive_ok = doc! { "$and": [
+        { "$eq": [ p(MODE), EXCLUSIVE_MODE ] },
+        records.clone(),
+        { "$not": [ v("x") ] },
+        { "$eq": [ { "$size": v(SHARED) }, 0 ] },
+    ] };
+    let shared_ok = doc! { "$and": [
+        { "$eq": [ p(MODE), SHARED_MODE ] },
+        records,
+        { "$not": [ v("x") ] },
+        { "$not": [ { "$in": [ p(LOCK_ID), format!("$$value.{SHARED}.{LOCK_ID}") ] } ] },
+        { "$or": [
+            { "$eq": [ { "$ifNull": [ p(LIMIT), Bson::Null ] }, Bson::Null ] },
+            { "$lt": [ { "$size": v(SHARED) }, p(LIMIT) ] },
+        ] },
+    ] };
+    let go_on = if mutated!(PipelineHandoffPastConflict) {
+        Bson::Boolean(true)
+    } else {
+        Bson::Document(doc! { "$not": [ v("stop") ] })
+    };
+    let handed = |exclusive: bool| {
+        let (x, held, shared) = if exclusive {
+            (
+                Bson::Boolean(true),
+                Bson::Document(lock.clone()),
+                Bson::String(v(SHARED)),
+            )
+        } else {
+            (
+                Bson::String(v("x")),
+                Bson::String(v("lock")),
+                Bson::Document(doc! { "$concatArrays": [ v(SHARED), [ lock.clone() ] ] }),
+            )
+        };
+        Bson::Document(doc! { "$let": {
+            "vars": { "f": fence.clone() },
+            "in": {
+                "x": x,
+                "lock": held,
+                SHARED: shared,
+                "fence": "$$f",
+                "stop": v("stop"),
+                "rest": v("rest"),
+                "handed": { "$concatArrays": [ v("handed"), [ "$$this" ] ] },
+            },
+        } })
+    };
+    let step = doc! { "$cond": [
+        { "$and": [ go_on.clone(), exclusive_ok ] },
+        handed(true),
+        { "$cond": [
+            { "$and": [ go_on, shared_ok ] },
+            handed(false),
+            { "$mergeObjects": [ "$$value", {
+                "stop": true,
+                "rest": { "$concatArrays": [ v("rest"), [ "$$this" ] ] },
+            } ] },
+        ] },
+    ] };
+    let held_exclusive = doc! { "$and": [
+        { "$eq": [ "$exclusive.acquired", true ] },
+        super::is_held("$exclusive.expiresAt", readings),
+    ] };
+    let held_shared = doc! { "$filter": {
+        "input": super::shared_locks(),
+        "cond": super::is_held("$$this.expiresAt", readings),
+    } };
+    let run = doc! { "$reduce": {
+        "input": places,
+        "initialValue": {
+            "x": held_exclusive, "lock": Bson::Null, SHARED: held_shared,
+            "fence": { "$ifNull": [ format!("${LAST_FENCE}"), 0_i64 ] },
+            "stop": false, "rest": [], "handed": [],
+        },
+        "in": step,
+    } };
+    let r = |f: &str| format!("$$run.{f}");
+    let changed = doc! { "$mergeObjects": [ "$$ROOT", {
+        EXCLUSIVE: { "$ifNull": [ r("lock"), { "$literal": empty_exclusive() } ] },
+        SHARED: { "count": { "$size": r(SHARED) }, "locks": r(SHARED) },
+        LAST_FENCE: r("fence"),
+        QUEUE: set_queue(Bson::String(r("rest"))),
+        WAKE: wake(Bson::String(r("handed"))),
+    } ] };
+    let body = doc! { "$cond": [
+        super::valid(),
+        { "$let": {
+            "vars": { "run": run },
+            "in": { "$cond": [
+                { "$gt": [ { "$size": r("handed") }, 0 ] },
+                changed,
+                "$$ROOT",
+            ] },
+        } },
+        "$$ROOT",
+    ] };
+    doc! { "$replaceWith": body }
 }
