@@ -1,7 +1,11 @@
 //! Fair requests and the resource's queue: a refused fair request takes (or keeps) a place;
 //! a request is granted only when no live place that conflicts with it is ahead of its own
 //! (every place, for a request without one); a grant removes the winner's place; a place
-//! lapses when its lease runs out, and a waiter can leave.
+//! lapses when its lease runs out, and a waiter can leave. Every write that frees the lock
+//! (a release, a waiter leaving, purge, a request that finds the holder gone) hands it to
+//! the live head of the line, with a claim lease of its place's lease from the handoff; the
+//! head's next request (the same lock id) claims it, and a head that never claims costs the
+//! others its claim lease.
 
 use super::super::support::*;
 
@@ -48,9 +52,9 @@ cases! {
         assert_eq!(waiting(cx, "r").await, vec![]);
     }
 
-    async fn fair_waiters_are_granted_in_order(cx) {
+    async fn a_release_hands_the_lock_to_the_first_waiter(cx) {
         let holder = generate_lock_id();
-        cx.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
+        let first = cx.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
         let (ta, tb) = (generate_lock_id(), generate_lock_id());
         let (a, b) = (generate_lock_id(), generate_lock_id());
         assert_eq!(queued(cx.xlock_fair("r", &a, &fair(&ta, LEASE)).await), Some(0));
@@ -61,32 +65,43 @@ cases! {
         assert_eq!(places[0].queued_at, T0);
         assert_eq!(places[0].expires_at, at(LEASE));
         assert_eq!(places[1].queued_at, at(ms(1)));
+        cx.clock.advance(ms(1));
         cx.unlock(&holder).await.expect("unlock");
-        // b asks first after the release, but a is ahead of it.
-        assert_eq!(queued(cx.xlock_fair("r", &b, &fair(&tb, LEASE)).await), Some(1));
-        cx.xlock_fair("r", &a, &fair(&ta, LEASE))
-            .await
-            .expect("a's turn");
-        assert_eq!(
-            waiting(cx, "r").await,
-            vec![Mode::Exclusive],
-            "a's place went with its grant"
-        );
+        // The release handed the lock to a: its lock, a claim lease of its place's lease
+        // from the release, the next fence; its place is gone.
+        let handed = all(cx).await;
+        assert_eq!(pairs(&handed), vec![pair("r", &a)]);
+        assert_eq!(handed[0].expires_at, Some(at(ms(2) + LEASE)));
+        assert_eq!(handed[0].renewed_at, None);
+        assert!(handed[0].fence > first.fence);
+        assert_eq!(waiting(cx, "r").await, vec![Mode::Exclusive]);
+        // b is first now, behind a's lock.
         assert_eq!(queued(cx.xlock_fair("r", &b, &fair(&tb, LEASE)).await), Some(0));
+        // a claims it: the grant, renewed to its TTL from now, with the handoff's fence.
+        cx.clock.advance(ms(1));
+        let claimed = cx.xlock_fair("r", &a, &fair(&ta, LEASE)).await.expect("a's claim");
+        assert_eq!(claimed.fence, handed[0].fence);
+        assert_eq!(claimed.expires_at, Some(at(ms(3) + secs(30))));
+        assert_eq!(claimed.renewed_at, Some(at(ms(3))));
+        // Asking again claims again (an attempt whose reply was lost); asking without a
+        // place is refused, as grants are not re-entrant.
+        let again = cx.xlock_fair("r", &a, &fair(&ta, LEASE)).await.expect("again");
+        assert_eq!(again.fence, handed[0].fence);
+        assert_locked(cx.xlock("r", &a, &ttl(secs(30))).await, "r");
         cx.unlock(&a).await.expect("unlock");
-        cx.xlock_fair("r", &b, &fair(&tb, LEASE))
-            .await
-            .expect("b's turn");
+        let b_lock = cx.xlock_fair("r", &b, &fair(&tb, LEASE)).await.expect("b's turn");
+        assert!(b_lock.fence > handed[0].fence);
         assert_eq!(waiting(cx, "r").await, vec![]);
     }
 
-    async fn requests_that_are_not_fair_wait_behind_the_queue_without_a_place(cx) {
+    async fn a_write_that_finds_the_holder_gone_hands_the_lock_over(cx) {
         let holder = generate_lock_id();
-        cx.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
-        let ta = generate_lock_id();
-        let a = generate_lock_id();
+        cx.xlock("r", &holder, &ttl(secs(1))).await.expect("grant");
+        let (ta, a) = (generate_lock_id(), generate_lock_id());
         queued(cx.xlock_fair("r", &a, &fair(&ta, LEASE)).await);
-        cx.unlock(&holder).await.expect("unlock");
+        // The holder's lock ends (no grace here) and nobody releases it: the next write of
+        // the resource, a request that is not fair, hands the lock to a, and is refused.
+        cx.clock.advance(secs(1));
         assert_eq!(
             queued(cx.xlock("r", generate_lock_id(), &ttl(secs(1))).await),
             None
@@ -95,14 +110,11 @@ cases! {
             queued(cx.slock("r", generate_lock_id(), &ttl(secs(1)), None).await),
             None
         );
-        assert_eq!(
-            waiting(cx, "r").await,
-            vec![Mode::Exclusive],
-            "no place was taken"
-        );
+        assert_eq!(pairs(&all(cx).await), vec![pair("r", &a)]);
+        assert_eq!(waiting(cx, "r").await, vec![], "no place was taken");
         cx.xlock_fair("r", &a, &fair(&ta, LEASE))
             .await
-            .expect("a's turn");
+            .expect("a's claim");
     }
 
     async fn a_waiting_writer_holds_back_later_readers(cx) {
@@ -124,17 +136,19 @@ cases! {
         );
         assert_eq!(waiting(cx, "r").await, vec![Mode::Exclusive, Mode::Shared]);
         cx.unlock(&r1).await.expect("unlock");
+        assert_eq!(pairs(&all(cx).await), vec![pair("r", &w)], "the writer's turn");
         assert_locked(cx.slock_fair("r", &r2, &fair(&t2, LEASE), None).await, "r");
         cx.xlock_fair("r", &w, &fair(&tw, LEASE))
             .await
-            .expect("the writer's turn");
+            .expect("the writer's claim");
         cx.unlock(&w).await.expect("unlock");
-        cx.slock_fair("r", &r2, &fair(&t2, LEASE), None)
-            .await
-            .expect("r2's turn");
+        assert_eq!(pairs(&all(cx).await), vec![pair("r", &r2)], "r2's turn");
         cx.slock("r", generate_lock_id(), &ttl(secs(1)), None)
             .await
             .expect("nobody waits any more");
+        cx.slock_fair("r", &r2, &fair(&t2, LEASE), None)
+            .await
+            .expect("r2's claim");
     }
 
     async fn queued_readers_are_not_held_back_by_each_other(cx) {
@@ -179,11 +193,16 @@ cases! {
             queued(cx.slock_fair("r", &a, &fair(&ta, LEASE), Some(2)).await),
             Some(0)
         );
-        cx.unlock(&h1).await.expect("unlock");
-        // One slot is free, and a is ahead: b waits, with the limit or without one.
         assert_eq!(
             queued(cx.slock_fair("r", &b, &fair(&tb, LEASE), Some(2)).await),
             Some(1)
+        );
+        // One slot comes free: a is handed it, and b waits for the next.
+        cx.unlock(&h1).await.expect("unlock");
+        assert_eq!(waiting(cx, "r").await, vec![Mode::Shared]);
+        assert_eq!(
+            queued(cx.slock_fair("r", &b, &fair(&tb, LEASE), Some(2)).await),
+            Some(0)
         );
         assert_locked(
             cx.slock("r", generate_lock_id(), &ttl(secs(1)), Some(2))
@@ -191,76 +210,84 @@ cases! {
             "r",
         );
         // A request without a limit takes no slot from anybody.
-        cx.slock("r", generate_lock_id(), &ttl(secs(1)), None)
+        let free = generate_lock_id();
+        cx.slock("r", &free, &ttl(secs(30)), None)
             .await
             .expect("no limit");
-        cx.clock.advance(secs(1));
         cx.slock_fair("r", &a, &fair(&ta, LEASE), Some(2))
             .await
-            .expect("a's slot");
+            .expect("a's claim");
+        // h2 goes, but a and the unlimited reader fill b's limit; when that reader goes
+        // too, b is handed a slot.
+        cx.unlock(&h2).await.expect("unlock");
         assert_eq!(waiting(cx, "r").await, vec![Mode::Shared]);
+        cx.unlock(&free).await.expect("unlock");
+        assert_eq!(waiting(cx, "r").await, vec![]);
+        let holders: BTreeSet<_> = pairs(&all(cx).await).into_iter().collect();
+        assert_eq!(holders, [pair("r", &a), pair("r", &b)].into_iter().collect());
     }
 
-    async fn a_dead_place_blocks_nobody(cx) {
+    async fn a_dead_place_is_never_handed_the_lock(cx) {
         let holder = generate_lock_id();
         cx.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
         let (ta, tb) = (generate_lock_id(), generate_lock_id());
+        let b = generate_lock_id();
         queued(cx.xlock_fair("r", generate_lock_id(), &fair(&ta, secs(1))).await);
-        cx.unlock(&holder).await.expect("unlock");
+        queued(cx.xlock_fair("r", &b, &fair(&tb, LEASE)).await);
         cx.clock.advance(ms(999));
-        match cx.xlock_fair("r", generate_lock_id(), &fair(&tb, LEASE)).await {
-            Err(Error::AlreadyLocked {
-                retry_in, queued, ..
-            }) => {
-                assert_eq!(retry_in, Some(ms(1)), "a's place lapses in 1 ms");
-                assert_eq!(queued.map(|q| q.ahead), Some(1));
-            }
-            other => panic!("expected AlreadyLocked, got {other:?}"),
-        }
+        assert_eq!(waiting(cx, "r").await, vec![Mode::Exclusive, Mode::Exclusive]);
         cx.clock.advance(ms(1));
         assert_eq!(
             waiting(cx, "r").await,
             vec![Mode::Exclusive],
             "only b's place lives"
         );
-        cx.xlock_fair("r", generate_lock_id(), &fair(&tb, LEASE))
-            .await
-            .expect("a's place lapsed");
+        cx.unlock(&holder).await.expect("unlock");
+        assert_eq!(pairs(&all(cx).await), vec![pair("r", &b)], "a's place lapsed");
         assert_eq!(waiting(cx, "r").await, vec![]);
+        cx.xlock_fair("r", &b, &fair(&tb, LEASE))
+            .await
+            .expect("b's claim");
     }
 
     async fn asking_again_keeps_the_place(cx) {
         let holder = generate_lock_id();
         cx.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
         let (ta, tb) = (generate_lock_id(), generate_lock_id());
-        queued(cx.xlock_fair("r", generate_lock_id(), &fair(&ta, secs(1))).await);
+        let a = generate_lock_id();
+        queued(cx.xlock_fair("r", &a, &fair(&ta, secs(1))).await);
         cx.clock.advance(ms(900));
         queued(cx.xlock_fair("r", generate_lock_id(), &fair(&tb, LEASE)).await);
         // a asks again before its place lapses: it keeps it, ahead of b, and for longer.
         assert_eq!(
-            queued(cx.xlock_fair("r", generate_lock_id(), &fair(&ta, secs(1))).await),
+            queued(cx.xlock_fair("r", &a, &fair(&ta, secs(1))).await),
             Some(0)
-        );
-        cx.clock.advance(ms(500));
-        cx.unlock(&holder).await.expect("unlock");
-        assert_eq!(
-            queued(cx.xlock_fair("r", generate_lock_id(), &fair(&tb, LEASE)).await),
-            Some(1)
         );
         let places = cx.waiters("r").await.expect("waiters");
         assert_eq!(places[0].queued_at, T0, "the place keeps its time");
         assert_eq!(places[0].expires_at, at(ms(1_900)));
-        cx.xlock_fair("r", generate_lock_id(), &fair(&ta, secs(1)))
+        cx.clock.advance(ms(500));
+        cx.unlock(&holder).await.expect("unlock");
+        // Handed at 1,400 ms with a claim lease of a's place lease (1 s) from then.
+        let handed = all(cx).await;
+        assert_eq!(pairs(&handed), vec![pair("r", &a)]);
+        assert_eq!(handed[0].expires_at, Some(at(ms(2_400))));
+        assert_eq!(
+            queued(cx.xlock_fair("r", generate_lock_id(), &fair(&tb, LEASE)).await),
+            Some(0)
+        );
+        cx.xlock_fair("r", &a, &fair(&ta, secs(1)))
             .await
-            .expect("a's turn");
+            .expect("a's claim");
     }
 
     async fn leaving_the_queue_lets_the_next_one_in(cx) {
         let holder = generate_lock_id();
         cx.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
         let (ta, tb) = (generate_lock_id(), generate_lock_id());
+        let b = generate_lock_id();
         queued(cx.xlock_fair("r", generate_lock_id(), &fair(&ta, LEASE)).await);
-        queued(cx.xlock_fair("r", generate_lock_id(), &fair(&tb, LEASE)).await);
+        queued(cx.xlock_fair("r", &b, &fair(&tb, LEASE)).await);
         assert!(cx.leave_queue("r", &ta).await.expect("leave"));
         assert!(!cx.leave_queue("r", &ta).await.expect("leave twice"));
         assert!(
@@ -269,27 +296,55 @@ cases! {
                 .expect("no such resource")
         );
         cx.unlock(&holder).await.expect("unlock");
-        cx.xlock_fair("r", generate_lock_id(), &fair(&tb, LEASE))
+        cx.xlock_fair("r", &b, &fair(&tb, LEASE))
             .await
             .expect("b is first now");
     }
 
-    async fn purge_keeps_waited_resources_and_drops_dead_places(cx) {
+    async fn a_waiter_leaving_from_the_front_hands_the_lock_on(cx) {
         let holder = generate_lock_id();
         cx.xlock("r", &holder, &ttl(secs(1))).await.expect("grant");
+        let (ta, tb) = (generate_lock_id(), generate_lock_id());
+        let (a, b) = (generate_lock_id(), generate_lock_id());
+        queued(cx.xlock_fair("r", &a, &fair(&ta, LEASE)).await);
+        queued(cx.xlock_fair("r", &b, &fair(&tb, LEASE)).await);
+        cx.clock.advance(ms(500));
+        assert!(cx.leave_queue("r", &ta).await.expect("leave"));
+        assert_eq!(pairs(&all(cx).await), vec![pair("r", &holder)], "still held");
+        // The holder's lock ends: a third waiter leaving finds it gone, and hands it to b.
+        let tc = generate_lock_id();
+        queued(cx.xlock_fair("r", generate_lock_id(), &fair(&tc, LEASE)).await);
+        cx.clock.advance(ms(500));
+        assert!(cx.leave_queue("r", &tc).await.expect("leave"));
+        assert_eq!(pairs(&all(cx).await), vec![pair("r", &b)], "b's turn");
+        cx.xlock_fair("r", &b, &fair(&tb, LEASE))
+            .await
+            .expect("b's claim");
+    }
+
+    async fn purge_hands_the_lock_over_and_drops_dead_places(cx) {
+        let holder = generate_lock_id();
+        cx.xlock("r", &holder, &ttl(secs(10))).await.expect("grant");
         let ta = generate_lock_id();
-        queued(cx.xlock_fair("r", generate_lock_id(), &fair(&ta, secs(3))).await);
+        queued(cx.xlock_fair("r", generate_lock_id(), &fair(&ta, secs(1))).await);
         cx.clock.advance(secs(2));
+        assert!(cx.purge().await.expect("purge").is_empty());
+        assert_eq!(waiting(cx, "r").await, vec![], "a's place lapsed");
+        assert_eq!(pairs(&all(cx).await), vec![pair("r", &holder)]);
+        let (tc, c) = (generate_lock_id(), generate_lock_id());
+        queued(cx.xlock_fair("r", &c, &fair(&tc, secs(3))).await);
+        cx.clock.advance(secs(7));
+        queued(cx.xlock_fair("r", &c, &fair(&tc, secs(3))).await);
+        // The holder's lock ends at 10 s; purge removes it and hands the lock to c.
+        cx.clock.advance(secs(1));
         let purged = cx.purge().await.expect("purge");
         assert_eq!(pairs(&purged), vec![pair("r", &holder)]);
-        assert_eq!(
-            waiting(cx, "r").await,
-            vec![Mode::Exclusive],
-            "the place outlived the purge"
-        );
-        cx.clock.advance(secs(1));
-        assert!(cx.purge().await.expect("purge").is_empty());
+        assert_eq!(pairs(&all(cx).await), vec![pair("r", &c)], "purge handed it to c");
         assert_eq!(waiting(cx, "r").await, vec![]);
+        // c never claims: after its claim lease, purge removes the handed lock too.
+        cx.clock.advance(secs(3));
+        let purged = cx.purge().await.expect("purge");
+        assert_eq!(pairs(&purged), vec![pair("r", &c)]);
         cx.xlock("r", generate_lock_id(), &ttl(secs(1)))
             .await
             .expect("nobody waits");
@@ -298,15 +353,65 @@ cases! {
     async fn a_grant_after_a_purge_of_a_waited_resource_keeps_fences_increasing(cx) {
         let holder = generate_lock_id();
         let first = cx.xlock("r", &holder, &ttl(secs(1))).await.expect("grant");
-        let ta = generate_lock_id();
-        queued(cx.xlock_fair("r", generate_lock_id(), &fair(&ta, secs(3))).await);
+        let (ta, a) = (generate_lock_id(), generate_lock_id());
+        queued(cx.xlock_fair("r", &a, &fair(&ta, secs(3))).await);
         cx.clock.advance(secs(2));
         cx.purge().await.expect("purge");
         let next = cx
-            .xlock_fair("r", generate_lock_id(), &fair(&ta, secs(3)))
+            .xlock_fair("r", &a, &fair(&ta, secs(3)))
             .await
-            .expect("a's turn");
+            .expect("a's claim");
         assert!(next.fence > first.fence);
+    }
+
+    async fn a_head_that_never_claims_costs_its_claim_lease(cx) {
+        let holder = generate_lock_id();
+        cx.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
+        let (ta, tb) = (generate_lock_id(), generate_lock_id());
+        let (a, b) = (generate_lock_id(), generate_lock_id());
+        queued(cx.xlock_fair("r", &a, &fair(&ta, secs(2))).await);
+        queued(cx.xlock_fair("r", &b, &fair(&tb, LEASE)).await);
+        cx.clock.advance(secs(1));
+        cx.unlock(&holder).await.expect("unlock");
+        // The claim lease starts at the handoff (1 s), not when a took its place.
+        let handed = all(cx).await;
+        assert_eq!(pairs(&handed), vec![pair("r", &a)]);
+        assert_eq!(handed[0].expires_at, Some(at(secs(3))));
+        cx.clock.advance(ms(1_500));
+        match cx.xlock_fair("r", &b, &fair(&tb, LEASE)).await {
+            Err(Error::AlreadyLocked {
+                retry_in, queued, ..
+            }) => {
+                assert_eq!(retry_in, Some(ms(500)), "a's claim lease ends in 500 ms");
+                assert_eq!(queued.map(|q| q.ahead), Some(0));
+            }
+            other => panic!("expected AlreadyLocked, got {other:?}"),
+        }
+        // a never claims; b's next request finds its lease over, is handed the lock and
+        // claims it in the same write.
+        cx.clock.advance(ms(500));
+        let granted = cx.xlock_fair("r", &b, &fair(&tb, LEASE)).await.expect("b's turn");
+        assert!(granted.fence > handed[0].fence);
+        assert_eq!(granted.lock_id, b);
+    }
+
+    async fn a_lapsed_handoff_is_not_claimed(cx) {
+        let holder = generate_lock_id();
+        cx.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
+        let (ta, tb) = (generate_lock_id(), generate_lock_id());
+        let (a, b) = (generate_lock_id(), generate_lock_id());
+        queued(cx.xlock_fair("r", &a, &fair(&ta, secs(1))).await);
+        queued(cx.xlock_fair("r", &b, &fair(&tb, LEASE)).await);
+        cx.unlock(&holder).await.expect("unlock");
+        assert_eq!(pairs(&all(cx).await), vec![pair("r", &a)]);
+        // a comes back when its claim lease is over: the same write hands the lock to b,
+        // and a takes a new place, behind b's lock.
+        cx.clock.advance(secs(1));
+        assert_eq!(queued(cx.xlock_fair("r", &a, &fair(&ta, secs(1))).await), Some(0));
+        assert_eq!(pairs(&all(cx).await), vec![pair("r", &b)]);
+        cx.xlock_fair("r", &b, &fair(&tb, LEASE))
+            .await
+            .expect("b's claim");
     }
 
     async fn bad_queue_arguments_are_refused(cx) {
