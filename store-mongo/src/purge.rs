@@ -27,70 +27,77 @@ impl MongoStore {
         let candidates: BTreeSet<LockId> = ids.iter().cloned().collect();
         let readings = self.readings();
         let context = (&self.coll, &read, &candidates, self.grace, &readings);
-        self.transaction("purge", context, |s, (coll, read, candidates, grace, readings)| {
-            async move {
-                let docs = read_all(coll, (*read).clone(), s).await?;
-                let mut read = Read::from_docs(&docs, *grace);
-                // A document is deleted only below the fence floor the server read it at.
-                if let Some(floor) = read.floor {
-                    read.table.raise_fence_clock(floor);
-                }
-                // The groups were found abandoned before this transaction began; one may have
-                // lost its abandoned lock since (taken over, or purged by another purger) and
-                // gained a new one. Decide again on what this transaction reads, so only
-                // groups that still hold an expired lock lose their locks; and none that
-                // also holds a lock in a document that cannot be read.
-                let still: BTreeSet<LockId> = table::expired_groups(&[&read.table], t)
-                    .intersection(candidates)
-                    .filter(|id| !read.unreadable_groups.contains(id.as_str()))
-                    .cloned()
-                    .collect();
-                if still.is_empty() {
-                    return Ok(Ok(Swept {
-                        removed: Vec::new(),
-                        skipped: read.skipped,
-                    }));
-                }
-                let removed = table::purge_groups(&mut [&mut read.table], &still, t);
-                // Documents the batch leaves with no lock, and that may be forgotten, are
-                // deleted now rather than rewritten now and deleted later: one write each.
-                let emptied: Vec<Resource> = read
-                    .table
-                    .resources()
-                    .iter()
-                    .filter(|(_, state)| state.is_empty())
-                    .map(|(r, _)| r.clone())
-                    .collect();
-                table::delete_empty(&mut [&mut read.table], t);
-                let mut gone = Vec::new();
-                let mut kept = Vec::new();
-                for (resource, id) in read.ids {
-                    if emptied.contains(&resource)
-                        && !read.table.resources().contains_key(&resource)
-                    {
-                        gone.push(id);
-                    } else {
-                        kept.push(id);
+        self.transaction(
+            "purge",
+            context,
+            |s, (coll, read, candidates, grace, readings)| {
+                async move {
+                    let docs = read_all(coll, (*read).clone(), s).await?;
+                    let mut read = Read::from_docs(&docs, *grace);
+                    // A document is deleted only below the fence floor the server read it at.
+                    if let Some(floor) = read.floor {
+                        read.table.raise_fence_clock(floor);
                     }
-                }
-                let still: Vec<LockId> = still.into_iter().collect();
-                if !gone.is_empty() {
-                    coll.delete_many(pipeline::ids_in(&gone))
+                    // The groups were found abandoned before this transaction began; one may have
+                    // lost its abandoned lock since (taken over, or purged by another purger) and
+                    // gained a new one. Decide again on what this transaction reads, so only
+                    // groups that still hold an expired lock lose their locks; and none that
+                    // also holds a lock in a document that cannot be read.
+                    let still: BTreeSet<LockId> = table::expired_groups(&[&read.table], t)
+                        .intersection(candidates)
+                        .filter(|id| !read.unreadable_groups.contains(id.as_str()))
+                        .cloned()
+                        .collect();
+                    if still.is_empty() {
+                        return Ok(Ok(Swept {
+                            removed: Vec::new(),
+                            skipped: read.skipped,
+                        }));
+                    }
+                    let removed = table::purge_groups(&mut [&mut read.table], &still, t);
+                    // Documents the batch leaves with no lock, and that may be forgotten, are
+                    // deleted now rather than rewritten now and deleted later: one write each.
+                    let emptied: Vec<Resource> = read
+                        .table
+                        .resources()
+                        .iter()
+                        .filter(|(_, state)| state.is_empty())
+                        .map(|(r, _)| r.clone())
+                        .collect();
+                    table::delete_empty(&mut [&mut read.table], t);
+                    let mut gone = Vec::new();
+                    let mut kept = Vec::new();
+                    for (resource, id) in read.ids {
+                        if emptied.contains(&resource)
+                            && !read.table.resources().contains_key(&resource)
+                        {
+                            gone.push(id);
+                        } else {
+                            kept.push(id);
+                        }
+                    }
+                    let still: Vec<LockId> = still.into_iter().collect();
+                    if !gone.is_empty() {
+                        coll.delete_many(pipeline::ids_in(&gone))
+                            .session(&mut *s)
+                            .await?;
+                    }
+                    if !kept.is_empty() {
+                        coll.update_many(
+                            pipeline::ids_in(&kept),
+                            pipeline::purge_batch(&still, t, readings),
+                        )
                         .session(&mut *s)
                         .await?;
+                    }
+                    Ok(Ok(Swept {
+                        removed,
+                        skipped: read.skipped,
+                    }))
                 }
-                if !kept.is_empty() {
-                    coll.update_many(pipeline::ids_in(&kept), pipeline::purge_batch(&still, t, readings))
-                        .session(&mut *s)
-                        .await?;
-                }
-                Ok(Ok(Swept {
-                    removed,
-                    skipped: read.skipped,
-                }))
-            }
-            .boxed()
-        })
+                .boxed()
+            },
+        )
         .await
     }
 }

@@ -391,7 +391,11 @@ impl Decoder<'_> {
                     .ok()
                     .and_then(|m| SharedLimit::new(m).ok())
                     .ok_or_else(|| {
-                        malformed(self.resource, &field, format!("expected 1 to 2^32 - 1, got {m}"))
+                        malformed(
+                            self.resource,
+                            &field,
+                            format!("expected 1 to 2^32 - 1, got {m}"),
+                        )
                     })?;
                 Some(m)
             }

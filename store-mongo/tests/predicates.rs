@@ -9,8 +9,10 @@
 //! `renew_one` (with margins around the locks' expiry) and `unlock_one` of one lock id, or
 //! `renew_many` of several lock ids' locks on the resource (and perhaps the second
 //! resource's lock), each with its own TTL; the grants also fair (with a ticket that may
-//! hold a place), on a resource whose queue holds live, dead and just-expiring places of
-//! both modes (or is missing or null), and `leave_queue` and `waiters`. The
+//! hold a place, or whose lock id holds a lock to claim), on a resource whose queue holds
+//! live, dead and just-expiring places of both modes, most of them recording what a
+//! handoff grants them (so that every write may hand the lock over), or is missing or
+//! null, and `leave_queue` and `waiters`. The
 //! engine runs the same request on the same state (as the store's decoder reads it) at the
 //! same instant, and the two must agree on everything: grant or refusal, the new lock and its
 //! fence, which expired locks were taken over, a refusal's `retry_in` and `queued`, the queue
@@ -74,6 +76,9 @@ struct Place {
     age_ms: u64,
     /// `expiresAt - NOW` in ms: dead at or below zero.
     expires_in_ms: i64,
+    /// What a handoff grants it: a lock id (of [`IDS`]), a limit, and the claim lease in
+    /// ms; `None`: a place that records none (an earlier version's).
+    handoff: Option<(usize, Option<u32>, i64)>,
 }
 
 #[derive(Clone, Debug)]
@@ -144,17 +149,24 @@ struct Case {
 }
 
 fn place() -> impl Strategy<Value = Place> {
+    let handoff = (
+        0..IDS.len(),
+        prop::option::of(1_u32..4),
+        prop::sample::select(vec![1_000_i64, 3_000]),
+    );
     (
         0..TICKETS.len(),
         any::<bool>(),
         1_u64..20_000,
         prop::sample::select(vec![-3_000_i64, -1, 0, 1, 2_000, 5_000]),
+        prop::option::weighted(0.8, handoff),
     )
-        .prop_map(|(ticket, shared, age_ms, expires_in_ms)| Place {
+        .prop_map(|(ticket, shared, age_ms, expires_in_ms, handoff)| Place {
             ticket,
             shared,
             age_ms,
             expires_in_ms,
+            handoff,
         })
 }
 
@@ -329,12 +341,20 @@ fn document(resource: &str, held: &Held, c: &Case) -> Document {
             .queue
             .iter()
             .map(|p| {
-                Bson::Document(doc! {
+                let mut place = doc! {
                     "ticket": TICKETS[p.ticket],
                     "mode": if p.shared { "shared" } else { "exclusive" },
                     "queuedAt": date(now_ms() - i64::try_from(p.age_ms).unwrap()),
                     "expiresAt": date(now_ms() + p.expires_in_ms),
-                })
+                };
+                if let Some((id, limit, lease)) = p.handoff {
+                    place.insert("lockId", IDS[id]);
+                    place.insert("owner", "w");
+                    place.insert("host", Bson::Null);
+                    place.insert("limit", limit.map_or(Bson::Null, |m| Bson::Int64(m.into())));
+                    place.insert("lease", lease);
+                }
+                Bson::Document(place)
             })
             .collect();
         d.insert("queue", places);

@@ -185,7 +185,11 @@ fn readers_ahead_hold_their_slots_under_a_limit() {
         .unwrap_err();
     // One slot comes free: a is handed it, and b (the limit reached) waits.
     t.unlock(&LockId::new("h1").unwrap(), at(2));
-    let holders: Vec<_> = state(&t).shared.iter().map(|l| l.lock_id.as_str()).collect();
+    let holders: Vec<_> = state(&t)
+        .shared
+        .iter()
+        .map(|l| l.lock_id.as_str())
+        .collect();
     assert_eq!(holders, ["h2", "a"]);
     assert_eq!(
         ahead_of(

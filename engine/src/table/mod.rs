@@ -142,6 +142,10 @@ impl LockTable {
     /// Hands the lock of `resource` to the head of its queue if it is free for it at
     /// `now` ([`ResourceState::hand_over`]): after every write that may free it.
     pub(crate) fn hand_over(&mut self, resource: &Resource, now: Timestamp) {
+        // Only a queue can be handed anything: the fence clock is read only then.
+        if (self.resources.get(resource)).is_none_or(|state| state.queue.is_empty()) {
+            return;
+        }
         let (grace, floor) = (self.grace, self.tick(now));
         let Some(state) = self.resources.get_mut(resource) else {
             return;

@@ -179,9 +179,10 @@ pub(super) fn purge_groups_by<T: DerefMut<Target = LockTable>>(
 pub fn delete_empty<T: DerefMut<Target = LockTable>>(shards: &mut [T], now: Timestamp) {
     for table in shards.iter_mut() {
         let floor = table.tick(now);
-        // Dropping dead places may leave a place at the head that the lock is free for.
+        // Dropping dead places may leave a place at the head that the lock is free for: the
+        // resources holding one are written, and handed over (no other resource is).
         let names: Vec<_> = (table.resources.iter())
-            .filter(|(_, state)| !state.queue.is_empty())
+            .filter(|(_, state)| state.queue.iter().any(|p| !p.is_live(now)))
             .map(|(name, _)| name.clone())
             .collect();
         for name in &names {

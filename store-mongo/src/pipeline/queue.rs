@@ -16,9 +16,9 @@ use lockwright_engine::{Access, LockId, LockRequest, MAX_QUEUE_TTL, Mode, Shared
 
 use super::{Readings, literal, type_in};
 use crate::schema::{
-    ACQUIRED, COMMENT, CREATED_AT, EXCLUSIVE, EXCLUSIVE_MODE, EXPIRES_AT, FENCE, HOST,
-    LAST_FENCE, LEASE, LIMIT, LOCK_ID, MODE, OWNER, QUEUE, QUEUED_AT, RENEWED_AT, SHARED,
-    SHARED_MODE, TAG, TICKET, WAKE, empty_exclusive,
+    ACQUIRED, COMMENT, CREATED_AT, EXCLUSIVE, EXCLUSIVE_MODE, EXPIRES_AT, FENCE, HOST, LAST_FENCE,
+    LEASE, LIMIT, LOCK_ID, MODE, OWNER, QUEUE, QUEUED_AT, RENEWED_AT, SHARED, SHARED_MODE, TAG,
+    TICKET, WAKE, empty_exclusive,
 };
 
 /// The variable bound to the live places of the queue, in order.
