@@ -269,6 +269,11 @@ impl Queue {
         self.0.len() != before
     }
 
+    /// Keeps the places for which `keep` holds, in order.
+    pub fn retain(&mut self, keep: impl FnMut(&QueueEntry) -> bool) {
+        self.0.retain(keep);
+    }
+
     /// Drops the places whose lease ran out at `now`.
     pub fn drop_dead(&mut self, now: Timestamp) {
         self.0.retain(|e| e.is_live(now));

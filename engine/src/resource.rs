@@ -575,6 +575,14 @@ impl ResourceState {
         (status, removed)
     }
 
+    /// Takes the places that would be handed a lock of `lock_id` out of the queue: a release
+    /// of a lock id also gives up its waiting on the resources it releases, so that the
+    /// release does not hand the lock straight back to it.
+    pub(crate) fn drop_places_of(&mut self, lock_id: &LockId) {
+        self.queue
+            .retain(|p| p.handoff.as_ref().is_none_or(|h| &h.lock_id != lock_id));
+    }
+
     /// Removes the lock of `lock_id` when `pred` holds for it.
     pub(crate) fn remove_if(
         &mut self,

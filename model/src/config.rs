@@ -267,6 +267,27 @@ impl Config {
         config
     }
 
+    /// The configuration CI checks exhaustively for the store handing the lock over: three
+    /// slow clients that make plain and fair requests, shared locks without a limit (so
+    /// that a reader behind a waiting writer is one the locks alone would let through, and
+    /// the head of the line is not the only place a store could wrongly hand the lock to),
+    /// one resource, time up to 3 ms (a place taken at 1 ms lapses at its end), no client
+    /// faults and no downstream writes. Two clients cannot show it: a release hands the
+    /// lock to the first place at once, so two live places need a holder that waits for
+    /// nothing.
+    #[must_use]
+    pub fn ci_handoff() -> Self {
+        let mut config = Config::new(3, 1, 3).expect("the CI handoff configuration is valid");
+        config.pauses = false;
+        config.crashes = false;
+        config.writes = false;
+        config.fair = true;
+        config.shared_limit = None;
+        // As MongoDB's purge does (and a lock created after a purge began needs more time).
+        config.purge_rechecks = true;
+        config
+    }
+
     /// The larger configuration, checked by command rather than in CI: three slow clients
     /// that pause, crash and write to the fenced downstream store, one resource, time up to
     /// 4 ms (about 0.6 M unique states with symmetry reduction).

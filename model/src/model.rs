@@ -477,8 +477,12 @@ impl LockModel {
                 let trusts = c.believes_anything();
                 if let Some(w) = c.wait {
                     // A waiting client asks again for what it waits for, with its ticket,
-                    // or stops waiting.
-                    if (trusts || !has_locks) && may_grant[w.resource] {
+                    // or stops waiting; a lock the store handed its place is one it may
+                    // claim (its request renews it, adding nothing to its group).
+                    let only_here = state
+                        .locks()
+                        .all(|(r, _, l)| &l.lock_id != id || r == w.resource);
+                    if (trusts || !has_locks || only_here) && may_grant[w.resource] {
                         actions.push(match w.mode {
                             Mode::Exclusive => Action::FairXLock {
                                 client,

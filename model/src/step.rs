@@ -20,6 +20,9 @@ impl LockModel {
         let mut next = state.clone();
         next.last = Verdict::default();
         let effect = self.apply(&mut next, action);
+        // The properties restate handoffs from the states; the table's own record of them
+        // is for stores that wake waiters.
+        next.table.take_handed();
         next.fence_clock = self.fence_clock_key(&next);
         next.last = props::judge(&Transition {
             model: self,

@@ -10,7 +10,7 @@
 //! the sort key may still differ in the order of shared locks in the store); that only costs
 //! some reduction, never soundness, because every representative is a renaming of its state.
 
-use lockwright_engine::{LockId, LockTable, Mode, QueueEntry, ResourceState, StoredLock};
+use lockwright_engine::{Handoff, LockId, LockTable, Mode, QueueEntry, ResourceState, StoredLock};
 use stateright::util::DenseNatMap;
 use stateright::{Representative, Rewrite, RewritePlan};
 
@@ -72,12 +72,21 @@ fn rename_ticket<S>(id: &LockId, plan: &RewritePlan<ClientId, S>) -> LockId {
 }
 
 fn rename_place<S>(e: &QueueEntry, plan: &RewritePlan<ClientId, S>) -> QueueEntry {
+    let handoff = e.handoff.as_ref().map(|h| {
+        Handoff::new(
+            rename_id(&h.lock_id, plan),
+            h.holder.clone(),
+            h.limit,
+            h.lease,
+        )
+    });
     QueueEntry::new(
         rename_ticket(&e.ticket, plan),
         e.mode,
         e.queued_at,
         e.expires_at,
     )
+    .with_handoff(handoff)
 }
 
 fn rename_lock<S>(lock: &StoredLock, plan: &RewritePlan<ClientId, S>) -> StoredLock {

@@ -57,11 +57,17 @@ pub enum Check {
     WaiterGranted,
     /// A waiter left the queue, removing its place.
     LeftQueue,
+    /// [`handoff`](crate::props::handoff) was broken.
+    Handoff,
+    /// A write handed the lock to the head of a queue.
+    HandedOver,
+    /// A waiter claimed a lock handed to it.
+    ClaimedHandoff,
 }
 
 impl Check {
     /// Every check, in bit order.
-    pub const ALL: [Check; 22] = [
+    pub const ALL: [Check; 25] = [
         Check::SharedLimit,
         Check::PurgeSafety,
         Check::RenewAfterPurge,
@@ -84,6 +90,9 @@ impl Check {
         Check::GrantPastLapsedPlace,
         Check::WaiterGranted,
         Check::LeftQueue,
+        Check::Handoff,
+        Check::HandedOver,
+        Check::ClaimedHandoff,
     ];
 
     /// The property name this check stands for.
@@ -112,6 +121,9 @@ impl Check {
             Check::GrantPastLapsedPlace => "sometimes_grant_past_lapsed_place",
             Check::WaiterGranted => "sometimes_waiter_granted",
             Check::LeftQueue => "sometimes_left_queue",
+            Check::Handoff => "handoff",
+            Check::HandedOver => "sometimes_handed_over",
+            Check::ClaimedHandoff => "sometimes_claimed_handoff",
         }
     }
 }

@@ -33,7 +33,10 @@ const CI_UNIQUE_STATES: usize = 127_006;
 const CI_SKEW_UNIQUE_STATES: usize = 20_894;
 
 /// The unique states of an exhaustive search of [`Config::ci_fair`].
-const CI_FAIR_UNIQUE_STATES: usize = 110_263;
+const CI_FAIR_UNIQUE_STATES: usize = 60_481;
+
+/// The unique states of an exhaustive search of [`Config::ci_handoff`].
+const CI_HANDOFF_UNIQUE_STATES: usize = 155_343;
 
 /// Switches on the engine mutant named by `LOCKWRIGHT_MUTANT`, if any (kill-matrix runs).
 fn setup() {
@@ -172,6 +175,15 @@ fn properties_hold_ci_fair() {
     let outcome = bfs(&config);
     assert_all_hold(&config, &outcome);
     assert_eq!(outcome.unique, CI_FAIR_UNIQUE_STATES);
+}
+
+#[test]
+fn properties_hold_ci_handoff() {
+    setup();
+    let config = Config::ci_handoff();
+    let outcome = bfs(&config);
+    assert_all_hold(&config, &outcome);
+    assert_eq!(outcome.unique, CI_HANDOFF_UNIQUE_STATES);
 }
 
 /// The holder's counterexample for `property` in `config`, rendered; fails when there is none.

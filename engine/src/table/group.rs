@@ -14,12 +14,15 @@ use crate::status::{LockStatus, sort_newest_first, sort_oldest_first};
 use crate::time::{Timestamp, Ttl};
 
 impl LockTable {
-    /// Removes the locks of `lock_id` for which `pred` holds; returns their statuses at `now`.
+    /// Removes the locks of `lock_id` for which `pred` holds (and, for a `release`, its
+    /// places on the resources it held: [`ResourceState::drop_places_of`]); returns their
+    /// statuses at `now`.
     pub(super) fn remove_group_where(
         &mut self,
         lock_id: &LockId,
         now: Timestamp,
         pred: impl Fn(&StoredLock) -> bool,
+        release: bool,
         out: &mut Vec<LockStatus>,
     ) {
         // The group's index entry is taken out, trimmed to the locks that stay, and put back
@@ -30,9 +33,13 @@ impl LockTable {
         let first = out.len();
         let resources = &mut self.resources;
         names.retain(|name| {
-            let removed = resources
-                .get_mut(name)
-                .and_then(|state| state.remove_if(&lock_id, &pred));
+            let removed = resources.get_mut(name).and_then(|state| {
+                let removed = state.remove_if(&lock_id, &pred);
+                if release && removed.is_some() {
+                    state.drop_places_of(&lock_id);
+                }
+                removed
+            });
             if let Some((mode, lock)) = &removed {
                 out.push(lock.status(name, *mode, now));
             }
@@ -121,10 +128,9 @@ impl LockTable {
         lock_id: &LockId,
         now: Timestamp,
     ) -> Option<LockStatus> {
-        let (mode, lock) = self
-            .resources
-            .get_mut(resource)?
-            .remove_if(lock_id, |_| true)?;
+        let state = self.resources.get_mut(resource)?;
+        let (mode, lock) = state.remove_if(lock_id, |_| true)?;
+        state.drop_places_of(lock_id);
         if let Some(names) = self.groups.get_mut(lock_id) {
             names.remove(resource);
             if names.is_empty() {
@@ -152,7 +158,7 @@ pub fn unlock<T: DerefMut<Target = LockTable>>(
 ) -> Vec<LockStatus> {
     let mut out = Vec::new();
     for table in shards.iter_mut() {
-        table.remove_group_where(lock_id, now, |_| true, &mut out);
+        table.remove_group_where(lock_id, now, |_| true, true, &mut out);
     }
     sort_newest_first(&mut out);
     out

@@ -146,7 +146,13 @@ pub(super) fn purge_groups_by<T: DerefMut<Target = LockTable>>(
             for table in shards.iter_mut() {
                 let grace = table.grace;
                 for lock_id in groups {
-                    table.remove_group_where(lock_id, now, |l| doomed(l, grace), &mut removed);
+                    table.remove_group_where(
+                        lock_id,
+                        now,
+                        |l| doomed(l, grace),
+                        false,
+                        &mut removed,
+                    );
                 }
             }
         }

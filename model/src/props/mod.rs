@@ -3,7 +3,7 @@
 //! Some are about a state (`mutual_exclusion`, `holder_safety`): the function takes the
 //! state. The others are about a step (`shared_limit`, `purge_safety`, `renew_after_purge`,
 //! `fence_monotonic`, `idempotence`, `no_lost_grant`, and the queue's `fifo`,
-//! `no_starvation` and `queue_places`): the function takes the
+//! `no_starvation`, `queue_places` and `handoff`): the function takes the
 //! [`Transition`] (state before, action, state after, what the engine answered). Every
 //! transition is judged when it is taken, and the names of the step properties it broke are
 //! kept in the next state ([`Verdict`]), where stateright's `always` sees them.
@@ -47,7 +47,7 @@ use crate::state::LockState;
 use crate::verdict::Verdict;
 
 pub use crate::verdict::{Check, PropSet};
-pub use queue::{fifo, no_starvation, queue_places};
+pub use queue::{fifo, handoff, no_starvation, queue_places};
 pub use rules::{Transition, abandoned_at, expired_at, live_at, place_live, places_ahead};
 pub use safety::{
     fence_monotonic, holder_safety, idempotence, mutual_exclusion, no_lost_grant, purge_safety,
@@ -65,7 +65,7 @@ type StepProperty = fn(&Transition<'_>) -> bool;
 #[must_use]
 pub fn judge(tr: &Transition<'_>) -> Verdict {
     let mut verdict = Verdict::default();
-    let checks: [(Check, StepProperty); 9] = [
+    let checks: [(Check, StepProperty); 10] = [
         (Check::SharedLimit, shared_limit),
         (Check::PurgeSafety, purge_safety),
         (Check::RenewAfterPurge, renew_after_purge),
@@ -75,6 +75,7 @@ pub fn judge(tr: &Transition<'_>) -> Verdict {
         (Check::Fifo, fifo),
         (Check::NoStarvation, no_starvation),
         (Check::QueuePlaces, queue_places),
+        (Check::Handoff, handoff),
     ];
     for (check, holds) in checks {
         if !holds(tr) {
@@ -131,6 +132,7 @@ pub fn properties(config: &Config) -> Vec<Property<LockModel>> {
         always_kept!("fifo", Fifo),
         always_kept!("no_starvation", NoStarvation),
         always_kept!("queue_places", QueuePlaces),
+        always_kept!("handoff", Handoff),
         Property::sometimes("sometimes_at_shared_limit", at_shared_limit),
         Property::sometimes("sometimes_exclusive_contended", exclusive_contended),
         sometimes_saw!("sometimes_takeover_after_expiry", TakeoverAfterExpiry),
@@ -183,14 +185,20 @@ pub fn properties(config: &Config) -> Vec<Property<LockModel>> {
             sometimes_saw!("sometimes_grant_past_lapsed_place", GrantPastLapsedPlace),
             sometimes_saw!("sometimes_waiter_granted", WaiterGranted),
             sometimes_saw!("sometimes_left_queue", LeftQueue),
-            Property::sometimes("sometimes_two_waiters", two_waiters),
+            sometimes_saw!("sometimes_handed_over", HandedOver),
+            sometimes_saw!("sometimes_claimed_handoff", ClaimedHandoff),
         ]);
+        // Two live places need a holder that waits for nothing: with two clients, the
+        // lock of a crashed one (a release hands the lock to the first place at once).
+        if config.crashes || config.clients() > 2 {
+            props.push(Property::sometimes("sometimes_two_waiters", two_waiters));
+        }
     }
     props
 }
 
 /// The names of the `always` properties.
-pub const ALWAYS: [&str; 11] = [
+pub const ALWAYS: [&str; 12] = [
     "mutual_exclusion",
     "shared_limit",
     "purge_safety",
@@ -202,4 +210,5 @@ pub const ALWAYS: [&str; 11] = [
     "fifo",
     "no_starvation",
     "queue_places",
+    "handoff",
 ];

@@ -104,9 +104,16 @@ pub fn purge_safety(tr: &Transition<'_>) -> bool {
                 .collect();
             let removed: BTreeSet<LockKey> = removed.iter().map(status_key).collect();
             let survivors: BTreeSet<LockKey> = before.difference(&doomed).cloned().collect();
+            // The locks the purge handed to heads of queues are judged by `handoff`.
+            let kept: BTreeSet<LockKey> = tr
+                .after
+                .lock_keys()
+                .intersection(&before)
+                .cloned()
+                .collect();
             *groups == expected
                 && removed == doomed
-                && tr.after.lock_keys() == survivors
+                && kept == survivors
                 && tr
                     .after
                     .locks()
@@ -142,12 +149,23 @@ pub fn renew_after_purge(tr: &Transition<'_>) -> bool {
 }
 
 /// **fence_monotonic**: every grant's fence is strictly greater than every fence granted
-/// before on the resource (across unlock, purge and deletion of the resource's document);
+/// before on the resource (across unlock, purge and deletion of the resource's document),
+/// and a claim keeps the fence of the lock it claims (handed locks are judged by
+/// `handoff`);
 /// the fenced downstream store accepts a write only if its fence is at least the highest it
 /// accepted, and its highest accepted fence never goes down.
 #[must_use]
 pub fn fence_monotonic(tr: &Transition<'_>) -> bool {
     match tr.effect {
+        // A claim renews a lock granted (or handed over) before, keeping its fence.
+        Effect::Granted {
+            resource, status, ..
+        } if super::queue::is_claim(tr) => tr.before.locks().any(|(r, m, l)| {
+            r == *resource
+                && m == status.mode
+                && l.lock_id == status.lock_id
+                && l.fence == status.fence
+        }),
         Effect::Granted {
             resource, status, ..
         } => tr.before.fence_history[*resource].is_none_or(|h| status.fence > h),
@@ -188,25 +206,30 @@ pub fn idempotence(tr: &Transition<'_>) -> bool {
 /// **no_lost_grant**: a granted lock stays in the store (same resource, group, mode,
 /// creation and fence) until its group is unlocked, or a purge removes it after its group
 /// had an abandoned lock (and it was created before the purge instant), or a new grant
-/// on its resource takes it over once it is abandoned (expired for at least the takeover
-/// grace).
+/// on its resource, or a handoff to the head of its resource's queue, takes it over once it
+/// is abandoned (expired for at least the takeover grace).
 #[must_use]
 pub fn no_lost_grant(tr: &Transition<'_>) -> bool {
     if tr.after.table == tr.before.table {
         return true;
     }
     let after = tr.after.lock_keys();
+    let t = super::queue::write_instant(tr);
     tr.before
         .locks()
         .filter(|(r, m, l)| !after.contains(&LockKey::of(*r, *m, l)))
-        .all(|(r, _, l)| match tr.effect {
-            Effect::Unlocked { lock_id, .. } => &l.lock_id == lock_id,
-            Effect::Purged { at, groups, .. } => {
-                groups.contains(&l.lock_id) && l.created_at.as_millis() <= *at
-            }
-            Effect::Granted { resource, .. } => {
-                *resource == r && abandoned_at(l, tr.before.store_now(), grace(tr.model))
-            }
-            _ => false,
+        .all(|(r, _, l)| {
+            let handed_over = !super::queue::new_locks(tr, r).is_empty();
+            (handed_over && abandoned_at(l, t, grace(tr.model)))
+                || match tr.effect {
+                    Effect::Unlocked { lock_id, .. } => &l.lock_id == lock_id,
+                    Effect::Purged { at, groups, .. } => {
+                        groups.contains(&l.lock_id) && l.created_at.as_millis() <= *at
+                    }
+                    Effect::Granted { resource, .. } => {
+                        *resource == r && abandoned_at(l, tr.before.store_now(), grace(tr.model))
+                    }
+                    _ => false,
+                }
         })
 }

@@ -16,6 +16,17 @@ use crate::verdict::{Check, PropSet};
 
 /// The witnesses a step produces (see [`Check`]).
 pub(super) fn witnesses(tr: &Transition<'_>, out: &mut PropSet) {
+    if super::queue::handed_over(tr) {
+        out.insert(Check::HandedOver);
+    }
+    if super::queue::is_claim(tr)
+        && tr
+            .before
+            .locks()
+            .any(|(_, _, l)| matches!(tr.effect, Effect::Granted { status, .. } if status.lock_id == l.lock_id && l.renewed_at.is_none()))
+    {
+        out.insert(Check::ClaimedHandoff);
+    }
     match tr.effect {
         Effect::Granted {
             resource,

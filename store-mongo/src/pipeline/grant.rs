@@ -367,7 +367,8 @@ pub(crate) fn renew_one(
     )
 }
 
-/// Removes the one lock of `lock_id`, live or expired, from the document (the filter names
+/// Removes the one lock of `lock_id`, live or expired, and the places recording it, from the
+/// document (the filter names
 /// the resource and the lock id), as the engine's `unlock_one`; a document the rules cannot
 /// decide on is left as it is. It sets `wake` for the first live place of the queue, and
 /// hands the lock over (`queue::hand_over`).
@@ -380,7 +381,10 @@ pub(crate) fn unlock_one(lock_id: &LockId, readings: &Readings) -> Vec<Document>
         Bson::Boolean(true),
         Bson::Document(doc! { "$literal": empty_exclusive() }),
         Bson::Document(shared),
-        doc! { WAKE: queue::wake_after_release(&readings.now) },
+        doc! {
+            WAKE: queue::wake_after_release(&readings.now),
+            QUEUE: queue::without_lock_id(lock_id),
+        },
     );
     stages.push(queue::hand_over(readings));
     stages

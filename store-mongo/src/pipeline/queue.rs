@@ -252,6 +252,21 @@ pub(super) fn wake_after_release(now: &Bson) -> Bson {
     } }))
 }
 
+/// The queue less the places that record `lock_id` for a handoff (a release of a lock id
+/// gives up its waiting on the resource: the engine's `ResourceState::drop_places_of`), on
+/// a document of any shape: a `queue` that is not an array is left as it is.
+pub(crate) fn without_lock_id(lock_id: &LockId) -> Bson {
+    let queue = format!("${QUEUE}");
+    Bson::Document(doc! { "$cond": [
+        { "$isArray": queue.as_str() },
+        { "$filter": {
+            "input": queue.as_str(),
+            "cond": { "$ne": [ format!("$$this.{LOCK_ID}"), literal(lock_id.as_str()) ] },
+        } },
+        queue.as_str(),
+    ] })
+}
+
 /// `queue: value` for a `$mergeObjects` over the document, or nothing when the document has
 /// no `queue` field and `value` would be empty: a grant on a document without a queue (the
 /// Go library's) does not add one.
