@@ -42,6 +42,7 @@ impl<R: RngCore> LockerCore<R> {
             lock_id: lock_id.clone(),
             ttl,
         };
+        let ticket = fair.as_ref().map(|t| t.id.clone());
         let request = LockRequest {
             resource,
             access,
@@ -52,7 +53,7 @@ impl<R: RngCore> LockerCore<R> {
         };
         let id = self.send(
             Request::Lock { request },
-            Purpose::Lock { key, grant },
+            Purpose::Lock { key, grant, ticket },
             deadline,
             now,
         );
@@ -67,8 +68,22 @@ impl<R: RngCore> LockerCore<R> {
     }
 
     /// The reply to an attempt whose acquire was cancelled, gave up or was shut down:
-    /// release whatever may have been granted.
-    pub(super) fn orphan_settled(&mut self, grant: Grant, reply: Option<Reply>, now: LocalMs) {
+    /// release whatever may have been granted. A fair attempt may also have taken a place
+    /// after its acquire gave its place up (the store decided it later): it gives the place
+    /// up again and releases its lock id, which the store may hand that place.
+    pub(super) fn orphan_settled(
+        &mut self,
+        grant: Grant,
+        ticket: Option<LockId>,
+        reply: Option<Reply>,
+        now: LocalMs,
+    ) {
+        if let Some(ticket) = ticket {
+            if !matches!(&reply, Some(Reply::Failed(e)) if !e.may_have_applied()) {
+                self.give_place_up(grant, ticket, now);
+            }
+            return;
+        }
         match &reply {
             Some(Reply::Granted(_)) => self.start_release(None, grant, now),
             None => self.release_unknown(grant, now),

@@ -176,22 +176,30 @@ impl<R: RngCore> LockerCore<R> {
         if !place.asked {
             return; // no attempt ever took a place
         }
-        let now = self.last_now;
-        let deadline = now.saturating_add(self.config.release_timeout);
-        self.send(
-            Request::LeaveQueue {
-                resource: a.ask.resource.clone(),
-                ticket: place.ticket,
-            },
-            Purpose::LeaveQueue,
-            deadline,
-            now,
-        );
         let grant = Grant {
             resource: a.ask.resource,
             lock_id: place.lock_id,
             ttl: a.ask.ttl,
         };
-        self.start_release(None, grant, now);
+        self.give_place_up(grant, place.ticket, self.last_now);
+    }
+
+    /// Gives up the place `ticket` may hold in `grant`'s resource, then (once the store
+    /// answered, or did not in time) releases `grant`'s lock id there, which the store may
+    /// have handed that place (or granted): after the leave, no handoff to the place can
+    /// follow the release.
+    pub(super) fn give_place_up(&mut self, grant: Grant, ticket: LockId, now: LocalMs) {
+        let deadline = now.saturating_add(self.config.release_timeout);
+        self.send(
+            Request::LeaveQueue {
+                resource: grant.resource.clone(),
+                ticket,
+            },
+            Purpose::LeaveQueue {
+                then_release: grant,
+            },
+            deadline,
+            now,
+        );
     }
 }

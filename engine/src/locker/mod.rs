@@ -126,11 +126,27 @@ struct Grant {
 
 #[derive(Debug)]
 enum Purpose {
-    Lock { key: LeaseKey, grant: Grant },
-    Renew { key: LeaseKey },
-    RenewMany { keys: Vec<LeaseKey> },
-    Unlock { release: u64 },
-    LeaveQueue,
+    /// A lock request of acquire `key`, with the lock it may grant and, for a fair one, its
+    /// ticket (an orphaned fair attempt gives up the place it may have taken).
+    Lock {
+        key: LeaseKey,
+        grant: Grant,
+        ticket: Option<LockId>,
+    },
+    Renew {
+        key: LeaseKey,
+    },
+    RenewMany {
+        keys: Vec<LeaseKey>,
+    },
+    Unlock {
+        release: u64,
+    },
+    /// Giving a place up; then the lock id is released (after the leave, so that no
+    /// handoff to the place can come after the release).
+    LeaveQueue {
+        then_release: Grant,
+    },
 }
 
 #[derive(Debug)]
@@ -523,7 +539,7 @@ impl<R: RngCore> LockerCore<R> {
     /// How a request ended: with a reply, or (`None`) unanswered by its deadline.
     fn settle(&mut self, id: RequestId, request: InFlight, reply: Option<Reply>, now: LocalMs) {
         match request.purpose {
-            Purpose::Lock { key, grant } => {
+            Purpose::Lock { key, grant, ticket } => {
                 let ours = self
                     .acquires
                     .get(&key)
@@ -531,14 +547,14 @@ impl<R: RngCore> LockerCore<R> {
                 if ours {
                     self.lock_settled(key, grant, request.sent, reply, now);
                 } else {
-                    self.orphan_settled(grant, reply, now);
+                    self.orphan_settled(grant, ticket, reply, now);
                 }
             }
             Purpose::Renew { key } => self.renew_settled(key, request.sent, reply, now),
             Purpose::RenewMany { keys } => self.batch_settled(keys, request.sent, reply, now),
             Purpose::Unlock { release } => self.unlock_settled(release, reply, now),
             // Best effort: a place that stays lapses with its lease.
-            Purpose::LeaveQueue => {}
+            Purpose::LeaveQueue { then_release } => self.start_release(None, then_release, now),
         }
     }
 }

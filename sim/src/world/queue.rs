@@ -330,7 +330,9 @@ impl World {
         let gap = latencies
             + self.hint_delay_bound(heard)
             + self.drift_slack(ms(self.config.max_backoff));
-        let lapse = ms(self.config.queue_ttl) + self.lapse_slack();
+        // A dead place may be handed the lock before it lapses, which holds it for the
+        // place's claim lease and the takeover grace from the handoff.
+        let lapse = ms(self.config.queue_ttl) + self.claim_hold() + self.lapse_slack();
         (k + 1) * gap + dead * lapse + wait.held_back
     }
 
@@ -341,6 +343,13 @@ impl World {
     /// and places in its way end, or at the latest to keep its place, `renew_fraction` of
     /// `queue_ttl` after its last attempt was sent (500 ms). So: that interval, plus how
     /// far the waiter's clock falls behind over it, plus four latencies.
+    /// How long a lock handed to a place that never claims it holds its resource from the
+    /// handoff: the claim lease (the place's lease) and the takeover grace. A handoff comes
+    /// no later than the place lapses.
+    pub(super) fn claim_hold(&self) -> u64 {
+        u64::try_from(self.config.queue_ttl.as_millis()).unwrap_or(u64::MAX) + self.opts.grace_ms
+    }
+
     pub(super) fn lapse_slack(&self) -> u64 {
         let keep = self.config.queue_ttl.mul_f64(self.config.renew_fraction);
         let keep = u64::try_from(keep.as_millis()).unwrap_or(u64::MAX).max(1);
@@ -420,7 +429,9 @@ impl World {
     /// the live places of waiters that stopped waiting (crashed) ahead of the first waiter
     /// still waiting. `None` if none does.
     pub(super) fn queue_holds_back(&self, r: usize, since: u64) -> Option<u64> {
-        let slack = self.lapse_slack();
+        // A dead place ahead may be handed the lock before it lapses (at `x` at the latest),
+        // and holds it for its claim lease and the grace from then.
+        let slack = self.lapse_slack() + self.claim_hold();
         let mut lapses: Vec<u64> = self.queues.lapse_times[r]
             .iter()
             .copied()

@@ -151,6 +151,22 @@ cases! {
             .expect("r2's claim");
     }
 
+    async fn a_waiter_granted_from_its_place_leaves_the_queue(cx) {
+        let reader = generate_lock_id();
+        cx.slock("r", &reader, &ttl(secs(30)), None)
+            .await
+            .expect("grant");
+        let (t, w) = (generate_lock_id(), generate_lock_id());
+        // A writer waits behind the reader, then asks again as a reader (its place keeps
+        // its turn): the locks let it through, nobody is ahead, so it is granted, and its
+        // place goes with the grant.
+        assert_eq!(queued(cx.xlock_fair("r", &w, &fair(&t, LEASE)).await), Some(0));
+        cx.slock_fair("r", &w, &fair(&t, LEASE), None)
+            .await
+            .expect("granted from its place");
+        assert_eq!(waiting(cx, "r").await, vec![]);
+    }
+
     async fn queued_readers_are_not_held_back_by_each_other(cx) {
         let holder = generate_lock_id();
         cx.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
