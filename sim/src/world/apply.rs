@@ -44,7 +44,11 @@ impl World {
         match (request, &reply) {
             (Request::Lock { request, .. }, Reply::Granted(status)) => {
                 let r = self.resource_index(&request.resource);
-                if status.fence <= self.granted[r] {
+                // A claim (a fair request's lock id held the lock already: handed over, or
+                // granted to an earlier attempt) renews it and keeps its fence; only a new
+                // grant must carry a new fence.
+                let claim = status.renewed_at.is_some();
+                if !claim && status.fence <= self.granted[r] {
                     self.violation(
                         ViolationKind::FenceMonotonic,
                         format!(

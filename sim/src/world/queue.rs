@@ -165,8 +165,12 @@ impl World {
         store_now: Timestamp,
     ) {
         match (request, reply) {
-            (Request::Lock { request, .. }, Reply::Granted(_)) => {
+            (Request::Lock { request, .. }, Reply::Granted(status)) => {
                 let r = self.resource_index(&request.resource);
+                // A claim takes a lock the store handed the place at the head of the line
+                // earlier (the engine's rule, checked by the model), or one granted to an
+                // earlier attempt: not a grant past anybody.
+                let claim = status.renewed_at.is_some();
                 self.drop_lapsed(r, store_now);
                 let ticket = request.fair.as_ref().map(|t| &t.id);
                 let own =
@@ -178,7 +182,7 @@ impl World {
                 if ticket.is_some() {
                     self.report.tally.fair_grants += 1;
                 }
-                if ahead > 0 {
+                if ahead > 0 && !claim {
                     let who: Vec<usize> = self.queues.places[r][..ahead]
                         .iter()
                         .map(|p| p.client)
