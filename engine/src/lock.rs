@@ -8,7 +8,7 @@ use crate::access::{Access, Mode};
 use crate::error::Error;
 use crate::names::{LockId, Resource};
 use crate::options::LockOptions;
-use crate::queue::Ticket;
+use crate::queue::{Handoff, Ticket};
 use crate::status::{Holder, LockStatus};
 use crate::time::{Timestamp, Ttl};
 
@@ -78,6 +78,17 @@ impl LockRequest {
     #[must_use]
     pub fn mode(&self) -> Mode {
         self.access.mode()
+    }
+
+    /// What a handoff to this fair request's place grants (its lock, with a claim lease of
+    /// `lease`, the place's lease).
+    #[must_use]
+    pub fn handoff(&self, lease: Ttl) -> Handoff {
+        let limit = match self.access {
+            Access::Shared(limit) => limit,
+            Access::Exclusive => None,
+        };
+        Handoff::new(self.lock_id.clone(), self.holder.clone(), limit, lease)
     }
 }
 

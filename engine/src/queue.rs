@@ -21,7 +21,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::access::{Access, Mode, SharedLimit};
 use crate::invalid::InvalidArgument;
-use crate::lock::LockRequest;
 use crate::mutants::{self, Mutant};
 use crate::names::LockId;
 use crate::status::Holder;
@@ -96,20 +95,6 @@ impl Handoff {
             lock_id,
             holder,
             limit,
-            lease,
-        }
-    }
-
-    /// What a handoff to the place of fair `request` (with a place lease `lease`) grants.
-    #[must_use]
-    pub fn of(request: &LockRequest, lease: Ttl) -> Self {
-        Handoff {
-            lock_id: request.lock_id.clone(),
-            holder: request.holder.clone(),
-            limit: match request.access {
-                Access::Shared(limit) => limit,
-                Access::Exclusive => None,
-            },
             lease,
         }
     }
@@ -234,14 +219,14 @@ impl Queue {
         self.0[..end].iter().filter(move |e| e.is_live(now))
     }
 
-    /// The fair `request` (whose ticket is `ticket`) takes a place at the back at `now`, or
-    /// refreshes the place its ticket has (keeping its order, taking the request's mode and
-    /// what a handoff grants), after the dead places are dropped.
-    pub fn join(&mut self, ticket: &Ticket, request: &LockRequest, now: Timestamp) {
+    /// `ticket` takes a place at the back in `mode` at `now`, or refreshes the place it has
+    /// (keeping its order, taking the new mode and what a handoff grants: see
+    /// [`LockRequest::handoff`](crate::LockRequest::handoff)), after the dead places are
+    /// dropped.
+    pub fn join(&mut self, ticket: &Ticket, mode: Mode, handoff: Handoff, now: Timestamp) {
         self.drop_dead(now);
         let expires_at = now.saturating_add(ticket.ttl.as_duration());
-        let handoff = Some(Handoff::of(request, ticket.ttl));
-        let mode = request.mode();
+        let handoff = Some(handoff);
         match self.0.iter_mut().find(|e| e.ticket == ticket.id) {
             Some(e) => {
                 e.expires_at = expires_at;
@@ -319,14 +304,10 @@ mod tests {
         Timestamp::from_millis(ms)
     }
 
-    /// A request of `mode` with lock id `l`.
-    fn ask(mode: Mode) -> LockRequest {
-        let access = match mode {
-            Mode::Exclusive => Access::Exclusive,
-            Mode::Shared => Access::Shared(None),
-        };
-        let options = crate::LockOptions::new().access(access);
-        LockRequest::new("r", "l", &options).unwrap()
+    /// What a handoff grants a waiter asking with lock id `l`.
+    fn handoff() -> Handoff {
+        let lease = Ttl::new(Duration::from_secs(3)).unwrap();
+        Handoff::new(LockId::new("l").unwrap(), Holder::default(), None, lease)
     }
 
     fn ids<'a>(places: impl Iterator<Item = &'a QueueEntry>) -> Vec<&'a str> {
@@ -336,11 +317,11 @@ mod tests {
     #[test]
     fn places_keep_their_order_and_lapse_with_their_lease() {
         let mut q = Queue::new();
-        q.join(&ticket("a"), &ask(Mode::Exclusive), at(0));
-        q.join(&ticket("b"), &ask(Mode::Shared), at(1_000));
-        q.join(&ticket("c"), &ask(Mode::Shared), at(2_000));
+        q.join(&ticket("a"), Mode::Exclusive, handoff(), at(0));
+        q.join(&ticket("b"), Mode::Shared, handoff(), at(1_000));
+        q.join(&ticket("c"), Mode::Shared, handoff(), at(2_000));
         // A refresh keeps the place and takes the new lease and mode.
-        q.join(&ticket("a"), &ask(Mode::Shared), at(2_500));
+        q.join(&ticket("a"), Mode::Shared, handoff(), at(2_500));
         assert_eq!(ids(q.live(at(2_500))), ["a", "b", "c"]);
         assert_eq!(q[0].mode, Mode::Shared);
         assert_eq!(q[0].queued_at, at(0));
@@ -363,7 +344,7 @@ mod tests {
         assert!(q.remove(&LockId::new("a").unwrap()));
         assert!(!q.remove(&LockId::new("a").unwrap()));
         // A place taken after the dead ones are dropped goes to the back.
-        q.join(&ticket("b"), &ask(Mode::Exclusive), at(4_000));
+        q.join(&ticket("b"), Mode::Exclusive, handoff(), at(4_000));
         assert_eq!(ids(q.iter()), ["c", "b"]);
     }
 }
