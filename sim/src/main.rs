@@ -199,10 +199,11 @@ fn main() -> ExitCode {
         }
         if report.mix.fair_clients != 0 {
             println!(
-                "queues: {} places taken, {} lapsed, {} left; {} fair grants, {} grants past a queue checked for fifo",
+                "queues: {} places taken, {} lapsed, {} left, {} handed the lock; {} fair grants, {} grants past a queue checked for fifo",
                 report.tally.places_taken,
                 report.tally.places_lapsed,
                 report.tally.places_left,
+                report.tally.places_handed,
                 report.tally.fair_grants,
                 report.tally.grants_past_queue
             );
@@ -323,11 +324,12 @@ fn main() -> ExitCode {
         summary.tally.slowest_takeover_ms
     );
     println!(
-        "{} seeds with fair clients: {} places taken, {} lapsed, {} left; {} fair grants; {} grants past a queue checked for fifo",
+        "{} seeds with fair clients: {} places taken, {} lapsed, {} left, {} handed the lock; {} fair grants; {} grants past a queue checked for fifo",
         summary.seeds_with_fair_clients,
         summary.tally.places_taken,
         summary.tally.places_lapsed,
         summary.tally.places_left,
+        summary.tally.places_handed,
         summary.tally.fair_grants,
         summary.tally.grants_past_queue
     );

@@ -25,6 +25,10 @@ pub enum ViolationKind {
     /// ahead of the grantee's own place (or at all, for a request without a place): a
     /// waiter that took its place earlier was overtaken (`fifo`, in every seed).
     QueueOrder,
+    /// The store handed a lock to a place that was not the first live place of its queue
+    /// (a place that lapsed, or one behind a live place), or with a claim lease that does
+    /// not run the place's lease from the handoff (every seed).
+    Handoff,
     /// In a seed checked for handovers, a fair waiter that kept its place waited, while
     /// its resource was free at the store, longer than what was ahead of it when it took
     /// its place allows (`bounded_waiting`).
@@ -155,6 +159,9 @@ pub struct Tally {
     pub places_lapsed: u64,
     /// Places given up by `LeaveQueue` requests that reached the store.
     pub places_left: u64,
+    /// Places the store handed the lock to (each checked: the first live place, its
+    /// claim lease from the handoff).
+    pub places_handed: u64,
     /// Fair waits checked for `bounded_waiting`: from the place taken to the grant.
     pub fair_waits_checked: u64,
     /// Of those, the ones with waiters ahead when the place was taken.
@@ -192,6 +199,7 @@ impl Tally {
         self.places_taken += other.places_taken;
         self.places_lapsed += other.places_lapsed;
         self.places_left += other.places_left;
+        self.places_handed += other.places_handed;
         self.fair_waits_checked += other.fair_waits_checked;
         self.fair_waits_behind += other.fair_waits_behind;
         self.longest_fair_wait_ms = self.longest_fair_wait_ms.max(other.longest_fair_wait_ms);

@@ -123,7 +123,11 @@ fn sweep_of_2000_seeds_finds_no_violation() {
     );
     let t = &summary.tally;
     assert!(
-        t.fair_grants > 0 && t.grants_past_queue > 0 && t.places_lapsed > 0 && t.places_left > 0,
+        t.fair_grants > 0
+            && t.grants_past_queue > 0
+            && t.places_lapsed > 0
+            && t.places_left > 0
+            && t.places_handed > 0,
         "{t:?}"
     );
     assert!(

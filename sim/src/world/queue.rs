@@ -7,7 +7,13 @@
 //! - A refused fair `Lock` request takes a place at the back (`queued_at` now, lapsing a
 //!   `queue_ttl` later), or refreshes its live place where it stands; a place that lapsed is
 //!   gone, and the waiter's next refusal takes a new one at the back. A grant removes the
-//!   winner's place; a `LeaveQueue` that reaches the store removes the place it names.
+//!   winner's place; a `LeaveQueue` that reaches the store removes the place it names, and
+//!   an `Unlock` the places of the lock id it releases.
+//! - Handoffs (every seed): a place whose lock id holds a lock on its resource after a
+//!   write (other than the grant the write answered) was handed it by that write. It must
+//!   have been the first live place, past no live place, and its lock must run the place's
+//!   lease from the handoff (`Handoff`); it leaves the queue, and its wait ends there. The
+//!   world reads the locks from the store, and judges them by its own copy of the queue.
 //! - `fifo` (every seed, whatever its faults): the store grants nobody while a live place is
 //!   ahead of the grantee's own live place (every live place is ahead of a request without
 //!   one: a request that is not fair, or a fair one before its first refusal). Every
@@ -48,6 +54,9 @@ use crate::report::{Violation, ViolationKind};
 /// One place in a resource's queue, as the specification has it.
 struct Place {
     ticket: LockId,
+    /// The lock id a handoff grants it, and the claim lease (the place's lease).
+    lock_id: LockId,
+    lease: std::time::Duration,
     /// The client incarnation whose request took it.
     client: usize,
     incarnation: u32,
@@ -100,7 +109,8 @@ fn real_ms(t: Timestamp, offset: u64) -> u64 {
 #[derive(Default)]
 pub(super) struct Queues {
     places: Vec<Vec<Place>>,
-    /// Tickets whose place lapsed.
+    /// Tickets whose place lapsed, or was handed the lock after its waiter stopped waiting:
+    /// places whose waiters were never granted.
     lapsed: BTreeSet<LockId>,
     /// When places of each resource lapsed (real time, ms).
     lapse_times: Vec<Vec<u64>>,
@@ -164,6 +174,7 @@ impl World {
         reply: &Reply,
         store_now: Timestamp,
     ) {
+        self.follow_handoffs(request, reply, store_now);
         match (request, reply) {
             (Request::Lock { request, .. }, Reply::Granted(status)) => {
                 let r = self.resource_index(&request.resource);
@@ -259,6 +270,8 @@ impl World {
                 });
                 self.queues.places[r].push(Place {
                     ticket: ticket.id.clone(),
+                    lock_id: request.lock_id.clone(),
+                    lease: ticket.ttl.as_duration(),
                     client,
                     incarnation,
                     key,
@@ -274,7 +287,97 @@ impl World {
                 let left = before - self.queues.places[r].len();
                 self.report.tally.places_left += left as u64;
             }
+            // A release gives up the places of its lock id where it releases.
+            (
+                Request::Unlock {
+                    resource, lock_id, ..
+                },
+                _,
+            ) => {
+                let r = self.resource_index(resource);
+                self.drop_lapsed(r, store_now);
+                let before = self.queues.places[r].len();
+                self.queues.places[r].retain(|p| &p.lock_id != lock_id);
+                let left = before - self.queues.places[r].len();
+                self.report.tally.places_left += left as u64;
+            }
             _ => {}
+        }
+    }
+
+    /// After the store applied `request`, before the queue follows its answer: the places
+    /// of the resource it wrote whose lock id now holds a lock there were handed it by this
+    /// write (all but the request's own place, when it was granted: that is its grant). Each
+    /// must have been the first live place, and its lock must run the place's lease from
+    /// the handoff (`Handoff`); it leaves the queue, and its wait ends there.
+    fn follow_handoffs(&mut self, request: &Request, reply: &Reply, store_now: Timestamp) {
+        // The resource written, the request's own place when it was granted, and the places
+        // the write took out before it handed over: the one a waiter leaves, or those of the
+        // lock id a release unlocks.
+        let (resource, own, left, released) = match (request, reply) {
+            (Request::Lock { request, .. }, Reply::Granted(_)) => (
+                &request.resource,
+                request.fair.as_ref().map(|t| &t.id),
+                None,
+                None,
+            ),
+            (Request::Lock { request, .. }, _) => (&request.resource, None, None, None),
+            (
+                Request::Unlock {
+                    resource, lock_id, ..
+                },
+                _,
+            ) => (resource, None, None, Some(lock_id)),
+            (Request::LeaveQueue { resource, ticket }, _) => (resource, None, Some(ticket), None),
+            _ => return,
+        };
+        let gone = |p: &Place| left == Some(&p.ticket) || released == Some(&p.lock_id);
+        let r = self.resource_index(resource);
+        if self.queues.places[r].is_empty() {
+            return;
+        }
+        let locks = self.locks_on(r);
+        let mut i = 0;
+        let mut live_ahead = 0;
+        while i < self.queues.places[r].len() {
+            let p = &self.queues.places[r][i];
+            let lock = locks.iter().find(|l| l.lock_id == p.lock_id);
+            let live = store_now < p.expires;
+            let Some(lock) = lock.filter(|_| Some(&p.ticket) != own) else {
+                live_ahead += usize::from(live && !gone(p));
+                i += 1;
+                continue;
+            };
+            let lease_ends = store_now.saturating_add(p.lease);
+            let client = p.client;
+            let fault = if !live {
+                Some("a place that had lapsed".to_owned())
+            } else if live_ahead > 0 {
+                Some(format!("a place behind {live_ahead} live place(s)"))
+            } else if lock.expires_at != Some(lease_ends) {
+                Some(format!(
+                    "a claim lease to {:?}, not the place's lease from the handoff ({lease_ends:?})",
+                    lock.expires_at
+                ))
+            } else {
+                None
+            };
+            if let Some(fault) = fault {
+                self.violation(
+                    ViolationKind::Handoff,
+                    format!("r{r} was handed to {fault} (client {client})"),
+                );
+            }
+            self.note(Some(client), format!("store hands r{r} to its place"));
+            self.report.tally.places_handed += 1;
+            if !self.place_waits(&self.queues.places[r][i], r) {
+                let ticket = self.queues.places[r][i].ticket.clone();
+                self.queues.lapsed.insert(ticket);
+            }
+            let place = self.queues.places[r].remove(i);
+            if let Some(wait) = place.wait {
+                self.judge_wait(r, place.client, &wait, true);
+            }
         }
     }
 

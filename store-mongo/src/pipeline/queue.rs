@@ -356,7 +356,6 @@ pub(crate) fn hand_over(readings: &Readings) -> Document {
     } else {
         now.clone()
     };
-    let fence = super::fence_after(&Bson::String(v("fence")), readings);
     let lock = doc! {
         LOCK_ID: p(LOCK_ID),
         OWNER: { "$ifNull": [ p(OWNER), Bson::Null ] },
@@ -368,66 +367,49 @@ pub(crate) fn hand_over(readings: &Readings) -> Document {
         ACQUIRED: true,
         FENCE: "$$f",
     };
-    let records = doc! { "$eq": [ { "$type": p(LOCK_ID) }, "string" ] };
-    let exclusive_ok = doc! { "$and": [
+    let mut free = vec![
+        Bson::Document(doc! { "$eq": [ { "$type": p(LOCK_ID) }, "string" ] }),
+        Bson::Document(doc! { "$not": [ v("x") ] }),
+    ];
+    if !mutated!(PipelineHandoffPastConflict) {
+        free.push(Bson::Document(doc! { "$not": [ v("stop") ] }));
+    }
+    // The rule for the place's mode, over what is held and handed before it.
+    free.push(Bson::Document(doc! { "$cond": [
         { "$eq": [ p(MODE), EXCLUSIVE_MODE ] },
-        records.clone(),
-        { "$not": [ v("x") ] },
         { "$eq": [ { "$size": v(SHARED) }, 0 ] },
-    ] };
-    let shared_ok = doc! { "$and": [
-        { "$eq": [ p(MODE), SHARED_MODE ] },
-        records,
-        { "$not": [ v("x") ] },
-        { "$not": [ { "$in": [ p(LOCK_ID), format!("$$value.{SHARED}.{LOCK_ID}") ] } ] },
-        { "$or": [
-            { "$eq": [ { "$ifNull": [ p(LIMIT), Bson::Null ] }, Bson::Null ] },
-            { "$lt": [ { "$size": v(SHARED) }, p(LIMIT) ] },
+        { "$and": [
+            { "$eq": [ p(MODE), SHARED_MODE ] },
+            { "$not": [ { "$in": [ p(LOCK_ID), format!("$$value.{SHARED}.{LOCK_ID}") ] } ] },
+            { "$or": [
+                { "$eq": [ { "$ifNull": [ p(LIMIT), Bson::Null ] }, Bson::Null ] },
+                { "$lt": [ { "$size": v(SHARED) }, p(LIMIT) ] },
+            ] },
         ] },
-    ] };
-    let go_on = if mutated!(PipelineHandoffPastConflict) {
-        Bson::Boolean(true)
-    } else {
-        Bson::Document(doc! { "$not": [ v("stop") ] })
-    };
-    let handed = |exclusive: bool| {
-        let (x, held, shared) = if exclusive {
-            (
-                Bson::Boolean(true),
-                Bson::Document(lock.clone()),
-                Bson::String(v(SHARED)),
-            )
-        } else {
-            (
-                Bson::String(v("x")),
-                Bson::String(v("lock")),
-                Bson::Document(doc! { "$concatArrays": [ v(SHARED), [ lock.clone() ] ] }),
-            )
-        };
-        Bson::Document(doc! { "$let": {
-            "vars": { "f": fence.clone() },
+    ] }));
+    // The fence and the lock are computed once, for whichever mode the place asks.
+    let handed = doc! { "$let": {
+        "vars": { "f": super::fence_after(&Bson::String(v("fence")), readings) },
+        "in": { "$let": {
+            "vars": { "l": lock, "ex": { "$eq": [ p(MODE), EXCLUSIVE_MODE ] } },
             "in": {
-                "x": x,
-                "lock": held,
-                SHARED: shared,
+                "x": "$$ex",
+                "lock": { "$cond": [ "$$ex", "$$l", v("lock") ] },
+                SHARED: { "$cond": [ "$$ex", v(SHARED), { "$concatArrays": [ v(SHARED), [ "$$l" ] ] } ] },
                 "fence": "$$f",
                 "stop": v("stop"),
                 "rest": v("rest"),
                 "handed": { "$concatArrays": [ v("handed"), [ "$$this" ] ] },
             },
-        } })
-    };
+        } },
+    } };
     let step = doc! { "$cond": [
-        { "$and": [ go_on.clone(), exclusive_ok ] },
-        handed(true),
-        { "$cond": [
-            { "$and": [ go_on, shared_ok ] },
-            handed(false),
-            { "$mergeObjects": [ "$$value", {
-                "stop": true,
-                "rest": { "$concatArrays": [ v("rest"), [ "$$this" ] ] },
-            } ] },
-        ] },
+        { "$and": free },
+        handed,
+        { "$mergeObjects": [ "$$value", {
+            "stop": true,
+            "rest": { "$concatArrays": [ v("rest"), [ "$$this" ] ] },
+        } ] },
     ] };
     let held_exclusive = doc! { "$and": [
         { "$eq": [ "$exclusive.acquired", true ] },
@@ -454,8 +436,13 @@ pub(crate) fn hand_over(readings: &Readings) -> Document {
         QUEUE: set_queue(Bson::String(r("rest"))),
         WAKE: wake(Bson::String(r("handed"))),
     } ] };
+    // A document with no places (most of them) is left at the first, cheap test.
+    let has_places = doc! { "$gt": [
+        { "$size": { "$cond": [ { "$isArray": format!("${QUEUE}") }, format!("${QUEUE}"), [] ] } },
+        0,
+    ] };
     let body = doc! { "$cond": [
-        super::valid(),
+        { "$and": [ has_places, super::valid() ] },
         { "$let": {
             "vars": { "run": run },
             "in": { "$cond": [
