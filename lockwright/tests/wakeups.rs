@@ -1,6 +1,7 @@
 //! Waiters woken by the store: a release wakes a waiting acquire through the store's hints
 //! (an in-process notifier, a MongoDB change stream), not through its backoff; and a waiter
-//! whose change stream fails still gets the lock by polling.
+//! whose change stream fails still gets the lock: by polling, or, waiting fairly, through
+//! the reply to the write that keeps its place (the release handed it the lock).
 //!
 //! The waiters that must be woken have a backoff of an hour, so that polling cannot explain
 //! a grant: the tests assert that the grant comes (and, on MongoDB, the exact number of
@@ -153,15 +154,53 @@ mod mongo {
     /// succeeded after it, so a waiter woken by a hint cannot pass it.
     #[tokio::test]
     async fn a_waiter_whose_stream_fails_still_gets_the_lock() {
+        let mut config = LockerConfig::default();
+        config.max_backoff = Duration::from_millis(200);
+        let options = LockOptions::exclusive(Duration::from_secs(30));
+        let (guard, holder) = stream_fails(config, options).await;
+        assert_eq!(
+            guard.status().renewed_at,
+            None,
+            "granted by its own request"
+        );
+        guard.release().await.unwrap();
+        teardown(holder.client().store()).await;
+    }
+
+    /// A fair waiter whose stream fails, and which never polls (its backoff is an hour): the
+    /// release hands it the lock in the store, and the write that keeps its place (at
+    /// `renew_fraction` of `queue_ttl`) claims it.
+    #[tokio::test]
+    async fn a_fair_waiter_whose_stream_fails_is_granted_through_its_keep_place_reply() {
+        let options = LockOptions::exclusive(Duration::from_secs(30)).fair();
+        let (guard, holder) = stream_fails(hint_only(), options).await;
+        assert!(
+            guard.status().renewed_at.is_some(),
+            "its keep-place write claimed the lock the release handed it: {:?}",
+            guard.status()
+        );
+        guard.release().await.unwrap();
+        teardown(holder.client().store()).await;
+    }
+
+    /// The waiter's guard, and the holder's Locker (to drop the collection with).
+    type Granted = (lockwright::LockGuard<MongoStore>, Locker<MongoStore>);
+
+    /// A waiter with `config` waits for a lock held by another process; its change stream
+    /// then fails and cannot be reopened, and the holder releases. Returns its guard.
+    async fn stream_fails(config: LockerConfig, options: LockOptions) -> Granted {
+        // The fail point is the server's, for the whole test binary: one test at a time.
+        static FAIL_POINT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+        let _fail_point = FAIL_POINT.lock().await;
         let store = fresh_store(None).await;
         let admin = store.client().database("admin");
         let (theirs, log, app) = other_process(&store).await;
         let holder = Locker::new(Client::new(store), LockerConfig::default()).unwrap();
-        let mut config = LockerConfig::default();
-        config.max_backoff = Duration::from_millis(200);
         let waiter = Locker::new(Client::new(theirs), config).unwrap();
-        let options = LockOptions::exclusive(Duration::from_secs(30));
-        let held = holder.acquire("job", &options).await.unwrap();
+        let held = holder
+            .acquire("job", &LockOptions::exclusive(Duration::from_secs(30)))
+            .await
+            .unwrap();
         let waiting = {
             let (waiter, options) = (waiter.clone(), options.clone());
             tokio::spawn(async move { waiter.acquire("job", &options).await })
@@ -195,7 +234,7 @@ mod mongo {
         let guard = granted.expect("polling grants the lock").unwrap().unwrap();
         // The fail point fired (the stream's reopening was refused with its code), and no
         // stream command sent after it succeeded: no stream told the waiter of the release,
-        // so polling granted it the lock.
+        // so its own requests got it the lock.
         assert!(
             stream.iter().any(|(name, outcome)| name == "aggregate"
                 && *outcome == Some(Outcome::Failed(Some(280)))),
@@ -207,7 +246,6 @@ mod mongo {
                 .any(|(_, outcome)| *outcome == Some(Outcome::Succeeded)),
             "no stream command succeeded after the fail point: {stream:?}"
         );
-        guard.release().await.unwrap();
-        teardown(holder.client().store()).await;
+        (guard, holder)
     }
 }
