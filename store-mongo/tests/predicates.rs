@@ -159,7 +159,7 @@ fn place() -> impl Strategy<Value = Place> {
         any::<bool>(),
         1_u64..20_000,
         prop::sample::select(vec![-3_000_i64, -1, 0, 1, 2_000, 5_000]),
-        prop::option::weighted(0.8, handoff),
+        prop::option::weighted(0.6, handoff),
     )
         .prop_map(|(ticket, shared, age_ms, expires_in_ms, handoff)| Place {
             ticket,
