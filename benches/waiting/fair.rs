@@ -41,7 +41,7 @@ fn options(fair: bool, exclusive: bool) -> LockOptions {
     } else {
         LockOptions::shared(None, TTL)
     };
-    if fair { o.fair() } else { o }
+    if fair { o } else { o.racing() }
 }
 
 /// One uncontended grant on a store of `fleet`: the median of 20 bare `xlock`s.

@@ -40,10 +40,15 @@ pub struct RunArgs {
     /// Wait for the lock at most DURATION, then exit with 75.
     #[arg(long, value_name = "DURATION", value_parser = crate::durations::duration)]
     wait_until: Option<Duration>,
-    /// While waiting, keep a place in the resource's queue: waiters are granted in the
-    /// order they came, and a writer is not overtaken by readers that came after it.
-    #[arg(long)]
+    /// While waiting, keep a place in the resource's queue (the default): waiters are
+    /// granted in the order they came, and a writer is not overtaken by readers that came
+    /// after it.
+    #[arg(long, conflicts_with = "race")]
     fair: bool,
+    /// While waiting, race instead of queueing: poll, and take the lock whenever it is free
+    /// at that moment, whoever came first.
+    #[arg(long)]
+    race: bool,
     /// Who holds the lock, as `status` shows it [default: $USER].
     #[arg(long, value_name = "NAME")]
     owner: Option<String>,
@@ -78,7 +83,15 @@ pub async fn run(conn: &ConnArgs, args: RunArgs) -> Result<u8, CliError> {
     let locker = Locker::new(client, LockerConfig::default())?;
     // Caught from here on: a signal while waiting ends the wait, and leaves no lock.
     let mut signals = Signals::catch()?;
-    let guard = acquire(&locker, &args, &options, &mut signals).await?;
+    let guard = match acquire(&locker, &args, &options, &mut signals).await {
+        Ok(guard) => guard,
+        Err(e) => {
+            // A wait that ended (a signal, a deadline) gives its place in the queue up
+            // before the process exits, so that the store does not hand the lock to it.
+            let _ = tokio::time::timeout(RELEASE_TIMEOUT, locker.closed()).await;
+            return Err(e);
+        }
+    };
     let code = supervise(&args, &guard, &mut signals).await;
     let released = tokio::time::timeout(RELEASE_TIMEOUT, guard.release()).await;
     if guard
@@ -127,8 +140,8 @@ fn lock_options(args: &RunArgs) -> LockOptions {
     if let Some(comment) = comment.filter(|c| !c.is_empty()) {
         options = options.comment(comment);
     }
-    if args.fair {
-        options = options.fair();
+    if args.race {
+        options = options.racing();
     }
     options
 }

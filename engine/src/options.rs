@@ -10,7 +10,7 @@ use crate::status::Holder;
 use crate::time::Ttl;
 
 /// How to take a lock: exclusive or shared ([`Access`]), its lease, who takes it, and
-/// whether a waiting acquire queues fairly. `Client::lock` takes it for one attempt, a
+/// whether a waiting acquire waits in the queue (the default) or races. `Client::lock` takes it for one attempt, a
 /// `Locker`'s `acquire` for a wait (the Locker needs a TTL: it renews the lock). Owner, host
 /// and comment are stored with the lock and shown by `status`, so an operator can tell who
 /// holds what. Checked when a lock is requested ([`LockOptions::check`]).
@@ -27,12 +27,13 @@ use crate::time::Ttl;
 /// assert_eq!(options.holder.owner.as_deref(), Some("billing-worker"));
 /// assert_eq!(options.ttl, Some(Duration::from_secs(30)));
 ///
-/// // Exclusive until unlocked: no TTL.
+/// // Exclusive until unlocked: no TTL. A wait for it queues fairly unless it races.
 /// let forever = LockOptions::new();
 /// assert_eq!((forever.access, forever.ttl), (Access::Exclusive, None));
+/// assert!(forever.fair && !forever.racing().fair);
 /// # Ok::<(), lockwright_engine::InvalidArgument>(())
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct LockOptions {
     /// Exclusive, or shared with an optional limit.
@@ -44,15 +45,35 @@ pub struct LockOptions {
     /// Who takes the lock, from where, and why.
     #[serde(flatten)]
     pub holder: Holder,
-    /// Wait in the resource's queue: a waiting acquire takes a place when refused, keeps it
-    /// by asking again within the Locker's `queue_ttl`, and is granted only when no
-    /// conflicting waiter is ahead of it (a writer is not overtaken by readers that came
-    /// after it). Only a wait takes a place: a one-shot attempt (`Client::lock`,
-    /// `Locker::try_acquire`) asks as any request does, behind the queue, and takes none.
-    /// At the level of the store port a place is named by a ticket
-    /// ([`LockRequest::fair`](crate::LockRequest::fair)).
-    #[serde(default)]
+    /// Wait in the resource's queue (the default): a waiting acquire takes a place when
+    /// refused, keeps it by asking again within the Locker's `queue_ttl`, and is granted
+    /// only when no conflicting waiter is ahead of it (a writer is not overtaken by readers
+    /// that came after it); the store hands it the lock when its turn comes. `false`
+    /// ([`LockOptions::racing`]): the wait polls on its backoff and on when the store said
+    /// the locks in its way end, behind the queue, is never woken by the store, and may be
+    /// overtaken by anybody who asks at the right moment. Only a wait takes a place: a
+    /// one-shot attempt (`Client::lock`, `Locker::try_acquire`) asks as any request does,
+    /// behind the queue, and takes none. At the level of the store port a place is named by
+    /// a ticket ([`LockRequest::fair`](crate::LockRequest::fair)).
+    #[serde(default = "fair_by_default")]
     pub fair: bool,
+}
+
+/// A wait queues unless it asks to race.
+fn fair_by_default() -> bool {
+    true
+}
+
+impl Default for LockOptions {
+    /// Exclusive, no TTL, nobody named, fair.
+    fn default() -> Self {
+        LockOptions {
+            access: Access::default(),
+            ttl: None,
+            holder: Holder::default(),
+            fair: fair_by_default(),
+        }
+    }
 }
 
 impl LockOptions {
@@ -109,7 +130,8 @@ impl LockOptions {
         self
     }
 
-    /// Makes a waiting acquire fair ([`LockOptions::fair`](LockOptions#structfield.fair)).
+    /// Makes a waiting acquire fair ([`LockOptions::fair`](LockOptions#structfield.fair)),
+    /// as it is by default.
     ///
     /// ```
     /// use std::time::Duration;
@@ -121,6 +143,23 @@ impl LockOptions {
     #[must_use]
     pub fn fair(mut self) -> Self {
         self.fair = true;
+        self
+    }
+
+    /// Makes a waiting acquire race instead of queueing
+    /// ([`LockOptions::fair`](LockOptions#structfield.fair) `false`): it polls, and is
+    /// never woken by the store.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lockwright_engine::LockOptions;
+    ///
+    /// let options = LockOptions::exclusive(Duration::from_secs(30)).racing();
+    /// assert!(!options.fair);
+    /// ```
+    #[must_use]
+    pub fn racing(mut self) -> Self {
+        self.fair = false;
         self
     }
 

@@ -55,6 +55,8 @@ struct Inner<S> {
     stats: Mutex<LockerStats>,
     next_key: AtomicU64,
     stop: tokio_util::sync::CancellationToken,
+    /// Cancelled when the task has ended.
+    finished: tokio_util::sync::CancellationToken,
 }
 
 impl<S> Inner<S> {
@@ -141,6 +143,7 @@ impl<S: LockStore> Locker<S> {
             stats: Mutex::new(LockerStats::default()),
             next_key: AtomicU64::new(1),
             stop: tokio_util::sync::CancellationToken::new(),
+            finished: tokio_util::sync::CancellationToken::new(),
         });
         tokio::spawn(drive(Arc::clone(&shared), core, commands.downgrade(), rx));
         Ok(Locker { shared, commands })
@@ -167,6 +170,18 @@ impl<S: LockStore> Locker<S> {
     /// after shutdown).
     pub fn shutdown(&self) {
         self.shared.stop.cancel();
+    }
+
+    /// Drops this handle and waits until the locker's task has ended: once no other handle
+    /// or guard is left, and what the task still had to send (a place given up by an
+    /// acquire that stopped waiting, a release) has been answered or has timed out. A
+    /// process that exits right after an acquire was cancelled awaits this first (bounded
+    /// by a timeout of its own), so that its place does not stay in the queue until it
+    /// lapses.
+    pub async fn closed(self) {
+        let finished = self.shared.finished.clone();
+        drop(self);
+        finished.cancelled().await;
     }
 
     /// Tries once to take the lock on `resource` as `options` say, without waiting.

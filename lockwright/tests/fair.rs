@@ -40,8 +40,8 @@ async fn writer_wait(fair: bool, patience: Duration) -> Option<Duration> {
     sleep(HOLD * 3).await; // the readers are in full swing
     let writer = Locker::new(client, LockerConfig::default()).unwrap();
     let mut options = LockOptions::exclusive(Duration::from_secs(30));
-    if fair {
-        options = options.fair();
+    if !fair {
+        options = options.racing();
     }
     let asked = Instant::now();
     let guard = timeout(patience, writer.acquire("doc", &options))

@@ -1,7 +1,7 @@
 //! Waiters woken by the store: a release wakes a waiting acquire through the store's hints
-//! (an in-process notifier, a MongoDB change stream), not through its backoff; and a waiter
-//! whose change stream fails still gets the lock: by polling, or, waiting fairly, through
-//! the reply to the write that keeps its place (the release handed it the lock).
+//! (an in-process notifier, a MongoDB change stream), not through its backoff; a waiter
+//! whose change stream fails still gets the lock, through the reply to the write that keeps
+//! its place (the release handed it the lock); and a racing waiter keeps no stream at all.
 //!
 //! The waiters that must be woken have a backoff of an hour, so that polling cannot explain
 //! a grant: the tests assert that the grant comes (and, on MongoDB, the exact number of
@@ -148,16 +148,32 @@ mod mongo {
         teardown(holder.client().store()).await;
     }
 
-    /// The waiter's change stream fails and cannot be reopened (a fail point on its
-    /// `getMore` and `aggregate`): it is still granted the lock, by polling. The test checks
-    /// from the driver's command log that the fail point fired and that no stream command
-    /// succeeded after it, so a waiter woken by a hint cannot pass it.
+    /// A racing waiter keeps no change stream: it is granted by polling on its backoff,
+    /// and no `aggregate` (no stream) was sent by its process.
     #[tokio::test]
-    async fn a_waiter_whose_stream_fails_still_gets_the_lock() {
+    async fn a_racing_waiter_keeps_no_stream_and_polls() {
+        let store = fresh_store(None).await;
+        let (theirs, log, _) = other_process(&store).await;
+        let holder = Locker::new(Client::new(store), LockerConfig::default()).unwrap();
         let mut config = LockerConfig::default();
         config.max_backoff = Duration::from_millis(200);
+        let waiter = Locker::new(Client::new(theirs), config).unwrap();
         let options = LockOptions::exclusive(Duration::from_secs(30));
-        let (guard, holder) = stream_fails(config, options).await;
+        let held = holder.acquire("job", &options).await.unwrap();
+        let waiting = {
+            let (waiter, options) = (waiter.clone(), options.clone().racing());
+            tokio::spawn(async move { waiter.acquire("job", &options).await })
+        };
+        let asked = until_sent(&log, "findAndModify", 3).await;
+        held.release().await.unwrap();
+        let guard = tokio::time::timeout(Duration::from_secs(60), waiting)
+            .await
+            .expect("polling grants the lock")
+            .unwrap()
+            .unwrap();
+        let mut sent = asked;
+        sent.extend(log.take());
+        assert_eq!(count(&sent, "aggregate"), 0, "no stream: {sent:?}");
         assert_eq!(
             guard.status().renewed_at,
             None,
@@ -167,7 +183,8 @@ mod mongo {
         teardown(holder.client().store()).await;
     }
 
-    /// A fair waiter whose stream fails, and which never polls (its backoff is an hour): the
+    /// A fair waiter whose stream fails and cannot be reopened (a fail point on its
+    /// `getMore` and `aggregate`), and which never polls (its backoff is an hour): the
     /// release hands it the lock in the store, and the write that keeps its place (at
     /// `renew_fraction` of `queue_ttl`) claims it.
     #[tokio::test]

@@ -3,7 +3,8 @@
 //! The replica set and unique index verdicts are the store's own set-up check (the one
 //! every lock operation runs first), reached through a `status` call ([`index`]); this
 //! module adds the details around it: the server's version and members, the write concern
-//! the store will use, the clocks ([`clocks`]) and the wake-ups ([`crate::wakeups`]).
+//! the store will use, the clocks ([`clocks`]), the change streams open on the collection
+//! ([`streams`]) and the wake-ups ([`crate::wakeups`]).
 //!
 //! Doctor only reads unless told otherwise: `--fix` creates the unique index and
 //! `--wakeups` takes and releases a probe lock.
@@ -22,6 +23,7 @@ use crate::exit::{self, CliError};
 mod clocks;
 mod index;
 mod report;
+mod streams;
 
 use report::{Report, Verdict};
 
@@ -77,6 +79,8 @@ pub async fn doctor(conn: &ConnArgs, args: &DoctorArgs) -> Result<u8, CliError> 
     index::index(&mut report, &store, args.fix).await;
     write_concern(&mut report, &store);
     clocks::clocks(&mut report, &hello, &store, conn, conn.takeover_grace.0).await;
+    // Counted before doctor opens a stream of its own.
+    streams::streams(&mut report, &store).await;
     let wakeups = if args.wakeups {
         crate::wakeups::probe(&store).await
     } else {

@@ -80,6 +80,10 @@ fn doctor_without_fix_creates_no_missing_collection() {
     let c = Coll::missing();
     let report = doctor_reads_only(&c);
     assert!(report.contains("does not exist yet"), "{report}");
+    assert!(
+        report.contains("no change stream is open on"),
+        "streams counted before doctor opens its own: {report}"
+    );
 }
 
 #[test]
@@ -110,6 +114,8 @@ fn doctor_without_fix_writes_nothing_to_a_collection_in_use() {
         report.contains("has a unique index on `resource`"),
         "{report}"
     );
+    // The test's own stream is the one open on the collection.
+    assert!(report.contains("1 change stream is open on"), "{report}");
     c.block_on(coll.insert_one(doc! {"marker": true}).into_future())
         .expect("insert the marker");
     let first = c

@@ -351,7 +351,7 @@ fn a_lost_lock_kills_cmd_that_ignores_sigterm() {
 }
 
 #[test]
-fn fair_runs_are_granted_in_the_order_they_came_and_shown_waiting() {
+fn waiting_runs_are_granted_in_the_order_they_came_and_shown_waiting() {
     let c = Coll::new();
     let holder = c.spawn(&["run", "job/fair", "--ttl", "10s", "--", "sh", "-c", HOLD]);
     wait_for_file(&c.path("started"));
@@ -361,7 +361,6 @@ fn fair_runs_are_granted_in_the_order_they_came_and_shown_waiting() {
             "run",
             "job/fair",
             "--wait",
-            "--fair",
             "--ttl",
             "10s",
             "--",

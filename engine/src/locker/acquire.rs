@@ -274,10 +274,11 @@ impl<R: RngCore> LockerCore<R> {
     /// doubles up to `max_backoff`, or at `free_at` (when the store said the locks in the
     /// way are abandoned; else when the last refusal said so, if still ahead) if that is
     /// sooner: a crashed holder costs its waiters one attempt at its lock's end,
-    /// not a series of blind ones. An acquire that hears the store's hints polls only as a
-    /// safety net: after a random wait between half of `max_backoff` and all of it. A fair
-    /// acquire also asks again in time to keep its place, and one with others ahead of it
-    /// that hears hints does not poll at all ([`super::fair`]).
+    /// not a series of blind ones. A fair acquire that hears the store's hints polls only as
+    /// a safety net: after a random wait between half of `max_backoff` and all of it; it
+    /// also asks again in time to keep its place, and with others ahead of it it does not
+    /// poll at all ([`super::fair`]). A racing acquire hears no hints: it polls on its
+    /// backoff.
     pub(super) fn schedule_retry(&mut self, key: LeaseKey, free_at: Option<LocalMs>, now: LocalMs) {
         let max = duration_millis(self.config.max_backoff).max(1);
         let Some(a) = self.acquires.get(&key) else {
@@ -286,7 +287,7 @@ impl<R: RngCore> LockerCore<R> {
         let backoff = a.backoff_ms;
         let free_at = free_at.or(a.free_at.filter(|&t| t > now));
         let keep_by = self.keep_place_by(a);
-        let hears = self.hearing && self.config.wake_on_hints;
+        let hears = self.hearing && self.config.wake_on_hints && a.ask.fair;
         let behind = hears && a.place.as_ref().is_some_and(super::fair::Place::behind);
         let wait = if hears {
             max / 2 + self.rng.next_u64() % (max - max / 2 + 1)

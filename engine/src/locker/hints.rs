@@ -1,6 +1,8 @@
 //! Waking waiters: what a store's hint does to the waiting acquires.
 //!
-//! A hint that a resource came free brings its waiters' next attempt forward; one that
+//! Only fair waiters act on hints; a racing waiter polls on its backoff and on the store's
+//! `retry_in`, and is never woken (so a release wakes no herd). A hint that a resource
+//! came free brings its fair waiters' next attempt forward; one that
 //! arrives while an attempt is in flight makes a refusal of that attempt ask again at
 //! once (the store may have decided before the change). A hint never grants, refuses or
 //! ends anything: every decision is still the store's answer to an attempt.
@@ -31,9 +33,11 @@ impl<R: RngCore> LockerCore<R> {
             return;
         }
         self.hearing = true;
+        // Only fair waiters hear hints: racing ones poll on their backoff and the store's
+        // `retry_in`, so a release wakes no herd.
         let concerned = |key: &LeaseKey, resource: Option<&crate::Resource>| {
             self.acquires.get(key).is_some_and(|a| {
-                a.wait != Wait::No && resource.is_none_or(|r| *r == a.ask.resource)
+                a.ask.fair && a.wait != Wait::No && resource.is_none_or(|r| *r == a.ask.resource)
             })
         };
         let (resource, taken, fence, first) = match hint {
@@ -94,11 +98,19 @@ impl<R: RngCore> LockerCore<R> {
         self.hearing = false;
     }
 
-    /// Whether some acquire is waiting (so hints would help it): the driver subscribes to
-    /// the store's hints while this holds.
+    /// Whether some acquire is waiting.
     #[must_use]
     pub fn is_waiting(&self) -> bool {
         self.acquires.values().any(|a| a.wait != Wait::No)
+    }
+
+    /// Whether some fair acquire is waiting (hints would help it; racing waiters never act
+    /// on one): the driver subscribes to the store's hints while this holds.
+    #[must_use]
+    pub fn wants_hints(&self) -> bool {
+        self.acquires
+            .values()
+            .any(|a| a.ask.fair && a.wait != Wait::No)
     }
 
     /// The waiting acquire `key` heard that its resource may be free: its next attempt is

@@ -556,7 +556,7 @@ fn refuse(c: &mut LockerCore<StdRng>, t: &Transmit, now: u64) -> LocalMs {
 #[test]
 fn a_hint_that_the_resource_came_free_makes_a_waiter_ask_at_once() {
     let mut c = core();
-    let t = acquire(&mut c, 1, Wait::Forever, 0);
+    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
     assert!(c.is_waiting());
     assert!(refuse(&mut c, &t, 10) > ms(10), "backs off first");
     // Hints about another resource, and grants to others, change nothing.
@@ -580,7 +580,7 @@ fn a_hint_that_the_resource_came_free_makes_a_waiter_ask_at_once() {
 #[test]
 fn a_hint_during_an_attempt_makes_its_refusal_ask_again_at_once() {
     let mut c = core();
-    let t = acquire(&mut c, 1, Wait::Forever, 0);
+    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
     c.handle_hint(&Hint::Freed(job()), ms(3));
     assert!(
         c.poll_transmit().is_none(),
@@ -599,7 +599,7 @@ fn a_hint_during_an_attempt_makes_its_refusal_ask_again_at_once() {
 #[test]
 fn waiters_whose_hinted_attempts_lose_spread_out_and_go_back_to_backoff_on_a_grant() {
     let mut c = core();
-    let t = acquire(&mut c, 1, Wait::Forever, 0);
+    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
     refuse(&mut c, &t, 1);
     c.handle_hint(&Hint::Freed(job()), ms(2));
     let t = c.poll_transmit().unwrap();
@@ -614,7 +614,30 @@ fn waiters_whose_hinted_attempts_lose_spread_out_and_go_back_to_backoff_on_a_gra
     assert!(c.poll_timeout().unwrap() > ms(12));
     // A lost hint is covered: `Missed` wakes every waiter.
     c.handle_hint(&Hint::Missed, ms(20));
-    assert!(c.poll_timeout().unwrap() <= ms(24));
+    assert!(
+        c.poll_transmit().is_some() || c.poll_timeout().unwrap() <= ms(24),
+        "asked again within the hint delay"
+    );
+}
+
+#[test]
+fn racing_waiters_never_act_on_hints() {
+    let mut c = core();
+    let t = acquire(&mut c, 1, Wait::Forever, 0);
+    assert!(
+        c.is_waiting() && !c.wants_hints(),
+        "a racing waiter wants no hints"
+    );
+    let due = refuse(&mut c, &t, 10);
+    for hint in [Hint::Freed(job()), Hint::Missed, Hint::Taken(job(), None)] {
+        c.handle_hint(&hint, ms(12));
+        assert!(c.poll_transmit().is_none(), "{hint:?} woke a racing waiter");
+        assert_eq!(c.poll_timeout(), Some(due), "{hint:?} moved its backoff");
+    }
+    // Hints heard or not, it polls on its backoff (20 ms at first), not as a safety net.
+    c.handle_timeout(due);
+    let t = c.poll_transmit().expect("it polls");
+    assert!(refuse(&mut c, &t, due.as_millis()) <= ms(due.as_millis() + 40));
 }
 
 #[test]
@@ -740,14 +763,14 @@ fn a_fair_waiter_behind_others_leaves_releases_to_them_and_moves_up_on_grants() 
 fn a_new_acquire_relies_on_hints_already_heard_until_they_end() {
     // A waiter that never heard a hint polls on its backoff (20 ms at first).
     let mut c = core();
-    let t = acquire(&mut c, 1, Wait::Forever, 0);
+    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
     assert!(refuse(&mut c, &t, 1) <= ms(1 + 20));
     // The subscription began (it starts with `Missed`), then an acquire: it polls only as a
     // safety net, although no hint came since it began.
     let mut c = core();
     let max = duration_millis(c.config().max_backoff);
     c.handle_hint(&Hint::Missed, ms(2));
-    let t = acquire(&mut c, 2, Wait::Forever, 3);
+    let t = acquire_fair(&mut c, 2, Wait::Forever, 3);
     let due = refuse(&mut c, &t, 4);
     assert!(due >= ms(4 + max / 2), "{due}");
     // The stream ended: every waiter asks once, then polls on its backoff.

@@ -185,6 +185,7 @@ pub(super) async fn drive<S: LockStore>(
             () = sleep_until(wake) => core.handle_timeout(shared.now()),
         }
     }
+    shared.finished.cancel();
 }
 
 /// The task's subscription to the store's hints: taken while some acquire waits, kept for
@@ -207,7 +208,7 @@ impl Watch {
         if self.not_before.is_some_and(|t| t <= now) {
             self.not_before = None;
         }
-        if shared.config.wake_on_hints && core.is_waiting() {
+        if shared.config.wake_on_hints && core.wants_hints() {
             self.idle_since = None;
             if self.hints.is_none() && self.not_before.is_none() {
                 self.hints = shared.client.store().hints();

@@ -20,11 +20,12 @@ impl World {
         let unlocks_held = self.unlocks_a_held_lock(request);
         let reply = at_once(request.send_to(&self.store));
         // The hints the operation gave the subscribers leave for their clients (store-mem
-        // sends them for grants and releases only; one it sent otherwise would leave with
-        // the next).
-        if matches!(reply, Reply::Granted(_))
-            || matches!(request, Request::Unlock { .. } | Request::LeaveQueue { .. })
-        {
+        // sends them for grants, releases and handoffs, which any lock request may make;
+        // one it sent otherwise would leave with the next).
+        if matches!(
+            request,
+            Request::Lock { .. } | Request::Unlock { .. } | Request::LeaveQueue { .. }
+        ) {
             self.pump_hints();
         }
         // store-mem fails only on a broken rule or argument: the simulation is wrong.

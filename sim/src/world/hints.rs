@@ -11,7 +11,7 @@
 //! subscription with the process.
 //!
 //! The client side mirrors the `lockwright` Locker task's (`lockwright/src/locker/driver.rs`):
-//! a process subscribes while its core [`is_waiting`], keeps the subscription for
+//! a process subscribes while its core [`wants_hints`] (a fair acquire waits), keeps the subscription for
 //! `max_backoff` after it stops waiting, hands every hint to the core's [`handle_hint`] at
 //! its own local time, and when the stream ends hands the core `Missed` and subscribes
 //! again no sooner than `max_backoff` later. A hint that reaches a process whose core waits
@@ -19,7 +19,7 @@
 //! the world does not run its checks after it.
 //!
 //! [`LockStore::hints`]: lockwright_engine::LockStore::hints
-//! [`is_waiting`]: lockwright_engine::locker::LockerCore::is_waiting
+//! [`wants_hints`]: lockwright_engine::locker::LockerCore::wants_hints
 //! [`handle_hint`]: lockwright_engine::locker::LockerCore::handle_hint
 
 use futures_util::{FutureExt, StreamExt};
@@ -62,7 +62,7 @@ impl World {
     pub(super) fn update_watch(&mut self, client: usize) -> Option<u64> {
         let local = self.local(client);
         let linger = self.linger_ms();
-        let waiting = self.config.wake_on_hints && self.clients[client].core.is_waiting();
+        let waiting = self.config.wake_on_hints && self.clients[client].core.wants_hints();
         let w = &mut self.clients[client].watch;
         if w.not_before.is_some_and(|t| t <= local) {
             w.not_before = None;
@@ -228,7 +228,7 @@ impl World {
             c.hint_inbox.push((sub, hint));
             return false;
         }
-        let matters = hint.is_none() || c.core.is_waiting();
+        let matters = hint.is_none() || c.core.wants_hints();
         self.hear(client, sub, hint);
         if matters {
             self.settle(client);
@@ -269,7 +269,7 @@ impl World {
         {
             self.clients[client].wake_hints += 1;
         }
-        if self.record && self.clients[client].core.is_waiting() {
+        if self.record && self.clients[client].core.wants_hints() {
             let what = describe_hint(&hint);
             self.note(Some(client), format!("hears {what}"));
         }

@@ -3,6 +3,10 @@
 //! resource that clients wait for does not stay free. `L` below is the seed's largest
 //! one-way latency (3 ms).
 //!
+//! - A handoff: when the store hands a lock to the place of a fair waiter that still waits
+//!   (in a release, or any write that finds the resource free: see `world/queue.rs`), the
+//!   waiter claims it (or somebody is granted the resource) by the deadline a release
+//!   gives it, below: the store's `First` reaches it and it asks at once.
 //! - A release: when an unlock removes the lock on a resource at the store and leaves it
 //!   free while clients wait for it (each: its application acquiring it, its core
 //!   waiting), the store grants the resource again (to anybody) by the earliest deadline
@@ -17,7 +21,9 @@
 //!   subscription still on its way when the release came sends `Missed` instead (three);
 //!   an attempt in flight refused before the release is asked again at once as its
 //!   refusal comes back (within three). Without hints a waiter asks only on its backoff,
-//!   up to `max_backoff` (half the TTL, 500 ms) later.
+//!   up to `max_backoff` (half the TTL, 500 ms) later, and so does a racing waiter, which
+//!   never acts on a hint: its deadline is `max_backoff` (plus its clock's drift over it)
+//!   after the release, plus the latencies.
 //! - A takeover: when a lock whose holder crashed is abandoned (its expiry plus the
 //!   takeover grace, on the store's clock, which no failover moves in these seeds) while
 //!   clients wait for its resource, the store grants it within the same 4 `L`, plus how
@@ -68,8 +74,10 @@ pub(super) struct Handover {
     resource: usize,
     /// When it came free (real time, ms).
     since: u64,
-    /// A crashed holder's lock was abandoned (else, a release).
+    /// A crashed holder's lock was abandoned (else, a release or a handoff).
     takeover: bool,
+    /// The store handed the lock to a waiter's place, which must claim it.
+    handed: bool,
     /// The clients that waited, each with the real instant by which it must have taken
     /// the resource (unless somebody else did).
     waiters: Vec<(Waiter, u64)>,
@@ -119,10 +127,48 @@ impl World {
         range + self.drift_slack(range)
     }
 
-    /// The deadline of a waiter of a handover after a release at `since`: the latencies,
-    /// plus the longest delay the Locker's rule lets it take before acting on the `Freed`.
+    /// The deadline of a waiter of a handover after a release (or a handoff to its place)
+    /// at `since`: the latencies, plus the longest delay the Locker's rule lets a fair
+    /// waiter take before acting on the hint; a racing waiter hears no hints, and asks on
+    /// its backoff, at most `max_backoff` (on its clock) after its last refusal.
     fn handover_deadline(&self, since: u64, (client, _, _): Waiter) -> u64 {
+        if !self.mix.is_fair(client) {
+            let wait = u64::try_from(self.config.max_backoff.as_millis()).unwrap_or(u64::MAX);
+            return since + self.latencies_bound() + wait + self.drift_slack(wait);
+        }
         since + self.latencies_bound() + self.hint_delay_bound(self.clients[client].wake_hints)
+    }
+
+    /// The store handed resource `r` (as `lock`) to a place: the obligations on `r` are met
+    /// (the store granted it). If the place's `waiter` still waits, it must claim it (or
+    /// somebody be granted `r`) by its handover deadline, as after a release; a place whose
+    /// waiter stopped waiting never claims it, and the lock is abandoned at its claim
+    /// lease's end plus the grace, as a crashed holder's.
+    pub(super) fn handed_to(&mut self, r: usize, waiter: Option<Waiter>, lock: &LockStatus) {
+        if !self.liveness {
+            return;
+        }
+        self.granted_to_someone(r);
+        let Some(waiter) = waiter.filter(|&w| self.still_waits(w, r)) else {
+            self.abandoned.push(Abandoned {
+                resource: r,
+                lock_id: lock.lock_id.clone(),
+                at: self.abandoned_at(lock),
+            });
+            return;
+        };
+        if self.healing {
+            return;
+        }
+        let since = self.now;
+        let deadline = self.handover_deadline(since, waiter);
+        self.handovers.push(Handover {
+            resource: r,
+            since,
+            takeover: false,
+            handed: true,
+            waiters: vec![(waiter, deadline)],
+        });
     }
 
     /// The takeover bound: the latencies, plus how far the slowest clock this seed may
@@ -230,6 +276,7 @@ impl World {
                             resource: r,
                             since,
                             takeover: false,
+                            handed: false,
                             waiters,
                         });
                     }
@@ -326,6 +373,7 @@ impl World {
                     resource: a.resource,
                     since: a.at,
                     takeover: true,
+                    handed: false,
                     waiters,
                 });
             }
@@ -366,6 +414,9 @@ impl World {
             let how = if h.takeover {
                 t.takeovers_checked += 1;
                 "its crashed holder's lock was abandoned"
+            } else if h.handed {
+                t.handovers_checked += 1;
+                "the store handed it to a waiting place, not claimed"
             } else {
                 t.handovers_checked += 1;
                 "a release freed it"

@@ -370,10 +370,14 @@ impl World {
             }
             self.note(Some(client), format!("store hands r{r} to its place"));
             self.report.tally.places_handed += 1;
-            if !self.place_waits(&self.queues.places[r][i], r) {
-                let ticket = self.queues.places[r][i].ticket.clone();
+            let p = &self.queues.places[r][i];
+            let waiter = p.key.map(|key| (p.client, p.incarnation, key));
+            if !self.place_waits(p, r) {
+                let ticket = p.ticket.clone();
                 self.queues.lapsed.insert(ticket);
             }
+            let lock = lock.clone();
+            self.handed_to(r, waiter, &lock);
             let place = self.queues.places[r].remove(i);
             if let Some(wait) = place.wait {
                 self.judge_wait(r, place.client, &wait, true);
