@@ -280,12 +280,7 @@ impl World {
                 });
             }
             (Request::LeaveQueue { resource, ticket }, _) => {
-                let r = self.resource_index(resource);
-                self.drop_lapsed(r, store_now);
-                let before = self.queues.places[r].len();
-                self.queues.places[r].retain(|p| &p.ticket != ticket);
-                let left = before - self.queues.places[r].len();
-                self.report.tally.places_left += left as u64;
+                self.give_up_places(resource, store_now, |p| &p.ticket == ticket);
             }
             // A release gives up the places of its lock id where it releases.
             (
@@ -293,16 +288,25 @@ impl World {
                     resource, lock_id, ..
                 },
                 _,
-            ) => {
-                let r = self.resource_index(resource);
-                self.drop_lapsed(r, store_now);
-                let before = self.queues.places[r].len();
-                self.queues.places[r].retain(|p| &p.lock_id != lock_id);
-                let left = before - self.queues.places[r].len();
-                self.report.tally.places_left += left as u64;
-            }
+            ) => self.give_up_places(resource, store_now, |p| &p.lock_id == lock_id),
             _ => {}
         }
+    }
+
+    /// The places of `resource` that `gone` picks leave the queue (given up by a waiter that
+    /// left, or by a release of their lock id), after the ones that lapsed by `store_now`.
+    fn give_up_places(
+        &mut self,
+        resource: &lockwright_engine::Resource,
+        store_now: Timestamp,
+        gone: impl Fn(&Place) -> bool,
+    ) {
+        let r = self.resource_index(resource);
+        self.drop_lapsed(r, store_now);
+        let before = self.queues.places[r].len();
+        self.queues.places[r].retain(|p| !gone(p));
+        let left = before - self.queues.places[r].len();
+        self.report.tally.places_left += left as u64;
     }
 
     /// After the store applied `request`, before the queue follows its answer: the places
