@@ -61,6 +61,9 @@ pub enum Mutant {
     /// A waiting acquire ignores when the store said the locks in its way end: it asks
     /// again only on its backoff.
     LockerIgnoresRetryIn,
+    /// A fair waiter that knows its line's pace stops listening even at the head of the
+    /// line: a handoff reaches it only with the write that keeps its place.
+    LockerHeadStopsListening,
     /// Grants ignore the queue: a request overtakes the waiters ahead of it.
     QueueIgnored,
     /// A shared request overtakes a waiting writer (no writer preference).
@@ -85,7 +88,7 @@ pub enum Mutant {
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 26] = [
+    pub const ALL: [Mutant; 27] = [
         Mutant::PurgeIgnoresGroups,
         Mutant::PurgeIgnoresCreatedBefore,
         Mutant::RenewWithoutMargin,
@@ -104,6 +107,7 @@ impl Mutant {
         Mutant::LockerReleaseNotSent,
         Mutant::LockerIgnoresHints,
         Mutant::LockerIgnoresRetryIn,
+        Mutant::LockerHeadStopsListening,
         Mutant::QueueIgnored,
         Mutant::SharedOvertakesWriter,
         Mutant::QueueDeadEntryBlocks,
@@ -136,6 +140,7 @@ impl Mutant {
             Mutant::LockerReleaseNotSent => "locker_release_not_sent",
             Mutant::LockerIgnoresHints => "locker_ignores_hints",
             Mutant::LockerIgnoresRetryIn => "locker_ignores_retry_in",
+            Mutant::LockerHeadStopsListening => "locker_head_stops_listening",
             Mutant::QueueIgnored => "queue_ignored",
             Mutant::SharedOvertakesWriter => "shared_overtakes_writer",
             Mutant::QueueDeadEntryBlocks => "queue_dead_entry_blocks",
@@ -167,6 +172,7 @@ impl Mutant {
                 | Mutant::LockerReleaseNotSent
                 | Mutant::LockerIgnoresHints
                 | Mutant::LockerIgnoresRetryIn
+                | Mutant::LockerHeadStopsListening
         )
     }
 

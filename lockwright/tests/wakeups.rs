@@ -58,7 +58,7 @@ async fn a_release_wakes_a_waiter_at_once_in_memory() {
 
 #[cfg(feature = "mongo")]
 mod mongo {
-    use lockwright::MongoStore;
+    use lockwright::{LockId, LockRequest, LockStore, MongoStore, Ticket};
     use lockwright_testkit::mongo::fixture::{CommandLog, Outcome, fresh_store, options, teardown};
     use mongodb::bson::{doc, oid::ObjectId};
 
@@ -198,6 +198,65 @@ mod mongo {
         );
         guard.release().await.unwrap();
         teardown(holder.client().store()).await;
+    }
+
+    /// A fair waiter two places back in a line that does not move stops listening: its
+    /// second refusal tells it the line's pace, its process closes its change stream
+    /// (`killCursors`) while it still waits, and sends no stream command while it keeps its
+    /// place. When the places ahead leave and the holder releases, the store hands it the
+    /// lock, and the write that keeps its place claims it.
+    #[tokio::test]
+    async fn a_fair_waiter_far_back_keeps_no_stream_and_is_still_granted() {
+        let store = fresh_store(None).await;
+        let (theirs, log, _) = other_process(&store).await;
+        let client = Client::new(store);
+        let options = LockOptions::exclusive(Duration::from_secs(30));
+        let store = client.store();
+        store
+            .lock(&LockRequest::new("job", "holder", &options).unwrap())
+            .await
+            .unwrap();
+        // Two places ahead, leased for a minute, whose waiters never ask again.
+        for place in ["p1", "p2"] {
+            let ticket = Ticket::new(LockId::new(place).unwrap(), Duration::from_secs(60));
+            let request = LockRequest::new("job", place, &options)
+                .unwrap()
+                .fair(ticket.unwrap());
+            assert!(store.lock(&request).await.is_err(), "queued");
+        }
+        let mut config = LockerConfig::default();
+        config.queue_ttl = Duration::from_secs(1);
+        let waiter = Locker::new(Client::new(theirs), config).unwrap();
+        let waiting = {
+            let (waiter, options) = (waiter.clone(), options.clone());
+            tokio::spawn(async move { waiter.acquire("job", &options).await })
+        };
+        let far = until_sent(&log, "killCursors", 1).await;
+        assert_eq!(count(&far, "aggregate"), 1, "one stream, closed: {far:?}");
+        assert!(count(&far, "findAndModify") >= 2, "{far:?}");
+        // Two more keep-place writes (every 500 ms) with no stream.
+        let kept = until_sent(&log, "findAndModify", 2).await;
+        assert_eq!(
+            count(&kept, "aggregate") + count(&kept, "getMore"),
+            0,
+            "no stream while far back: {kept:?}"
+        );
+        for place in ["p1", "p2"] {
+            assert!(client.leave_queue("job", place).await.unwrap());
+        }
+        store.unlock(&LockId::new("holder").unwrap()).await.unwrap();
+        let guard = tokio::time::timeout(Duration::from_secs(60), waiting)
+            .await
+            .expect("its keep-place write claims the lock")
+            .unwrap()
+            .unwrap();
+        assert!(
+            guard.status().renewed_at.is_some(),
+            "claimed, as the release handed it: {:?}",
+            guard.status()
+        );
+        guard.release().await.unwrap();
+        teardown(client.store()).await;
     }
 
     /// The waiter's guard, and the holder's Locker (to drop the collection with).

@@ -305,7 +305,7 @@ fn main() -> ExitCode {
         summary.tally.batched_refusals
     );
     println!(
-        "{} hints sent, {} heard ({} lost, {} duplicated in {} seeds; {} hint streams dropped in {} seeds); {} subscriptions",
+        "{} hints sent, {} heard ({} lost, {} duplicated in {} seeds; {} hint streams dropped in {} seeds); {} subscriptions, {} dropped while waiting far back",
         summary.tally.hints_sent,
         summary.tally.hints_heard,
         summary.faults.lost_hints,
@@ -313,7 +313,8 @@ fn main() -> ExitCode {
         summary.seeds_with[6],
         summary.faults.dropped_streams,
         summary.seeds_with[7],
-        summary.tally.subscriptions
+        summary.tally.subscriptions,
+        summary.tally.far_back_unsubscribed
     );
     println!(
         "{} seeds checked for handover liveness: {} handovers after releases (slowest {} ms), {} takeovers after crashes (slowest {} ms)",

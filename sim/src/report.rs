@@ -134,6 +134,9 @@ pub struct Tally {
     pub grants_behind_fence_clock: u64,
     /// Subscriptions to hints the clients opened (each starts with `Missed`).
     pub subscriptions: u64,
+    /// Subscriptions dropped while the process still waited: its waiters were all far back
+    /// in their lines (`LockerCore::wants_hints`).
+    pub far_back_unsubscribed: u64,
     /// Hints the store sent to subscribers (before the network's faults).
     pub hints_sent: u64,
     /// Hints handed to a client's core (duplicates included; `Missed` after a stream ended
@@ -188,6 +191,7 @@ impl Tally {
         self.batched_refusals += other.batched_refusals;
         self.grants_behind_fence_clock += other.grants_behind_fence_clock;
         self.subscriptions += other.subscriptions;
+        self.far_back_unsubscribed += other.far_back_unsubscribed;
         self.hints_sent += other.hints_sent;
         self.hints_heard += other.hints_heard;
         self.handovers_checked += other.handovers_checked;

@@ -6,7 +6,10 @@
 //! The shipped Locker core meets it; in test builds with `--cfg lockwright_mutants`, a core
 //! that ignores the store's hints (`locker_ignores_hints`) misses it after releases, and a
 //! core that ignores when a refusal said the locks in the way end
-//! (`locker_ignores_retry_in`) misses it after crashes. The mutants are switched on for the
+//! (`locker_ignores_retry_in`) misses it after crashes, and a core whose waiters stop
+//! listening even at the head of their lines (`locker_head_stops_listening`: a waiter the
+//! store told it is next must keep its process listening) claims handed locks late. The
+//! mutants are switched on for the
 //! whole process, so every test here takes one lock first.
 //!
 //! Fair waiters too: in calm seeds where every client acquires fairly, no grant overtakes a
@@ -261,6 +264,27 @@ mod mutant_build {
         assert!(
             releases > 100,
             "ignoring hints must leave handed locks unclaimed: {releases} late handovers"
+        );
+    }
+
+    #[test]
+    fn a_core_that_stops_listening_at_the_head_claims_handed_locks_late() {
+        let _serial = serial();
+        let (v, t) = with_mutant_in(&calm_fair(), Mutant::LockerHeadStopsListening, 100);
+        // A waiter told it is next, whose process no longer listens, claims the lock the
+        // release handed it only when it next keeps its place.
+        let unclaimed = v
+            .iter()
+            .filter(|v| {
+                v.kind == ViolationKind::HandoverLiveness
+                    && v.detail
+                        .contains("handed it to a waiting place, not claimed")
+            })
+            .count();
+        assert!(
+            unclaimed > 10,
+            "{unclaimed} handed locks claimed late ({} streams dropped while waiting): {v:?}",
+            t.far_back_unsubscribed
         );
     }
 

@@ -168,6 +168,7 @@ impl<R: RngCore> LockerCore<R> {
                     _ => None,
                 };
                 let queued_place = queued.is_some();
+                let every = self.keep_every();
                 if let Some(a) = self.acquires.get_mut(&key) {
                     a.free_at = free_at;
                     // A waiter in a queue is not racing a herd: only the head acts on a
@@ -175,7 +176,7 @@ impl<R: RngCore> LockerCore<R> {
                     if by_hint && !queued_place {
                         a.contention = a.contention.saturating_add(1);
                     }
-                    Self::place_kept(a, queued, sent);
+                    Self::place_kept(a, queued, sent, every);
                 }
                 let waiting = self.acquires.get(&key).is_some_and(|a| a.wait != Wait::No);
                 if hinted && waiting {
@@ -288,7 +289,9 @@ impl<R: RngCore> LockerCore<R> {
         let free_at = free_at.or(a.free_at.filter(|&t| t > now));
         let keep_by = self.keep_place_by(a);
         let hears = self.hearing && self.config.wake_on_hints && a.ask.fair;
-        let behind = hears && a.place.as_ref().is_some_and(super::fair::Place::behind);
+        // Far back in the line, a waiter asks only to keep its place, listening or not.
+        let far = a.place.as_ref().is_some_and(super::fair::Place::far);
+        let behind = far || hears && a.place.as_ref().is_some_and(super::fair::Place::behind);
         let wait = if hears {
             max / 2 + self.rng.next_u64() % (max - max / 2 + 1)
         } else {

@@ -30,14 +30,20 @@ use rand_core::RngCore;
 
 use super::{Acquire, Grant, LockerCore, Purpose, Request};
 use crate::access::Access;
+use crate::mutants::{self, Mutant};
 use crate::names::LockId;
 use crate::queue::Ticket;
 use crate::status::Queued;
 
+use crate::time::{LocalMs, Ttl, duration_millis};
+
 /// The most grant fences a waiter keeps while an attempt is in flight (more than a flight
 /// can see in practice; past it the count is corrected by the next attempt).
 const MAX_EARLY: usize = 1024;
-use crate::time::{LocalMs, Ttl, duration_millis};
+
+/// A waiter with at most this many places ahead of it is near the head of its line,
+/// whatever the pace of the line: its process listens for the store's hints.
+pub const NEAR_HEAD: u32 = 1;
 
 /// A fair acquire's place: its ticket, the lock id of all its attempts, and what the last
 /// refusal said.
@@ -59,6 +65,13 @@ pub(super) struct Place {
     /// The fences of the grants hinted while an attempt was in flight: its refusal may
     /// have been decided before or after them, which their fences tell.
     early: Vec<u64>,
+    /// The first refusal that gave this place (when its attempt was sent, and the count it
+    /// said): with the last one, how fast the line moves.
+    first_count: Option<(LocalMs, u32)>,
+    /// Far back: more than [`NEAR_HEAD`] places ahead, and at the line's pace so far not
+    /// near the head before the place must be kept again. Its process need not listen for
+    /// it ([`LockerCore::wants_hints`]).
+    far: bool,
 }
 
 impl Place {
@@ -71,7 +84,39 @@ impl Place {
             kept_at: None,
             fence: 0,
             early: Vec::new(),
+            first_count: None,
+            far: false,
         }
+    }
+
+    /// Whether the waiter is far back in its line (see [`Place::far`]'s field).
+    pub(super) fn far(&self) -> bool {
+        self.far
+    }
+
+    /// Whether, going by the refusals so far, the waiter stays more than [`NEAR_HEAD`]
+    /// places back for longer than `every` ms (the time until the place is next kept): the
+    /// line moved `first - ahead` places in the time between the first refusal and the
+    /// last one, and has `ahead - NEAR_HEAD` to go. A waiter whose refusals span less than
+    /// half of `every` does not know the pace yet (a line that moved no place in a few
+    /// milliseconds may move fast): it is near.
+    fn far_back(&self, every: u64) -> bool {
+        let (Some(ahead), Some(kept), Some((t0, first))) =
+            (self.ahead, self.kept_at, self.first_count)
+        else {
+            return false;
+        };
+        if kept.0.saturating_sub(t0.0) < every / 2 {
+            return false;
+        }
+        if ahead <= NEAR_HEAD {
+            return mutants::active(Mutant::LockerHeadStopsListening);
+        }
+        let moved = u64::from(first.saturating_sub(ahead));
+        let to_go = u64::from(ahead - NEAR_HEAD);
+        let span = kept.0 - t0.0;
+        // to_go / (moved / span) > every, without dividing by a line that did not move.
+        u128::from(to_go) * u128::from(span) > u128::from(moved) * u128::from(every)
     }
 
     /// The store said a waiter of this process is first in the queue: nobody known ahead
@@ -102,10 +147,17 @@ impl<R: RngCore> LockerCore<R> {
         })
     }
 
+    /// How often a waiter keeps its place (ms): `renew_fraction` of the place's lease.
+    pub(super) fn keep_every(&self) -> u64 {
+        let every = self.config.queue_ttl.mul_f64(self.config.renew_fraction);
+        duration_millis(every).max(1)
+    }
+
     /// A fair attempt sent at `sent` was refused with the waiter's place (`queued`); the
     /// grants hinted while it was in flight that came after the refusal (a higher fence)
-    /// move the waiter forward.
-    pub(super) fn place_kept(a: &mut Acquire, queued: Option<Queued>, sent: LocalMs) {
+    /// move the waiter forward. Whether the waiter is now far back is judged on the new
+    /// count, against `every` ([`Self::keep_every`]).
+    pub(super) fn place_kept(a: &mut Acquire, queued: Option<Queued>, sent: LocalMs, every: u64) {
         let Some(place) = a.place.as_mut() else {
             return;
         };
@@ -119,10 +171,15 @@ impl<R: RngCore> LockerCore<R> {
                 );
                 place.fence = early.into_iter().fold(q.fence, u64::max);
                 place.kept_at = Some(sent);
+                let ahead = place.ahead.unwrap_or(0);
+                place.first_count.get_or_insert((sent, ahead));
+                place.far = place.far_back(every);
             }
             None => {
                 place.ahead = None;
                 place.kept_at = None;
+                place.first_count = None;
+                place.far = false;
             }
         }
     }
@@ -130,8 +187,7 @@ impl<R: RngCore> LockerCore<R> {
     /// When `a` must ask again to keep its place, if it has one.
     pub(super) fn keep_place_by(&self, a: &Acquire) -> Option<LocalMs> {
         let kept_at = a.place.as_ref()?.kept_at?;
-        let every = self.config.queue_ttl.mul_f64(self.config.renew_fraction);
-        Some(kept_at.saturating_add_millis(duration_millis(every).max(1)))
+        Some(kept_at.saturating_add_millis(self.keep_every()))
     }
 
     /// A hint that somebody was granted the resource, with `fence`: a waiter with others
@@ -161,6 +217,7 @@ impl<R: RngCore> LockerCore<R> {
         match place.ahead {
             Some(n) if n > 0 => {
                 place.ahead = Some(n - 1);
+                place.far &= n - 1 > NEAR_HEAD;
                 n == 1 && matches!(a.ask.access, Access::Shared(_))
             }
             _ => false,

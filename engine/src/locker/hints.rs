@@ -75,6 +75,12 @@ impl<R: RngCore> LockerCore<R> {
                 }
                 continue;
             }
+            // A waiter far back in its line does not listen: its process may hear hints for
+            // another waiter, and its next attempt keeps its place anyway.
+            let far = a.place.as_ref().is_some_and(super::fair::Place::far);
+            if far && !taken {
+                continue;
+            }
             // A fair waiter with others ahead leaves a release to them, and moves forward
             // when one of them is granted (see `super::fair`).
             let behind = a.place.as_ref().is_some_and(super::fair::Place::behind);
@@ -104,13 +110,17 @@ impl<R: RngCore> LockerCore<R> {
         self.acquires.values().any(|a| a.wait != Wait::No)
     }
 
-    /// Whether some fair acquire is waiting (hints would help it; racing waiters never act
-    /// on one): the driver subscribes to the store's hints while this holds.
+    /// Whether some fair acquire is waiting that is not far back in its line (hints would
+    /// help it; racing waiters never act on one, and a waiter far back keeps its place by
+    /// asking, see `super::fair`): the driver subscribes to the store's hints while this
+    /// holds. A process whose waiters all wait far back keeps no change stream open.
     #[must_use]
     pub fn wants_hints(&self) -> bool {
-        self.acquires
-            .values()
-            .any(|a| a.ask.fair && a.wait != Wait::No)
+        self.acquires.values().any(|a| {
+            a.ask.fair
+                && a.wait != Wait::No
+                && !a.place.as_ref().is_some_and(super::fair::Place::far)
+        })
     }
 
     /// The waiting acquire `key` heard that its resource may be free: its next attempt is

@@ -54,6 +54,7 @@ use crate::status::{Holder, Renewal};
 use crate::time::{LocalMs, Ttl, duration_millis, validate_margin};
 
 pub use self::config::{LockerConfig, LockerStats};
+pub use self::fair::NEAR_HEAD;
 pub use self::messages::{Ended, Event, Reply, Request, Transmit};
 
 /// The number of one request the core asked for, to match its reply.

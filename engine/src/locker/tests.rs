@@ -914,3 +914,78 @@ fn grants_hinted_around_a_refusal_move_a_fair_waiter_by_their_fences() {
         "first in line after the grant at 13: asks at once"
     );
 }
+
+#[test]
+fn a_fair_waiter_far_back_in_a_slow_line_stops_listening_and_only_keeps_its_place() {
+    let mut c = core();
+    let every = duration_millis(c.config().queue_ttl) / 2;
+    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
+    assert!(c.wants_hints(), "no answer yet: it listens");
+    refuse_queued(&mut c, &t, 40, 5);
+    assert!(c.wants_hints(), "one refusal does not tell the line's pace");
+    c.handle_hint(&Hint::Missed, ms(6));
+    let t = c.poll_transmit().expect("a missed hint: it asks once");
+    refuse_queued(&mut c, &t, 40, 10);
+    assert!(
+        c.wants_hints(),
+        "a line that did not move in 6 ms may still move fast"
+    );
+    c.handle_hint(&Hint::Missed, ms(1_000));
+    let t = c.poll_transmit().expect("a missed hint: it asks once");
+    // Between the attempts' sending the line moved one place in a second: 38 to go take
+    // some 38 s, more than the time to the next keep.
+    let due = refuse_queued(&mut c, &t, 39, 1_010);
+    assert!(!c.wants_hints(), "far back: its process need not listen");
+    assert_eq!(due, ms(1_000 + every), "it asks only to keep its place");
+    for hint in [Hint::Missed, Hint::Freed(job())] {
+        c.handle_hint(&hint, ms(1_200));
+        assert!(
+            c.poll_transmit().is_none(),
+            "{hint:?} woke a waiter far back"
+        );
+        assert_eq!(c.poll_timeout(), Some(due));
+    }
+    // Told it is first (the store handed it the lock): it acts on that at once.
+    let tag = ticket(&t).unwrap().tag();
+    c.handle_hint(
+        &Hint::First {
+            resource: job(),
+            taken: false,
+            place: Some(tag),
+        },
+        ms(1_300),
+    );
+    assert!(c.poll_transmit().is_some(), "a handoff reaches it");
+}
+
+#[test]
+fn a_fair_waiter_in_a_fast_line_or_near_the_head_keeps_listening() {
+    // 40 places moved in a second: the head is about a second away, within a keep.
+    let mut c = core();
+    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
+    refuse_queued(&mut c, &t, 80, 5);
+    c.handle_hint(&Hint::Missed, ms(1_000));
+    let t = c.poll_transmit().unwrap();
+    refuse_queued(&mut c, &t, 40, 1_010);
+    assert!(c.wants_hints(), "near its turn: it listens");
+    // A line that does not move, with one waiter ahead: near the head all the same.
+    let mut c = core();
+    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
+    refuse_queued(&mut c, &t, 1, 5);
+    c.handle_hint(&Hint::Missed, ms(1_000));
+    let t = c.poll_transmit().unwrap();
+    refuse_queued(&mut c, &t, 1, 1_010);
+    assert!(c.wants_hints(), "next in line: it listens");
+    // Far back, then moved up by grants heard for another waiter: near again.
+    let mut c = core();
+    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
+    refuse_queued(&mut c, &t, 3, 5);
+    c.handle_hint(&Hint::Missed, ms(1_000));
+    let t = c.poll_transmit().unwrap();
+    refuse_queued(&mut c, &t, 3, 1_010);
+    assert!(!c.wants_hints());
+    for (i, fence) in [(1, 10), (2, 11)] {
+        c.handle_hint(&Hint::Taken(job(), Some(fence)), ms(1_010 + i));
+    }
+    assert!(c.wants_hints(), "one place ahead: near the head");
+}

@@ -41,6 +41,10 @@ pub(super) struct Client {
     /// bounds how many hint-woken attempts were refused (the core's contention, which
     /// spreads out its next hint-woken attempt; see `handover_liveness`).
     pub(super) wake_hints: u32,
+    /// How many places ahead of its waiter the store's last refusal of this incarnation
+    /// said (`None` after a grant, or a refusal that gave no place): a waiter told it is
+    /// near the head must be listening for the store's hints.
+    pub(super) last_ahead: Option<u32>,
     /// Writes (resource, fence) decided before a pause, sent when the client resumes.
     pub(super) queued_writes: Vec<(usize, u64)>,
     pub(super) crashed: bool,
@@ -205,6 +209,13 @@ impl World {
             self.report.tally.late_grants += 1;
             self.note(Some(client), "a grant arrives after its trust deadline");
         }
+        self.clients[client].last_ahead = match &reply {
+            Reply::Refused(lockwright_engine::Error::AlreadyLocked {
+                queued: Some(q), ..
+            }) => Some(q.ahead),
+            Reply::Refused(_) | Reply::Granted(_) => None,
+            _ => self.clients[client].last_ahead,
+        };
         self.clients[client]
             .core
             .handle_reply(id, reply, LocalMs(local));

@@ -44,6 +44,14 @@ pub(super) struct Watch {
     not_before: Option<u64>,
 }
 
+impl Watch {
+    /// Whether the process holds a subscription (hints reach it, or its stream's first
+    /// `Missed` is on its way).
+    pub(super) fn listening(&self) -> bool {
+        self.sub.is_some()
+    }
+}
+
 /// A hint on its way to a client, or (`None`) the end of its stream.
 pub(super) type InFlightHint = Option<Hint>;
 
@@ -79,6 +87,9 @@ impl World {
                 w.stream = None;
                 w.idle_since = None;
                 self.note(Some(client), "unsubscribes from hints");
+                if self.clients[client].core.is_waiting() {
+                    self.report.tally.far_back_unsubscribed += 1;
+                }
                 self.clients[client].core.hints_ended(LocalMs(local));
             }
         }

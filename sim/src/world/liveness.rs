@@ -6,7 +6,10 @@
 //! - A handoff: when the store hands a lock to the place of a fair waiter that still waits
 //!   (in a release, or any write that finds the resource free: see `world/queue.rs`), the
 //!   waiter claims it (or somebody is granted the resource) by the deadline a release
-//!   gives it, below: the store's `First` reaches it and it asks at once.
+//!   gives it, below: the store's `First` reaches it and it asks at once. A process whose
+//!   waiters are all far back in their lines keeps no subscription (`LockerCore::wants_hints`);
+//!   a waiter of such a process that is handed the lock claims it with the attempt that
+//!   keeps its place, within `renew_fraction` of `queue_ttl` (plus drift and latencies).
 //! - A release: when an unlock removes the lock on a resource at the store and leaves it
 //!   free while clients wait for it (each: its application acquiring it, its core
 //!   waiting), the store grants the resource again (to anybody) by the earliest deadline
@@ -49,7 +52,7 @@
 //! [`FaultMix::checks_handovers`]: crate::FaultMix::checks_handovers
 
 use lockwright_engine::lease::LeaseKey;
-use lockwright_engine::locker::{Reply, Request};
+use lockwright_engine::locker::{NEAR_HEAD, Reply, Request};
 use lockwright_engine::{Filter, LockId, LockStatus, LockStore};
 
 use super::app::App;
@@ -136,7 +139,19 @@ impl World {
             let wait = u64::try_from(self.config.max_backoff.as_millis()).unwrap_or(u64::MAX);
             return since + self.latencies_bound() + wait + self.drift_slack(wait);
         }
-        since + self.latencies_bound() + self.hint_delay_bound(self.clients[client].wake_hints)
+        let heard =
+            since + self.latencies_bound() + self.hint_delay_bound(self.clients[client].wake_hints);
+        let c = &self.clients[client];
+        if c.watch.listening() || c.last_ahead.is_some_and(|n| n <= NEAR_HEAD) {
+            // Listening, or (near the head, by the store's last answer) it must be.
+            return heard;
+        }
+        // A process whose waiters are all far back in their lines does not listen: a waiter
+        // handed the lock all the same (the line sped up) claims it with the attempt that
+        // keeps its place, due `renew_fraction` of `queue_ttl` after the last one.
+        let every = self.config.queue_ttl.mul_f64(self.config.renew_fraction);
+        let every = u64::try_from(every.as_millis()).unwrap_or(u64::MAX);
+        heard.max(since + self.latencies_bound() + every + self.drift_slack(every))
     }
 
     /// The store handed resource `r` (as `lock`) to a place: the obligations on `r` are met

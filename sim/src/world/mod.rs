@@ -259,6 +259,7 @@ impl World {
                 watch: hints::Watch::default(),
                 wake_hints: 0,
                 queued_writes: Vec::new(),
+                last_ahead: None,
                 crashed: false,
                 incarnation: 0,
                 next_key: 0,

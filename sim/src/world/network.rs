@@ -183,6 +183,7 @@ impl World {
             // The subscription dies with the process.
             c.watch = Watch::default();
             c.queued_writes.clear();
+            c.last_ahead = None;
             c.wake_at = None;
             c.reported_past.clear();
             self.report.faults.crashes += 1;
