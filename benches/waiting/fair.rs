@@ -134,7 +134,15 @@ pub async fn contended<F: Fleet>(
         lockers(fleet, &counts, n, true).await
     };
     let resource = format!("fair_contended/{n}/{one_process}/{fair}");
-    let run = worker_loop(&counts, &all, &resource, &options(fair, true), window).await;
+    let run = worker_loop(
+        fleet,
+        &counts,
+        &all,
+        &[resource],
+        &options(fair, true),
+        window,
+    )
+    .await;
     format!(
         "{}, Jain {:.3}; bare xlock {rtt:.2} ms; {}",
         run.line(),

@@ -34,6 +34,12 @@ pub trait Fleet {
 
     /// Everything the fleet opened is closed (clients shut down, its collection dropped).
     fn finish(self) -> impl Future<Output = ()>;
+
+    /// The CPU time the server has used so far (user and system), where the backend is a
+    /// server that reports it.
+    fn server_cpu(&self) -> impl Future<Output = Option<Duration>> {
+        async { None }
+    }
 }
 
 /// One store on the system clock.
@@ -111,6 +117,27 @@ impl Fleet for MongoFleet {
             .unwrap();
         self.clients.lock().unwrap().push(client);
         Arc::new(store)
+    }
+
+    /// `serverStatus`'s `extra_info.user_time_us` and `system_time_us` (reported on
+    /// Linux).
+    async fn server_cpu(&self) -> Option<Duration> {
+        let status = self
+            .admin
+            .database("admin")
+            .run_command(mongodb::bson::doc! { "serverStatus": 1 })
+            .await
+            .ok()?;
+        let info = status.get_document("extra_info").ok()?;
+        let us = |field: &str| match info.get(field)? {
+            mongodb::bson::Bson::Int64(n) => u64::try_from(*n).ok(),
+            mongodb::bson::Bson::Int32(n) => u64::try_from(*n).ok(),
+            mongodb::bson::Bson::Double(n) => Some(*n as u64),
+            _ => None,
+        };
+        Some(Duration::from_micros(
+            us("user_time_us")? + us("system_time_us")?,
+        ))
     }
 
     async fn finish(self) {

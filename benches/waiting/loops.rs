@@ -166,13 +166,26 @@ pub struct Loop {
     pub per_locker: Vec<u64>,
     /// The longest wait of an acquire granted in the window, or still waiting at its end.
     pub longest: Duration,
+    /// The CPU time the server used in the window, where it reports it.
+    pub server_cpu: Option<Duration>,
 }
 
 impl Loop {
-    /// Grants per second, the longest wait, grants per Locker.
+    /// Grants per second, the longest wait, grants per Locker, and the server's CPU time
+    /// per grant.
     pub fn line(&self) -> String {
+        let cpu = self.server_cpu.map_or_else(
+            || "server CPU n/a".to_string(),
+            |cpu| {
+                format!(
+                    "server CPU {:.2} ms per grant ({:.0}% of a core)",
+                    ms(cpu) / self.grants.max(1) as f64,
+                    100.0 * cpu.as_secs_f64() / self.seconds
+                )
+            },
+        );
         format!(
-            "{:.1} grants/s over {:.1} s, longest wait {:.1} ms, grants per Locker {}..{}",
+            "{:.1} grants/s over {:.1} s, longest wait {:.1} ms, grants per Locker {}..{}, {cpu}",
             self.grants as f64 / self.seconds,
             self.seconds,
             ms(self.longest),
@@ -182,12 +195,14 @@ impl Loop {
     }
 }
 
-/// Runs `lockers` in a worker loop on `resource` with [`CONTENDED_HOLD`] holds, asking
-/// with `options`, over `window`.
-pub async fn worker_loop<S: LockStore>(
+/// Runs `lockers` in a worker loop with [`CONTENDED_HOLD`] holds, Locker `i` on
+/// `resources[i % len]`, asking with `options`, over `window`; the server's CPU time is
+/// read from `fleet` at the window's ends.
+pub async fn worker_loop<F: Fleet, S: LockStore>(
+    fleet: &F,
     counts: &Counts,
     lockers: &[Locker<S>],
-    resource: &str,
+    resources: &[String],
     options: &LockOptions,
     window: &Window,
 ) -> Loop {
@@ -202,18 +217,20 @@ pub async fn worker_loop<S: LockStore>(
         tasks.spawn(work(
             i,
             l.clone(),
-            resource.to_string(),
+            resources[i % resources.len()].clone(),
             options.clone(),
             stop.clone(),
             Arc::clone(&queue),
         ));
     }
     tokio::time::sleep(window.warm_up).await;
+    let cpu_before = fleet.server_cpu().await;
     let before = counts.snapshot();
     let start = Instant::now();
     window.pass(|| 0).await;
     let end = Instant::now();
     let after = counts.snapshot();
+    let cpu_after = fleet.server_cpu().await;
     let still_waiting = queue
         .lock()
         .unwrap()
@@ -245,6 +262,9 @@ pub async fn worker_loop<S: LockStore>(
         grants,
         per_locker,
         longest,
+        server_cpu: cpu_before
+            .zip(cpu_after)
+            .map(|(before, after)| after.saturating_sub(before)),
     }
 }
 
@@ -255,7 +275,34 @@ pub async fn contended<F: Fleet>(fleet: &F, n: usize, hints: bool, window: &Wind
     let all = lockers(fleet, &counts, n, hints).await;
     let resource = format!("contended/{n}/{}", switch(hints));
     let options = LockOptions::exclusive(TTL);
-    let run = worker_loop(&counts, &all, &resource, &options, window).await;
+    let run = worker_loop(fleet, &counts, &all, &[resource], &options, window).await;
+    format!(
+        "{}; {}",
+        run.line(),
+        counts.line(
+            F::COMMANDS,
+            (&run.before, &run.after),
+            run.grants as f64,
+            "grant"
+        )
+    )
+}
+
+/// `contended_spread/N/R`: N Lockers in a worker loop on R resources (Locker `i` on resource
+/// `i % R`), [`CONTENDED_HOLD`] holds: the 64 clients on 16 resources.
+pub async fn spread<F: Fleet>(
+    fleet: &F,
+    (n, resources): (usize, usize),
+    hints: bool,
+    window: &Window,
+) -> String {
+    let counts = Counts::default();
+    let all = lockers(fleet, &counts, n, hints).await;
+    let names: Vec<String> = (0..resources)
+        .map(|r| format!("contended_spread/{n}/{r}/{}", switch(hints)))
+        .collect();
+    let options = LockOptions::exclusive(TTL);
+    let run = worker_loop(fleet, &counts, &all, &names, &options, window).await;
     format!(
         "{}; {}",
         run.line(),

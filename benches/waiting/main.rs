@@ -25,6 +25,14 @@
 //!   Lockers wait for it; the first grant is timed from the lock's expiry + grace.
 //! - Fair waiting (`fair_writer`, `fair_contended`, `fair_one_process`, `fair_abandoned`):
 //!   see [`fair`].
+//! - `contended_spread/N/…`: N Lockers on 16 resources (Locker `i` on resource `i % 16`),
+//!   otherwise as `contended/N`.
+//! - `idle_processes/N/…`: 8 Lockers contend on one resource while N other processes hold
+//!   locks or wait far back: see [`idle`].
+//!
+//! Where the server reports its CPU time (MongoDB's `serverStatus` on Linux), the worker
+//! loops (`contended`, `contended_spread`, `fair_contended`, `idle_processes`) give the
+//! server's CPU time per grant over their window.
 //!
 //! In memory every window is half as long as on MongoDB.
 
@@ -33,6 +41,7 @@
 
 mod fair;
 mod fleets;
+mod idle;
 mod loops;
 mod measures;
 mod plan;
@@ -124,6 +133,31 @@ async fn run_all<F: Fleet>(run: &Run<'_>, plan: &Plan, fleet: impl AsyncFn(Optio
                 f.finish().await;
             }
             order.reverse();
+        }
+    }
+    for &(n, resources) in plan.spread {
+        if run.wanted("contended_spread", Some(n), HINTS) {
+            for hints in [true, false] {
+                let f = fleet(None).await;
+                let line = loops::spread(&f, (n, resources), hints, &plan.contended).await;
+                run.report(
+                    "contended_spread",
+                    Some(n),
+                    HINTS[usize::from(hints)],
+                    &line,
+                );
+                f.finish().await;
+            }
+        }
+    }
+    for &n in plan.idle_processes {
+        if run.wanted("idle_processes", Some(n), HINTS) {
+            for hints in [true, false] {
+                let f = fleet(None).await;
+                let line = idle::idle_processes(&f, n, hints, &plan.idle).await;
+                run.report("idle_processes", Some(n), HINTS[usize::from(hints)], &line);
+                f.finish().await;
+            }
         }
     }
     for &r in plan.fair_readers {

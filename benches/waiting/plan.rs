@@ -69,6 +69,13 @@ pub struct Plan {
     pub fair_dead: &'static [usize],
     /// Rounds of `fair_abandoned/W`.
     pub fair_abandoned_rounds: usize,
+    /// Lockers and resources of `contended_spread/N/R` (its window is `contended`'s).
+    pub spread: &'static [(usize, usize)],
+    /// Idle processes of `idle_processes/N`.
+    pub idle_processes: &'static [usize],
+    /// The window of `idle_processes/N`; the idle processes settle for its warm-up before
+    /// the worker loop's own.
+    pub idle: Window,
 }
 
 impl Plan {
@@ -102,6 +109,9 @@ impl Plan {
                 fair_contended: window(50, 300, None),
                 fair_dead: &[1],
                 fair_abandoned_rounds: 1,
+                spread: &[(4, 2)],
+                idle_processes: &[0, 2],
+                idle: window(50, 300, None),
             },
             Plan {
                 cycle_warm_up: 20,
@@ -119,6 +129,9 @@ impl Plan {
                 fair_contended: window(500, 3_000, None),
                 fair_dead: &[8],
                 fair_abandoned_rounds: 1,
+                spread: &[(64, 16)],
+                idle_processes: &[0, 64],
+                idle: window(3_000, 2_000, None),
             },
             Plan {
                 cycle_warm_up: 50,
@@ -136,6 +149,9 @@ impl Plan {
                 fair_contended: window(1_000, 10_000, None),
                 fair_dead: &[8],
                 fair_abandoned_rounds: 3,
+                spread: &[(64, 16)],
+                idle_processes: &[0, 64, 256],
+                idle: window(3_000, 10_000, None),
             },
         )
     }

@@ -94,6 +94,13 @@ impl Place {
         self.far
     }
 
+    /// Whether the waiter's process should listen for the store's hints: it has a place
+    /// (a refusal gave it one; until then its attempt's answer is what it waits for) and
+    /// is not far back.
+    pub(super) fn listens(&self) -> bool {
+        self.ahead.is_some() && !self.far
+    }
+
     /// Whether, going by the refusals so far, the waiter stays more than [`NEAR_HEAD`]
     /// places back for longer than `every` ms (the time until the place is next kept): the
     /// line moved `first - ahead` places in the time between the first refusal and the

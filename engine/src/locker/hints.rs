@@ -110,16 +110,18 @@ impl<R: RngCore> LockerCore<R> {
         self.acquires.values().any(|a| a.wait != Wait::No)
     }
 
-    /// Whether some fair acquire is waiting that is not far back in its line (hints would
-    /// help it; racing waiters never act on one, and a waiter far back keeps its place by
+    /// Whether some fair acquire is waiting in a queue, not far back in its line (hints
+    /// would help it; racing waiters never act on one, an acquire whose first attempt is
+    /// not answered yet waits for that answer, and a waiter far back keeps its place by
     /// asking, see `super::fair`): the driver subscribes to the store's hints while this
-    /// holds. A process whose waiters all wait far back keeps no change stream open.
+    /// holds. So an uncontended acquire opens no change stream, and neither does a process
+    /// whose waiters all wait far back.
     #[must_use]
     pub fn wants_hints(&self) -> bool {
         self.acquires.values().any(|a| {
             a.ask.fair
                 && a.wait != Wait::No
-                && !a.place.as_ref().is_some_and(super::fair::Place::far)
+                && a.place.as_ref().is_some_and(super::fair::Place::listens)
         })
     }
 

@@ -920,7 +920,10 @@ fn a_fair_waiter_far_back_in_a_slow_line_stops_listening_and_only_keeps_its_plac
     let mut c = core();
     let every = duration_millis(c.config().queue_ttl) / 2;
     let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
-    assert!(c.wants_hints(), "no answer yet: it listens");
+    assert!(
+        !c.wants_hints(),
+        "no answer yet: the answer is what it waits for"
+    );
     refuse_queued(&mut c, &t, 40, 5);
     assert!(c.wants_hints(), "one refusal does not tell the line's pace");
     c.handle_hint(&Hint::Missed, ms(6));
