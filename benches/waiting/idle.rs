@@ -19,10 +19,9 @@ use lockwright::{LockOptions, Locker};
 use lockwright_engine::LockStore;
 use tokio::task::JoinSet;
 
-use crate::TTL;
 use crate::fleets::Fleet;
 use crate::loops::worker_loop;
-use crate::measures::{lockers, request, switch};
+use crate::measures::{lockers, request, switch, waiting_options};
 use crate::plan::Window;
 use crate::tally::{Counter, Counts};
 
@@ -63,7 +62,7 @@ pub async fn idle_processes<F: Fleet>(fleet: &F, n: usize, hints: bool, window: 
         &counts,
         &contenders,
         &[resource],
-        &LockOptions::exclusive(TTL),
+        &waiting_options(hints),
         window,
     )
     .await;

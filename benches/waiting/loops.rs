@@ -11,10 +11,10 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::fleets::Fleet;
-use crate::measures::{lockers, ms, signed_ms, switch};
+use crate::measures::{lockers, ms, signed_ms, switch, waiting_options};
 use crate::plan::Window;
 use crate::tally::{Counts, Snapshot};
-use crate::{CONTENDED_HOLD, HANDOVER_HOLD, TTL};
+use crate::{CONTENDED_HOLD, HANDOVER_HOLD};
 
 /// The grants and releases of `handover/W`, in grant order.
 #[derive(Default)]
@@ -29,12 +29,11 @@ struct Turns {
 /// again once somebody else was granted it; until `stop`.
 async fn take_turns<S: LockStore>(
     locker: Locker<S>,
-    resource: String,
+    (resource, options): (String, LockOptions),
     mut stop: watch::Receiver<bool>,
     granted: Arc<watch::Sender<usize>>,
     turns: Arc<Mutex<Turns>>,
 ) {
-    let options = LockOptions::exclusive(TTL);
     loop {
         let guard = tokio::select! {
             guard = locker.acquire(&resource, &options) => guard.unwrap(),
@@ -76,7 +75,7 @@ pub async fn handover<F: Fleet>(fleet: &F, waiters: usize, hints: bool, window: 
     for l in &all {
         tasks.spawn(take_turns(
             l.clone(),
-            resource.clone(),
+            (resource.clone(), waiting_options(hints)),
             stop.clone(),
             Arc::clone(&granted),
             Arc::clone(&turns),
@@ -274,7 +273,7 @@ pub async fn contended<F: Fleet>(fleet: &F, n: usize, hints: bool, window: &Wind
     let counts = Counts::default();
     let all = lockers(fleet, &counts, n, hints).await;
     let resource = format!("contended/{n}/{}", switch(hints));
-    let options = LockOptions::exclusive(TTL);
+    let options = waiting_options(hints);
     let run = worker_loop(fleet, &counts, &all, &[resource], &options, window).await;
     format!(
         "{}; {}",
@@ -301,7 +300,7 @@ pub async fn spread<F: Fleet>(
     let names: Vec<String> = (0..resources)
         .map(|r| format!("contended_spread/{n}/{r}/{}", switch(hints)))
         .collect();
-    let options = LockOptions::exclusive(TTL);
+    let options = waiting_options(hints);
     let run = worker_loop(fleet, &counts, &all, &names, &options, window).await;
     format!(
         "{}; {}",

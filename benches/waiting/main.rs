@@ -1,7 +1,10 @@
 //! Waiting Lockers, in memory (`store_mem/…`) and on MongoDB (`store_mongo/…`, needs
 //! `MONGODB_URI`): each measurement runs for a window (or a number of rounds), prints what
-//! it saw in one line, and runs with hints on and off (`LockerConfig::wake_on_hints`), or
-//! fair and not fair, in the same run, on a fresh collection (a fresh store in memory).
+//! it saw in one line, and runs with hints on and off, or fair and not fair, in the same
+//! run, on a fresh collection (a fresh store in memory). Hints on is the default Locker
+//! (fair waiting, woken by the store); hints off is plain polling
+//! (`LockerConfig::wake_on_hints` off and racing waiters, [`measures::waiting_options`]),
+//! the yardstick of the targets.
 //! Not criterion benchmarks: what they measure is a distribution over many Lockers (a
 //! handover's p99, grants per Locker, the longest wait) within one window, which
 //! criterion's samples of one timed routine do not give. Criterion's filter selects them

@@ -32,6 +32,14 @@ fn config(hints: bool) -> LockerConfig {
     config
 }
 
+/// What the Lockers of a setting ask with: hints on is the default (a fair waiter, which
+/// the store wakes); hints off is plain polling (a racing waiter that hears no hints), the
+/// yardstick the targets compare with.
+pub fn waiting_options(hints: bool) -> LockOptions {
+    let options = LockOptions::exclusive(TTL);
+    if hints { options } else { options.racing() }
+}
+
 /// `n` Lockers, each on a store of its own.
 pub async fn lockers<F: Fleet>(
     fleet: &F,
@@ -103,7 +111,7 @@ pub async fn cycle<F: Fleet>(fleet: &F, warm_up: usize, rounds: usize) -> [Strin
         locker(fleet, &counts[0], true).await,
         locker(fleet, &counts[1], false).await,
     ];
-    let options = LockOptions::exclusive(TTL);
+    let options = [waiting_options(true), waiting_options(false)];
     let bare = request("cycle/bare", "cycle-bare", TTL);
     // [hints on, off] x [acquire, release, cycle]
     let mut times: [[Vec<f64>; 3]; 2] = Default::default();
@@ -123,7 +131,7 @@ pub async fn cycle<F: Fleet>(fleet: &F, warm_up: usize, rounds: usize) -> [Strin
         for i in [round % 2, 1 - round % 2] {
             let resource = format!("cycle/{}", switch(i == 0));
             let start = Instant::now();
-            let guard = lockers[i].acquire(&resource, &options).await.unwrap();
+            let guard = lockers[i].acquire(&resource, &options[i]).await.unwrap();
             let acquired = start.elapsed();
             guard.release().await.unwrap();
             let cycle = start.elapsed();
@@ -159,7 +167,7 @@ pub async fn crashed<F: Fleet>(fleet: &F, waiters: usize, hints: bool, rounds: u
     let counts = Counts::default();
     let holder = fleet.store(&Counter::default()).await;
     let all = lockers(fleet, &counts, waiters, hints).await;
-    let options = LockOptions::exclusive(TTL);
+    let options = waiting_options(hints);
     let (mut delays, mut rtts) = (Vec::new(), Vec::new());
     let before = counts.snapshot();
     for round in 0..rounds {

@@ -200,6 +200,41 @@ mod mongo {
         teardown(holder.client().store()).await;
     }
 
+    /// An uncontended acquire (fair, the default) and its release cost two commands and
+    /// open no change stream: the acquire listens only once a refusal gave it a place.
+    #[tokio::test]
+    async fn an_uncontended_cycle_is_two_commands_and_no_stream() {
+        let store = fresh_store(None).await;
+        let (theirs, log, _) = other_process(&store).await;
+        let locker = Locker::new(Client::new(theirs), LockerConfig::default()).unwrap();
+        let options = LockOptions::exclusive(Duration::from_secs(30));
+        // The first command of a store checks its set-up: not part of a cycle.
+        locker
+            .acquire("warm-up", &options)
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+        // The Locker's subscription, if it took one, lingers `max_backoff` (1 s): wait past
+        // it, so that whatever it sends is in the log.
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        log.take();
+        for _ in 0..3 {
+            let guard = locker.acquire("job", &options).await.unwrap();
+            guard.release().await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        let sent = log.take();
+        assert_eq!(
+            sent,
+            vec!["findAndModify"; 6],
+            "two commands a cycle: {sent:?}"
+        );
+        locker.shutdown();
+        teardown(&store).await;
+    }
+
     /// A fair waiter two places back in a line that does not move stops listening: its
     /// second refusal tells it the line's pace, its process closes its change stream
     /// (`killCursors`) while it still waits, and sends no stream command while it keeps its

@@ -45,6 +45,15 @@ const MAX_EARLY: usize = 1024;
 /// whatever the pace of the line: its process listens for the store's hints.
 pub const NEAR_HEAD: u32 = 1;
 
+/// A waiter that listens goes far back only when, at its line's pace, it is this many
+/// keep-place intervals from being near the head; one that does not listen comes near
+/// again when it is [`NEAR_KEEPS`] from it (it learns its place only once per interval,
+/// and the line's pace is a guess). The gap keeps a process from closing and reopening its
+/// change stream at every refusal of a waiter on the edge.
+const FAR_KEEPS: u64 = 8;
+/// See [`FAR_KEEPS`].
+const NEAR_KEEPS: u64 = 4;
+
 /// A fair acquire's place: its ticket, the lock id of all its attempts, and what the last
 /// refusal said.
 #[derive(Debug)]
@@ -102,11 +111,13 @@ impl Place {
     }
 
     /// Whether, going by the refusals so far, the waiter stays more than [`NEAR_HEAD`]
-    /// places back for longer than `every` ms (the time until the place is next kept): the
-    /// line moved `first - ahead` places in the time between the first refusal and the
-    /// last one, and has `ahead - NEAR_HEAD` to go. A waiter whose refusals span less than
-    /// half of `every` does not know the pace yet (a line that moved no place in a few
-    /// milliseconds may move fast): it is near.
+    /// places back for longer than [`NEAR_KEEPS`] times `every` ms (the time until the
+    /// place is next kept) if it is far back already, [`FAR_KEEPS`] times if it is not:
+    /// the line moved `first - ahead`
+    /// places in the time between the first refusal and the last one, and has
+    /// `ahead - NEAR_HEAD` to go. A waiter whose refusals span less than half of `every`
+    /// does not know the pace yet (a line that moved no place in a few milliseconds may
+    /// move fast): it is near.
     fn far_back(&self, every: u64) -> bool {
         let (Some(ahead), Some(kept), Some((t0, first))) =
             (self.ahead, self.kept_at, self.first_count)
@@ -122,8 +133,9 @@ impl Place {
         let moved = u64::from(first.saturating_sub(ahead));
         let to_go = u64::from(ahead - NEAR_HEAD);
         let span = kept.0 - t0.0;
-        // to_go / (moved / span) > every, without dividing by a line that did not move.
-        u128::from(to_go) * u128::from(span) > u128::from(moved) * u128::from(every)
+        let horizon = every * if self.far { NEAR_KEEPS } else { FAR_KEEPS };
+        // to_go / (moved / span) > horizon, without dividing by a line that did not move.
+        u128::from(to_go) * u128::from(span) > u128::from(moved) * u128::from(horizon)
     }
 
     /// The store said a waiter of this process is first in the queue: nobody known ahead

@@ -971,6 +971,37 @@ fn a_fair_waiter_in_a_fast_line_or_near_the_head_keeps_listening() {
     let t = c.poll_transmit().unwrap();
     refuse_queued(&mut c, &t, 40, 1_010);
     assert!(c.wants_hints(), "near its turn: it listens");
+    // 10 places in a second, 30 to go: 3 s away, two keeps. A waiter that listens goes far
+    // back only past eight keeps (12 s), so it goes on listening...
+    let mut c = core();
+    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
+    refuse_queued(&mut c, &t, 41, 5);
+    c.handle_hint(&Hint::Missed, ms(1_000));
+    let t = c.poll_transmit().unwrap();
+    refuse_queued(&mut c, &t, 31, 1_010);
+    assert!(c.wants_hints(), "3 s away, listening: it keeps listening");
+    // ... and one far back comes near again only within four keeps (6 s).
+    let mut c = core();
+    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
+    refuse_queued(&mut c, &t, 41, 5);
+    c.handle_hint(&Hint::Missed, ms(1_000));
+    let t = c.poll_transmit().unwrap();
+    let due = refuse_queued(&mut c, &t, 40, 1_010);
+    assert!(!c.wants_hints(), "1 place a second, 39 to go: far back");
+    c.handle_timeout(due);
+    let t = c.poll_transmit().expect("it keeps its place");
+    refuse_queued(&mut c, &t, 35, due.as_millis() + 10);
+    assert!(
+        !c.wants_hints(),
+        "6 places in 2.5 s, 34 to go: 14 s away, still far back"
+    );
+    c.handle_timeout(c.poll_timeout().unwrap());
+    let t = c.poll_transmit().expect("it keeps its place");
+    refuse_queued(&mut c, &t, 11, due.as_millis() + 1_510);
+    assert!(
+        c.wants_hints(),
+        "30 places in 4 s, 10 to go: 1.3 s away, near again"
+    );
     // A line that does not move, with one waiter ahead: near the head all the same.
     let mut c = core();
     let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
