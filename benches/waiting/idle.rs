@@ -72,15 +72,9 @@ pub async fn idle_processes<F: Fleet>(fleet: &F, n: usize, hints: bool, window: 
         assert!(!granted.unwrap(), "the line far back never moves");
     }
     format!(
-        "{n} idle processes ({} holding, {} waiting far back): {}; {}",
+        "{n} idle processes ({} holding, {} waiting far back): {}",
         n.div_ceil(2),
         n / 2,
-        run.line(),
-        counts.line(
-            F::COMMANDS,
-            (&run.before, &run.after),
-            run.grants as f64,
-            "grant"
-        )
+        run.line_with::<F>(&counts),
     )
 }

@@ -170,6 +170,17 @@ pub struct Loop {
 }
 
 impl Loop {
+    /// [`Loop::line`], then the commands per grant of `counts` over the window.
+    pub fn line_with<F: Fleet>(&self, counts: &Counts) -> String {
+        let per_grant = counts.line(
+            F::COMMANDS,
+            (&self.before, &self.after),
+            self.grants as f64,
+            "grant",
+        );
+        format!("{}; {per_grant}", self.line())
+    }
+
     /// Grants per second, the longest wait, grants per Locker, and the server's CPU time
     /// per grant.
     pub fn line(&self) -> String {
@@ -270,21 +281,8 @@ pub async fn worker_loop<F: Fleet, S: LockStore>(
 /// `contended/N`: N Lockers in a worker loop on one resource with [`CONTENDED_HOLD`] holds
 /// (acquire, hold, release, acquire again at once: the releaser may take it again).
 pub async fn contended<F: Fleet>(fleet: &F, n: usize, hints: bool, window: &Window) -> String {
-    let counts = Counts::default();
-    let all = lockers(fleet, &counts, n, hints).await;
     let resource = format!("contended/{n}/{}", switch(hints));
-    let options = waiting_options(hints);
-    let run = worker_loop(fleet, &counts, &all, &[resource], &options, window).await;
-    format!(
-        "{}; {}",
-        run.line(),
-        counts.line(
-            F::COMMANDS,
-            (&run.before, &run.after),
-            run.grants as f64,
-            "grant"
-        )
-    )
+    on_resources(fleet, n, &[resource], hints, window).await
 }
 
 /// `contended_spread/N/R`: N Lockers in a worker loop on R resources (Locker `i` on resource
@@ -295,21 +293,24 @@ pub async fn spread<F: Fleet>(
     hints: bool,
     window: &Window,
 ) -> String {
-    let counts = Counts::default();
-    let all = lockers(fleet, &counts, n, hints).await;
     let names: Vec<String> = (0..resources)
         .map(|r| format!("contended_spread/{n}/{r}/{}", switch(hints)))
         .collect();
+    on_resources(fleet, n, &names, hints, window).await
+}
+
+/// N fresh Lockers in a worker loop on `resources`, hints on or off: the loop's line and
+/// its commands per grant.
+async fn on_resources<F: Fleet>(
+    fleet: &F,
+    n: usize,
+    resources: &[String],
+    hints: bool,
+    window: &Window,
+) -> String {
+    let counts = Counts::default();
+    let all = lockers(fleet, &counts, n, hints).await;
     let options = waiting_options(hints);
-    let run = worker_loop(fleet, &counts, &all, &names, &options, window).await;
-    format!(
-        "{}; {}",
-        run.line(),
-        counts.line(
-            F::COMMANDS,
-            (&run.before, &run.after),
-            run.grants as f64,
-            "grant"
-        )
-    )
+    let run = worker_loop(fleet, &counts, &all, resources, &options, window).await;
+    run.line_with::<F>(&counts)
 }

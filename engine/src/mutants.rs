@@ -193,6 +193,13 @@ impl Mutant {
         )
     }
 
+    /// Whether the mutant breaks the status filter's TTL bounds ([`crate::filter`]), which
+    /// only the harnesses that read status with TTL bounds run (conformance, differential).
+    #[must_use]
+    pub fn is_status(self) -> bool {
+        matches!(self, Mutant::StatusTtlBoundOverwritten)
+    }
+
     /// Whether the mutant breaks the holding rule ([`crate::holder`]), which only a client
     /// that holds locks runs (the Locker, and the model's clients), never a store.
     #[must_use]

@@ -964,29 +964,14 @@ fn a_fair_waiter_far_back_in_a_slow_line_stops_listening_and_only_keeps_its_plac
 #[test]
 fn a_fair_waiter_in_a_fast_line_or_near_the_head_keeps_listening() {
     // 40 places moved in a second: the head is about a second away, within a keep.
-    let mut c = core();
-    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
-    refuse_queued(&mut c, &t, 80, 5);
-    c.handle_hint(&Hint::Missed, ms(1_000));
-    let t = c.poll_transmit().unwrap();
-    refuse_queued(&mut c, &t, 40, 1_010);
+    let (c, _) = two_refusals(80, 40);
     assert!(c.wants_hints(), "near its turn: it listens");
     // 10 places in a second, 30 to go: 3 s away, two keeps. A waiter that listens goes far
     // back only past eight keeps (12 s), so it goes on listening...
-    let mut c = core();
-    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
-    refuse_queued(&mut c, &t, 41, 5);
-    c.handle_hint(&Hint::Missed, ms(1_000));
-    let t = c.poll_transmit().unwrap();
-    refuse_queued(&mut c, &t, 31, 1_010);
+    let (c, _) = two_refusals(41, 31);
     assert!(c.wants_hints(), "3 s away, listening: it keeps listening");
     // ... and one far back comes near again only within four keeps (6 s).
-    let mut c = core();
-    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
-    refuse_queued(&mut c, &t, 41, 5);
-    c.handle_hint(&Hint::Missed, ms(1_000));
-    let t = c.poll_transmit().unwrap();
-    let due = refuse_queued(&mut c, &t, 40, 1_010);
+    let (mut c, due) = two_refusals(41, 40);
     assert!(!c.wants_hints(), "1 place a second, 39 to go: far back");
     c.handle_timeout(due);
     let t = c.poll_transmit().expect("it keeps its place");
@@ -1003,23 +988,25 @@ fn a_fair_waiter_in_a_fast_line_or_near_the_head_keeps_listening() {
         "30 places in 4 s, 10 to go: 1.3 s away, near again"
     );
     // A line that does not move, with one waiter ahead: near the head all the same.
-    let mut c = core();
-    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
-    refuse_queued(&mut c, &t, 1, 5);
-    c.handle_hint(&Hint::Missed, ms(1_000));
-    let t = c.poll_transmit().unwrap();
-    refuse_queued(&mut c, &t, 1, 1_010);
+    let (c, _) = two_refusals(1, 1);
     assert!(c.wants_hints(), "next in line: it listens");
     // Far back, then moved up by grants heard for another waiter: near again.
-    let mut c = core();
-    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
-    refuse_queued(&mut c, &t, 3, 5);
-    c.handle_hint(&Hint::Missed, ms(1_000));
-    let t = c.poll_transmit().unwrap();
-    refuse_queued(&mut c, &t, 3, 1_010);
+    let (mut c, _) = two_refusals(3, 3);
     assert!(!c.wants_hints());
     for (i, fence) in [(1, 10), (2, 11)] {
         c.handle_hint(&Hint::Taken(job(), Some(fence)), ms(1_010 + i));
     }
     assert!(c.wants_hints(), "one place ahead: near the head");
+}
+
+/// A fair waiter refused with `first` waiters ahead (its attempt sent at 0), then, asked
+/// again by a `Missed` hint at 1 s, with `then` ahead; and when it asks next.
+fn two_refusals(first: u32, then: u32) -> (LockerCore<StdRng>, LocalMs) {
+    let mut c = core();
+    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
+    refuse_queued(&mut c, &t, first, 5);
+    c.handle_hint(&Hint::Missed, ms(1_000));
+    let t = c.poll_transmit().expect("a missed hint: it asks once");
+    let due = refuse_queued(&mut c, &t, then, 1_010);
+    (c, due)
 }

@@ -123,7 +123,8 @@ fn list_mutants() -> ExitCode {
 #[cfg(lockwright_mutants)]
 fn list_mutants() -> ExitCode {
     // One line per mutant of the engine's catalogue: its name, what it breaks (the engine's
-    // rules, the Locker's state machine, the queue of fair requests, or the holding rule),
+    // rules, the Locker's state machine, the queue of fair requests, the holding rule, or
+    // the status filter's TTL bounds),
     // and whether the model checks that rule. The kill-matrix script requires the model
     // checker to kill the modelled ones and the simulator each Locker one; the MongoDB store
     // lists its own (`lockwright-mongod list-mutants`).
@@ -134,6 +135,8 @@ fn list_mutants() -> ExitCode {
             "queue"
         } else if m.is_holding() {
             "holder"
+        } else if m.is_status() {
+            "status"
         } else {
             "engine"
         };
