@@ -135,7 +135,9 @@ fn a_scripted_scenario_records_exactly_what_happened() {
         ),
         [2.0]
     );
-    // B's first attempt; its next, on the hint of A's release, is granted.
+    // B's first attempt takes a place; the Locker then subscribes (a waiter listens once it
+    // has a place), and the subscription's first `Missed` makes B ask once more, refused
+    // again; its next, on the hint of A's release, is granted.
     assert_eq!(
         get(
             &m,
@@ -146,7 +148,7 @@ fn a_scripted_scenario_records_exactly_what_happened() {
                 ("resource", "job")
             ]
         ),
-        [1.0]
+        [2.0]
     );
     assert_eq!(
         get(
@@ -172,7 +174,7 @@ fn a_scripted_scenario_records_exactly_what_happened() {
         ),
         [1.0]
     );
-    // Every round trip timed: three xlocks on `job`, one on `renewed`, two by the client;
+    // Every round trip timed: four xlocks on `job`, one on `renewed`, two by the client;
     // on the paused clock the in-memory store answers in no time.
     assert_eq!(
         get(
@@ -180,7 +182,7 @@ fn a_scripted_scenario_records_exactly_what_happened() {
             "lockwright_operation_duration_seconds",
             &[("operation", "xlock")]
         ),
-        [0.0; 6]
+        [0.0; 7]
     );
     assert_eq!(
         get(
