@@ -169,6 +169,7 @@ impl<R: RngCore> LockerCore<R> {
                 };
                 let queued_place = queued.is_some();
                 let every = self.keep_every();
+                let initial = duration_millis(self.config.initial_backoff).max(1);
                 if let Some(a) = self.acquires.get_mut(&key) {
                     a.free_at = free_at;
                     // A waiter in a queue is not racing a herd: only the head acts on a
@@ -176,7 +177,15 @@ impl<R: RngCore> LockerCore<R> {
                     if by_hint && !queued_place {
                         a.contention = a.contention.saturating_add(1);
                     }
+                    let was_head = a.place.as_ref().is_some_and(super::fair::Place::is_head);
                     Self::place_kept(a, queued, sent, every);
+                    // A waiter that just reached the head of its line is next: one that hears
+                    // no hints polls afresh from the first backoff, not from where its wait
+                    // behind the others left it (the store hands it the lock at the
+                    // release, and it claims it with its next attempt).
+                    if !was_head && a.place.as_ref().is_some_and(super::fair::Place::is_head) {
+                        a.backoff_ms = initial;
+                    }
                 }
                 let waiting = self.acquires.get(&key).is_some_and(|a| a.wait != Wait::No);
                 if hinted && waiting {

@@ -150,6 +150,11 @@ impl Place {
         tag.is_none_or(|t| t == self.ticket.tag())
     }
 
+    /// Nobody is ahead, by the last refusal and the hints since.
+    pub(super) fn is_head(&self) -> bool {
+        self.ahead == Some(0)
+    }
+
     /// Others are ahead: the waiter leaves releases to them.
     pub(super) fn behind(&self) -> bool {
         self.ahead.is_some_and(|n| n > 0)

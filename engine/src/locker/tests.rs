@@ -1010,3 +1010,23 @@ fn two_refusals(first: u32, then: u32) -> (LockerCore<StdRng>, LocalMs) {
     let due = refuse_queued(&mut c, &t, then, 1_010);
     (c, due)
 }
+
+#[test]
+fn a_fair_waiter_that_hears_no_hints_polls_afresh_once_it_is_next() {
+    let mut c = core();
+    let mut t = acquire_fair(&mut c, 1, Wait::Forever, 0);
+    // Behind two others, hearing nothing: its backoff doubles (20, 40, 80, 160 ms...).
+    let mut now = 0;
+    for _ in 0..6 {
+        let due = refuse_queued(&mut c, &t, 2, now + 1);
+        c.handle_timeout(due);
+        t = c.poll_transmit().expect("it polls");
+        now = due.as_millis();
+    }
+    // Next in line: it polls within the first backoff (20 ms) again.
+    let due = refuse_queued(&mut c, &t, 0, now + 1);
+    assert!(
+        due <= ms(now + 1 + 20),
+        "the head polls afresh: {due} after {now}"
+    );
+}
