@@ -32,6 +32,8 @@
 //!   otherwise as `contended/N`.
 //! - `idle_processes/N/…`: 8 Lockers contend on one resource while N other processes hold
 //!   locks or wait far back: see [`idle`].
+//! - `keep_place/P`: one keep-place write with P places in a line that does not move: see
+//!   [`keep`].
 //!
 //! Where the server reports its CPU time (MongoDB's `serverStatus` on Linux), the worker
 //! loops (`contended`, `contended_spread`, `fair_contended`, `idle_processes`) give the
@@ -45,6 +47,7 @@
 mod fair;
 mod fleets;
 mod idle;
+mod keep;
 mod loops;
 mod measures;
 mod plan;
@@ -161,6 +164,14 @@ async fn run_all<F: Fleet>(run: &Run<'_>, plan: &Plan, fleet: impl AsyncFn(Optio
                 run.report("idle_processes", Some(n), HINTS[usize::from(hints)], &line);
                 f.finish().await;
             }
+        }
+    }
+    for &p in plan.keep_places {
+        if run.wanted("keep_place", Some(p), ["fair", "fair"]) {
+            let f = fleet(None).await;
+            let line = keep::keep_place(&f, p, plan.keep_rounds).await;
+            run.report("keep_place", Some(p), "fair", &line);
+            f.finish().await;
         }
     }
     for &r in plan.fair_readers {

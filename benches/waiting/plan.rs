@@ -76,6 +76,10 @@ pub struct Plan {
     /// The window of `idle_processes/N`; the idle processes settle for its warm-up before
     /// the worker loop's own.
     pub idle: Window,
+    /// Places of `keep_place/P`.
+    pub keep_places: &'static [usize],
+    /// Keep-place writes timed per `keep_place/P`.
+    pub keep_rounds: usize,
 }
 
 impl Plan {
@@ -112,6 +116,8 @@ impl Plan {
                 spread: &[(4, 2)],
                 idle_processes: &[0, 2],
                 idle: window(50, 300, None),
+                keep_places: &[2],
+                keep_rounds: 4,
             },
             Plan {
                 cycle_warm_up: 20,
@@ -132,6 +138,8 @@ impl Plan {
                 spread: &[(64, 16)],
                 idle_processes: &[0, 64],
                 idle: window(3_000, 2_000, None),
+                keep_places: &[1, 128],
+                keep_rounds: 200,
             },
             Plan {
                 cycle_warm_up: 50,
@@ -152,6 +160,8 @@ impl Plan {
                 spread: &[(64, 16)],
                 idle_processes: &[0, 64, 256],
                 idle: window(3_000, 10_000, None),
+                keep_places: &[1, 16, 128],
+                keep_rounds: 1_000,
             },
         )
     }

@@ -398,7 +398,6 @@ pub(crate) fn hand_over(readings: &Readings) -> Document {
                 SHARED: { "$cond": [ "$$ex", v(SHARED), { "$concatArrays": [ v(SHARED), [ "$$l" ] ] } ] },
                 "fence": "$$f",
                 "stop": v("stop"),
-                "rest": v("rest"),
                 "handed": { "$concatArrays": [ v("handed"), [ "$$this" ] ] },
             },
         } },
@@ -406,10 +405,7 @@ pub(crate) fn hand_over(readings: &Readings) -> Document {
     let step = doc! { "$cond": [
         { "$and": free },
         handed,
-        { "$mergeObjects": [ "$$value", {
-            "stop": true,
-            "rest": { "$concatArrays": [ v("rest"), [ "$$this" ] ] },
-        } ] },
+        { "$mergeObjects": [ "$$value", { "stop": true } ] },
     ] };
     let held_exclusive = doc! { "$and": [
         { "$eq": [ "$exclusive.acquired", true ] },
@@ -419,21 +415,30 @@ pub(crate) fn hand_over(readings: &Readings) -> Document {
         "input": super::shared_locks(),
         "cond": super::is_held("$$this.expiresAt", readings),
     } };
+    // Each step copies only what is handed (a short run), never the places left behind:
+    // those are the places less the handed ones, taken once at the end.
     let run = doc! { "$reduce": {
-        "input": places,
+        "input": "$$places",
         "initialValue": {
             "x": held_exclusive, "lock": Bson::Null, SHARED: held_shared,
             "fence": { "$ifNull": [ format!("${LAST_FENCE}"), 0_i64 ] },
-            "stop": false, "rest": [], "handed": [],
+            "stop": false, "handed": [],
         },
         "in": step,
     } };
     let r = |f: &str| format!("$$run.{f}");
+    let rest = doc! { "$let": {
+        "vars": { "handed": format!("$$run.handed.{TICKET}") },
+        "in": { "$filter": {
+            "input": "$$places",
+            "cond": { "$not": [ { "$in": [ format!("$$this.{TICKET}"), "$$handed" ] } ] },
+        } },
+    } };
     let changed = doc! { "$mergeObjects": [ "$$ROOT", {
         EXCLUSIVE: { "$ifNull": [ r("lock"), { "$literal": empty_exclusive() } ] },
         SHARED: { "count": { "$size": r(SHARED) }, "locks": r(SHARED) },
         LAST_FENCE: r("fence"),
-        QUEUE: set_queue(Bson::String(r("rest"))),
+        QUEUE: set_queue(Bson::Document(rest)),
         WAKE: wake(Bson::String(r("handed"))),
     } ] };
     // A document with no places (most of them) is left at the first, cheap test.
@@ -444,12 +449,15 @@ pub(crate) fn hand_over(readings: &Readings) -> Document {
     let body = doc! { "$cond": [
         { "$and": [ has_places, super::valid() ] },
         { "$let": {
-            "vars": { "run": run },
-            "in": { "$cond": [
-                { "$gt": [ { "$size": r("handed") }, 0 ] },
-                changed,
-                "$$ROOT",
-            ] },
+            "vars": { "places": places },
+            "in": { "$let": {
+                "vars": { "run": run },
+                "in": { "$cond": [
+                    { "$gt": [ { "$size": r("handed") }, 0 ] },
+                    changed,
+                    "$$ROOT",
+                ] },
+            } },
         } },
         "$$ROOT",
     ] };
