@@ -75,6 +75,10 @@ pub enum Mutant {
     /// The store hands the lock to the first place, live or not: a dead waiter is handed
     /// the lock, and the live ones wait out its claim lease.
     HandoffToDeadPlace,
+    /// A live place counts and is handed the lock however long ago its waiter last asked:
+    /// a waiter far back that died is handed the lock once the line reaches it, and the
+    /// live ones wait out its claim lease, one such place after another.
+    StalePlaceCounts,
     /// The store hands the lock to the first place it would grant, past a live place
     /// ahead that conflicts with the lock in the way.
     HandoffPastConflict,
@@ -88,7 +92,7 @@ pub enum Mutant {
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 27] = [
+    pub const ALL: [Mutant; 28] = [
         Mutant::PurgeIgnoresGroups,
         Mutant::PurgeIgnoresCreatedBefore,
         Mutant::RenewWithoutMargin,
@@ -113,6 +117,7 @@ impl Mutant {
         Mutant::QueueDeadEntryBlocks,
         Mutant::GrantLeavesEntry,
         Mutant::HandoffToDeadPlace,
+        Mutant::StalePlaceCounts,
         Mutant::HandoffPastConflict,
         Mutant::ClaimLeaseFromQueuedAt,
         Mutant::ClaimRevivesLapsed,
@@ -146,6 +151,7 @@ impl Mutant {
             Mutant::QueueDeadEntryBlocks => "queue_dead_entry_blocks",
             Mutant::GrantLeavesEntry => "grant_leaves_entry",
             Mutant::HandoffToDeadPlace => "handoff_to_dead_place",
+            Mutant::StalePlaceCounts => "stale_place_counts",
             Mutant::HandoffPastConflict => "handoff_past_conflict",
             Mutant::ClaimLeaseFromQueuedAt => "claim_lease_from_queued_at",
             Mutant::ClaimRevivesLapsed => "claim_revives_lapsed",
@@ -187,6 +193,7 @@ impl Mutant {
                 | Mutant::QueueDeadEntryBlocks
                 | Mutant::GrantLeavesEntry
                 | Mutant::HandoffToDeadPlace
+                | Mutant::StalePlaceCounts
                 | Mutant::HandoffPastConflict
                 | Mutant::ClaimLeaseFromQueuedAt
                 | Mutant::ClaimRevivesLapsed
@@ -215,9 +222,11 @@ impl Mutant {
         // A grant from a place of the request's own happens only to a waiter that changed
         // its request between attempts (the store hands the lock to a waiter at the head
         // that asks as it did): the model's waiters never do.
+        // Its places are kept with their claim lease as their lease, so a live place is
+        // always fresh: a stale place is not modelled.
         !matches!(
             self,
-            Mutant::StatusTtlBoundOverwritten | Mutant::GrantLeavesEntry
+            Mutant::StatusTtlBoundOverwritten | Mutant::GrantLeavesEntry | Mutant::StalePlaceCounts
         ) && !self.is_locker()
     }
 

@@ -35,36 +35,71 @@ pub const MIN_QUEUE_TTL: Duration = Duration::from_millis(100);
 pub const MAX_QUEUE_TTL: Duration = Duration::from_secs(600);
 
 /// A fair request's place in a resource's queue: the secret that names it across attempts,
-/// and its lease. Like a lock id, the ticket is never shown in errors or logs.
+/// its lease, and its claim lease. Like a lock id, the ticket is never shown in errors or
+/// logs.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Ticket {
     /// Names the place; the same for every attempt of one waiting acquire.
     pub id: LockId,
     /// How long the place lasts unless the waiter asks again.
     pub ttl: Ttl,
+    /// The claim lease, at most `ttl`: how long a lock handed to the place lasts unless its
+    /// waiter claims it, and how long after the waiter last asked the place may be handed
+    /// the lock at all ([`QueueEntry::is_fresh`]). A waiter far back asks rarely, with a
+    /// long `ttl` and a short claim lease: its place keeps its order, and if it died, a
+    /// handoff passes it by once a claim lease has gone by.
+    pub claim: Ttl,
 }
 
 impl Ticket {
-    /// A ticket with `id` whose place lasts `ttl`.
+    /// A ticket with `id` whose place lasts `ttl`, with a claim lease of `ttl` too.
     ///
     /// # Errors
     /// `InvalidArgument` naming `queue_ttl` outside [`MIN_QUEUE_TTL`]..=[`MAX_QUEUE_TTL`].
     pub fn new(id: LockId, ttl: Duration) -> Result<Self, InvalidArgument> {
-        if !(MIN_QUEUE_TTL..=MAX_QUEUE_TTL).contains(&ttl) {
+        let ttl = Ttl::new(check_place_lease("queue_ttl", ttl)?)?;
+        Ok(Ticket {
+            id,
+            ttl,
+            claim: ttl,
+        })
+    }
+
+    /// The same ticket with a claim lease of `claim`.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming `claim` when shorter than [`MIN_QUEUE_TTL`] or longer than
+    /// the place's lease.
+    pub fn with_claim(mut self, claim: Duration) -> Result<Self, InvalidArgument> {
+        let claim = check_place_lease("claim", claim)?;
+        if claim > self.ttl.as_duration() {
             return Err(InvalidArgument::new(
-                "queue_ttl",
+                "claim",
                 format!(
-                    "must be between {} ms and {} s, not {ttl:?}",
-                    MIN_QUEUE_TTL.as_millis(),
-                    MAX_QUEUE_TTL.as_secs()
+                    "must not be longer than the place's lease ({:?}), not {claim:?}",
+                    self.ttl.as_duration()
                 ),
             ));
         }
-        Ok(Ticket {
-            id,
-            ttl: Ttl::new(ttl)?,
-        })
+        self.claim = Ttl::new(claim)?;
+        Ok(self)
     }
+}
+
+/// `lease`, when within [`MIN_QUEUE_TTL`]..=[`MAX_QUEUE_TTL`]; an error naming `field`
+/// otherwise.
+fn check_place_lease(field: &'static str, lease: Duration) -> Result<Duration, InvalidArgument> {
+    if (MIN_QUEUE_TTL..=MAX_QUEUE_TTL).contains(&lease) {
+        return Ok(lease);
+    }
+    Err(InvalidArgument::new(
+        field,
+        format!(
+            "must be between {} ms and {} s, not {lease:?}",
+            MIN_QUEUE_TTL.as_millis(),
+            MAX_QUEUE_TTL.as_secs()
+        ),
+    ))
 }
 
 /// What the store grants a place when it hands it the lock: the lock the waiter's last
@@ -121,6 +156,10 @@ pub struct QueueEntry {
     pub queued_at: Timestamp,
     /// When the place lapses unless the waiter asks again.
     pub expires_at: Timestamp,
+    /// When the waiter last asked (took or kept the place); `None` for a place whose writer
+    /// did not record it (an earlier version): such a place is fresh as long as it is live.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_at: Option<Timestamp>,
     /// What the store grants the place when it hands it the lock; `None` for a place whose
     /// writer did not record it (an earlier version): such a place is never handed the lock,
     /// and is granted by its own next request, as before.
@@ -137,6 +176,7 @@ impl QueueEntry {
             mode,
             queued_at,
             expires_at,
+            kept_at: None,
             handoff: None,
         }
     }
@@ -148,11 +188,37 @@ impl QueueEntry {
         self
     }
 
+    /// The same place, last kept at `kept_at` (for stores that decode places).
+    #[must_use]
+    pub fn with_kept_at(mut self, kept_at: Option<Timestamp>) -> Self {
+        self.kept_at = kept_at;
+        self
+    }
+
     /// Live at `now`: its lease has not run out (`now < expires_at`). A place that is not
     /// live blocks nobody and is dropped by the next write of its resource.
     #[must_use]
     pub fn is_live(&self, now: Timestamp) -> bool {
         mutants::active(Mutant::QueueDeadEntryBlocks) || now < self.expires_at
+    }
+
+    /// Fresh at `now`: live, and its waiter asked within the claim lease it recorded
+    /// (`now < kept_at + lease`; a place that records no handoff or no `kept_at` is fresh
+    /// while live). Only a fresh place counts for the grant rule and is handed the lock: a
+    /// live place that is not fresh keeps its order, blocks nobody, and counts again once
+    /// its waiter asks.
+    #[must_use]
+    pub fn is_fresh(&self, now: Timestamp) -> bool {
+        self.is_live(now)
+            && (mutants::active(Mutant::StalePlaceCounts)
+                || self.stale_at().is_none_or(|t| now < t))
+    }
+
+    /// When the place stops being fresh (before it lapses), if it records when.
+    #[must_use]
+    pub fn stale_at(&self) -> Option<Timestamp> {
+        let (kept_at, handoff) = (self.kept_at?, self.handoff.as_ref()?);
+        Some(kept_at.saturating_add(handoff.lease.as_duration()))
     }
 }
 
@@ -207,8 +273,8 @@ impl Queue {
         self.0.iter().filter(move |e| e.is_live(now))
     }
 
-    /// The live places ahead of `ticket`'s own live place, or every live place when it has
-    /// none (or there is no ticket): the places a request must let go first.
+    /// The fresh places ahead of `ticket`'s own live place, or every fresh place when it
+    /// has none (or there is no ticket): the places a request must let go first.
     pub fn ahead<'a>(
         &'a self,
         ticket: Option<&'a LockId>,
@@ -216,13 +282,13 @@ impl Queue {
     ) -> impl Iterator<Item = &'a QueueEntry> + 'a {
         let own = ticket.and_then(|t| self.0.iter().position(|e| &e.ticket == t && e.is_live(now)));
         let end = own.unwrap_or(self.0.len());
-        self.0[..end].iter().filter(move |e| e.is_live(now))
+        self.0[..end].iter().filter(move |e| e.is_fresh(now))
     }
 
     /// `ticket` takes a place at the back in `mode` at `now`, or refreshes the place it has
-    /// (keeping its order, taking the new mode and what a handoff grants: see
-    /// [`LockRequest::handoff`](crate::LockRequest::handoff)), after the dead places are
-    /// dropped.
+    /// (keeping its order, taking the new mode, lease and what a handoff grants: see
+    /// [`LockRequest::handoff`](crate::LockRequest::handoff)), kept at `now`, after the
+    /// dead places are dropped.
     pub fn join(&mut self, ticket: &Ticket, mode: Mode, handoff: Handoff, now: Timestamp) {
         self.drop_dead(now);
         let expires_at = now.saturating_add(ticket.ttl.as_duration());
@@ -230,11 +296,14 @@ impl Queue {
         match self.0.iter_mut().find(|e| e.ticket == ticket.id) {
             Some(e) => {
                 e.expires_at = expires_at;
+                e.kept_at = Some(now);
                 e.mode = mode;
                 e.handoff = handoff;
             }
             None => self.0.push(
-                QueueEntry::new(ticket.id.clone(), mode, now, expires_at).with_handoff(handoff),
+                QueueEntry::new(ticket.id.clone(), mode, now, expires_at)
+                    .with_kept_at(Some(now))
+                    .with_handoff(handoff),
             ),
         }
     }

@@ -286,6 +286,7 @@ impl ResourceState {
             .locks()
             .filter_map(|(_, l)| l.expires_at.map(|e| e.saturating_add(grace)))
             .chain(self.queue.iter().map(|e| e.expires_at))
+            .chain(self.queue.iter().filter_map(QueueEntry::stale_at))
             .filter(|&t| t > now)
             .collect();
         ends.sort_unstable();
@@ -410,7 +411,7 @@ impl ResourceState {
         }
         let queued = request.fair.as_ref().map(|ticket| {
             self.queue
-                .join(ticket, request.mode(), request.handoff(ticket.ttl), now);
+                .join(ticket, request.mode(), request.handoff(ticket.claim), now);
             self.queued(request, now)
         });
         let refused = Error::AlreadyLocked {

@@ -390,9 +390,12 @@ impl LockModel {
         } else {
             let mut r = request.clone().with_access(access);
             if let Some(w) = wait {
+                // The claim lease is the place's lease: every live place is fresh (places
+                // kept rarely, with a shorter claim lease, are not modelled).
                 r = r.fair(Ticket {
                     id: ticket(client, w.ticket).clone(),
                     ttl: self.config.queue_ttl,
+                    claim: self.config.queue_ttl,
                 });
             }
             asked = r;

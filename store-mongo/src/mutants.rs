@@ -71,6 +71,9 @@ catalogue! {
     PipelineGrantLeavesEntry => "pipeline_grant_leaves_entry",
     /// The hand-over stage hands the lock to the first place, live or not.
     PipelineHandoffToDeadPlace => "pipeline_handoff_to_dead_place",
+    /// The grant pipelines and the hand-over stage count a live place however long ago its
+    /// waiter last asked (`keptAt` ignored).
+    PipelineStalePlaceCounts => "pipeline_stale_place_counts",
     /// The hand-over stage goes on past a place it cannot hand the lock to, handing it to
     /// later places that conflict with that one.
     PipelineHandoffPastConflict => "pipeline_handoff_past_conflict",
@@ -96,6 +99,7 @@ impl Mutant {
             | Mutant::PipelineDeadEntryBlocks
             | Mutant::PipelineGrantLeavesEntry
             | Mutant::PipelineHandoffToDeadPlace
+            | Mutant::PipelineStalePlaceCounts
             | Mutant::PipelineHandoffPastConflict
             | Mutant::PipelineClaimLeaseFromQueuedAt
             | Mutant::PipelineClaimRevivesLapsed => "pipeline_queue",

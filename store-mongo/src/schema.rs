@@ -76,6 +76,7 @@ pub(crate) const QUEUE: &str = "queue";
 pub(crate) const TICKET: &str = "ticket";
 pub(crate) const MODE: &str = "mode";
 pub(crate) const QUEUED_AT: &str = "queuedAt";
+pub(crate) const KEPT_AT: &str = "keptAt";
 pub(crate) const LAST_LEAVE: &str = "lastLeave";
 pub(crate) const TAG: &str = "tag";
 pub(crate) const LIMIT: &str = "limit";
@@ -305,7 +306,8 @@ impl Decoder<'_> {
     }
 
     /// The queue of fair waiters: missing or null is empty; every place a document with a
-    /// ticket string, a known mode and two dates; no ticket twice. Errors name the place
+    /// ticket string, a known mode, two dates and an optional third (`keptAt`); no ticket
+    /// twice. Errors name the place
     /// by its index, never by its ticket (a secret).
     fn queue(&self, doc: &Document) -> Result<Vec<QueueEntry>, MalformedDocument> {
         let items = match doc.get(QUEUE) {
@@ -349,9 +351,11 @@ impl Decoder<'_> {
                     "the same ticket holds an earlier place in the queue",
                 ));
             }
+            let kept_at = self.opt_date(e, &at, KEPT_AT)?;
             let handoff = self.handoff(e, &at)?;
             queue.push(
                 QueueEntry::new(LockId::stored(ticket), mode, queued_at, expires_at)
+                    .with_kept_at(kept_at)
                     .with_handoff(handoff),
             );
         }

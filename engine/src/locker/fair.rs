@@ -35,7 +35,7 @@ use crate::names::LockId;
 use crate::queue::Ticket;
 use crate::status::Queued;
 
-use crate::time::{LocalMs, Ttl, duration_millis};
+use crate::time::{LocalMs, duration_millis};
 
 /// The most grant fences a waiter keeps while an attempt is in flight (more than a flight
 /// can see in practice; past it the count is corrected by the next attempt).
@@ -165,10 +165,7 @@ impl<R: RngCore> LockerCore<R> {
     /// The ticket an attempt of `a` carries, if it is fair.
     pub(super) fn ticket_of(&self, a: &Acquire) -> Option<Ticket> {
         let place = a.place.as_ref()?;
-        Some(Ticket {
-            id: place.ticket.clone(),
-            ttl: Ttl::new(self.config.queue_ttl).ok()?,
-        })
+        Ticket::new(place.ticket.clone(), self.config.queue_ttl).ok()
     }
 
     /// How often a waiter keeps its place (ms): `renew_fraction` of the place's lease.

@@ -67,7 +67,7 @@ impl ResourceState {
                 .queue
                 .iter()
                 .enumerate()
-                .filter(|(_, e)| dead_too || e.is_live(now))
+                .filter(|(_, e)| dead_too || e.is_fresh(now))
                 .map(|(i, _)| i)
                 .take(if past_conflicts { usize::MAX } else { 1 })
                 .collect();

@@ -116,9 +116,8 @@ fn grant(
     let refused = match ticket {
         None => Bson::String("$$ROOT".to_owned()),
         Some(t) => {
-            let ttl_ms = i64::try_from(t.ttl.as_millis()).unwrap_or(i64::MAX);
             let enqueue = doc! { "$mergeObjects": [ "$$ROOT", {
-                QUEUE: queue::enqueued(&t.id, ttl_ms, request, tag, readings),
+                QUEUE: queue::enqueued(t, request, tag, readings),
             } ] };
             let takes_place = doc! { "$and": [
                 "$$valid",
@@ -146,7 +145,7 @@ fn grant(
                 "places": { "$cond": [ "$$valid", queue::live_places(readings), [] ] },
             },
             "in": { "$let": {
-                "vars": { "ahead": queue::ahead(ticket.map(|t| &t.id)) },
+                "vars": { "ahead": queue::ahead(ticket.map(|t| &t.id), readings) },
                 "in": outcome,
             } },
         } },

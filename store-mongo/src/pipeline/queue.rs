@@ -4,21 +4,22 @@
 //! whose lease ran out).
 //!
 //! The grant pipeline binds `$$places` to the live places of a valid document in order
-//! (`expiresAt > now`: the engine's `QueueEntry::is_live`) and `$$ahead` to the live places
-//! ahead of the request's own live place (all of them when it has none). `now` is one value
+//! (`expiresAt > now`: the engine's `QueueEntry::is_live`) and `$$ahead` to the fresh places
+//! ahead of the request's own live place (all of them when it has none; fresh: kept within
+//! its claim lease, `now < keptAt + lease`, the engine's `QueueEntry::is_fresh`). `now` is one value
 //! for the whole command (`$$NOW` is constant per command), so every test below sees the
 //! same instant; dates compare in milliseconds on both sides. Tickets only ever reach an
 //! expression wrapped in `$literal`.
 
 use mongodb::bson::{Bson, Document, doc};
 
-use lockwright_engine::{Access, LockId, LockRequest, MAX_QUEUE_TTL, Mode, SharedLimit};
+use lockwright_engine::{Access, LockId, LockRequest, MAX_QUEUE_TTL, Mode, SharedLimit, Ticket};
 
 use super::{Readings, literal, type_in};
 use crate::schema::{
-    ACQUIRED, COMMENT, CREATED_AT, EXCLUSIVE, EXCLUSIVE_MODE, EXPIRES_AT, FENCE, HOST, LAST_FENCE,
-    LEASE, LIMIT, LOCK_ID, MODE, OWNER, QUEUE, QUEUED_AT, RENEWED_AT, SHARED, SHARED_MODE, TAG,
-    TICKET, WAKE, empty_exclusive,
+    ACQUIRED, COMMENT, CREATED_AT, EXCLUSIVE, EXCLUSIVE_MODE, EXPIRES_AT, FENCE, HOST, KEPT_AT,
+    LAST_FENCE, LEASE, LIMIT, LOCK_ID, MODE, OWNER, QUEUE, QUEUED_AT, RENEWED_AT, SHARED,
+    SHARED_MODE, TAG, TICKET, WAKE, empty_exclusive,
 };
 
 /// The variable bound to the live places of the queue, in order.
@@ -41,7 +42,8 @@ fn mode_name(mode: Mode) -> &'static str {
 }
 
 /// The server's copy of the decoder's test of `queue`: missing or null, or an array of
-/// places each with a string ticket, a known mode and two dates, no ticket twice. Every
+/// places each with a string ticket, a known mode, two dates and an optional third
+/// (`keptAt`), no ticket twice. Every
 /// operator that could fail on a wrong type comes after the `$type` test that rules it out.
 pub(super) fn valid_queue() -> Document {
     let queue = format!("${QUEUE}");
@@ -53,6 +55,7 @@ pub(super) fn valid_queue() -> Document {
         { "$in": [ place(MODE), [ EXCLUSIVE_MODE, SHARED_MODE ] ] },
         type_in(&place(QUEUED_AT), &["date"]),
         type_in(&place(EXPIRES_AT), &["date"]),
+        type_in(&place(KEPT_AT), &["missing", "null", "date"]),
         valid_handoff(),
     ] };
     doc! { "$or": [
@@ -105,14 +108,35 @@ pub(super) fn live_places(readings: &Readings) -> Bson {
     Bson::Document(doc! { "$filter": { "input": stored(), "cond": live } })
 }
 
-/// The live places ahead of `ticket`'s own live place in `$$places`, or all of them when it
-/// has none (or the request has no ticket).
-pub(super) fn ahead(ticket: Option<&LockId>) -> Bson {
+/// Whether the live place `$$this` is fresh at `now`: it records no `keptAt` or no
+/// handoff, or its waiter asked within its claim lease (`now < keptAt + lease`; a valid
+/// place with a `lockId` has an integer lease). Every place under the mutant that lets
+/// stale places count.
+fn fresh(readings: &Readings) -> Bson {
+    if mutated!(PipelineStalePlaceCounts) {
+        return Bson::Boolean(true);
+    }
+    let p = |f: &str| format!("$$this.{f}");
+    Bson::Document(doc! { "$or": [
+        type_in(&p(KEPT_AT), &["missing", "null"]),
+        type_in(&p(LOCK_ID), &["missing", "null"]),
+        { "$lt": [ readings.now.clone(), { "$add": [ p(KEPT_AT), p(LEASE) ] } ] },
+    ] })
+}
+
+/// The fresh places of `places` (an expression over live places), in order.
+fn fresh_of(places: Bson, readings: &Readings) -> Bson {
+    Bson::Document(doc! { "$filter": { "input": places, "cond": fresh(readings) } })
+}
+
+/// The fresh places ahead of `ticket`'s own live place in `$$places`, or all of them when
+/// it has none (or the request has no ticket).
+pub(super) fn ahead(ticket: Option<&LockId>, readings: &Readings) -> Bson {
     let Some(ticket) = ticket else {
-        return Bson::String(PLACES.to_owned());
+        return fresh_of(Bson::String(PLACES.to_owned()), readings);
     };
     let own = doc! { "$indexOfArray": [ format!("{PLACES}.{TICKET}"), literal(ticket.as_str()) ] };
-    Bson::Document(doc! { "$let": {
+    let before = doc! { "$let": {
         "vars": { "own": own },
         "in": { "$cond": [
             { "$lt": [ "$$own", 1 ] },
@@ -120,7 +144,8 @@ pub(super) fn ahead(ticket: Option<&LockId>) -> Bson {
             { "$cond": [ { "$eq": [ "$$own", 0 ] }, [], PLACES ] },
             { "$slice": [ PLACES, "$$own" ] },
         ] },
-    } })
+    } };
+    fresh_of(Bson::Document(before), readings)
 }
 
 /// The queue's part of the exclusive grant rule: no live place ahead.
@@ -175,16 +200,18 @@ pub(super) fn without(places: &str, ticket: &LockId) -> Bson {
 }
 
 /// The queue after a fair request's refusal: the live places, with `ticket`'s refreshed in
-/// place (its `expiresAt` at `now + ttl`, its `mode`, its `tag`: see `hints::place_tag`),
-/// or a new place at the back (`queuedAt = now`).
+/// place (its `expiresAt` at `now + ttl`, `keptAt = now`, its `mode`, its `tag`: see
+/// `hints::place_tag`, and the handoff with the ticket's claim lease), or a new place at
+/// the back (`queuedAt = keptAt = now`).
 pub(super) fn enqueued(
-    ticket: &LockId,
-    ttl_ms: i64,
+    ticket: &Ticket,
     request: &LockRequest,
     tag: &str,
     readings: &Readings,
 ) -> Bson {
-    let id = literal(ticket.as_str());
+    let ttl_ms = super::ms(ticket.ttl.as_duration());
+    let claim_ms = super::ms(ticket.claim.as_duration());
+    let id = literal(ticket.id.as_str());
     let mode = mode_name(request.mode());
     let tag = literal(tag);
     let detail = |v: Option<&String>| v.map_or(Bson::Null, |v| literal(v.as_str()));
@@ -199,9 +226,11 @@ pub(super) fn enqueued(
         HOST: detail(request.holder.host.as_ref()),
         COMMENT: detail(request.holder.comment.as_ref()),
         LIMIT: limit,
-        LEASE: ttl_ms,
+        LEASE: claim_ms,
     };
-    let mut fresh = doc! { EXPIRES_AT: "$$fresh", MODE: mode, TAG: tag.clone() };
+    let mut fresh = doc! {
+        EXPIRES_AT: "$$fresh", KEPT_AT: readings.now.clone(), MODE: mode, TAG: tag.clone(),
+    };
     fresh.extend(handoff.clone());
     let refreshed = doc! { "$map": { "input": PLACES, "in": { "$cond": [
         { "$eq": [ format!("$$this.{TICKET}"), id.clone() ] },
@@ -210,7 +239,7 @@ pub(super) fn enqueued(
     ] } } };
     let mut place = doc! {
         TICKET: id.clone(), MODE: mode, QUEUED_AT: readings.now.clone(), EXPIRES_AT: "$$fresh",
-        TAG: tag,
+        KEPT_AT: readings.now.clone(), TAG: tag,
     };
     place.extend(handoff);
     let appended = doc! { "$concatArrays": [ PLACES, [ place ] ] };
@@ -418,7 +447,7 @@ pub(crate) fn hand_over(readings: &Readings) -> Document {
     // Each step copies only what is handed (a short run), never the places left behind:
     // those are the places less the handed ones, taken once at the end.
     let run = doc! { "$reduce": {
-        "input": "$$places",
+        "input": fresh_of(Bson::String("$$places".to_owned()), readings),
         "initialValue": {
             "x": held_exclusive, "lock": Bson::Null, SHARED: held_shared,
             "fence": { "$ifNull": [ format!("${LAST_FENCE}"), 0_i64 ] },

@@ -100,9 +100,19 @@ impl<B: Backend> Ctx<B> {
         fair: Option<&Fair>,
     ) -> Result<LockStatus, Error> {
         let mut request = LockRequest::new(resource, lock_id, options)?.with_access(access);
-        if let Some(Fair { ticket, lease, .. }) = fair {
+        if let Some(Fair {
+            ticket,
+            lease,
+            claim,
+            ..
+        }) = fair
+        {
             let id = LockId::new(ticket).map_err(|e| e.about("ticket"))?;
-            request = request.fair(Ticket::new(id, *lease)?);
+            let mut ticket = Ticket::new(id, *lease)?;
+            if let Some(claim) = claim {
+                ticket = ticket.with_claim(*claim)?;
+            }
+            request = request.fair(ticket);
         }
         self.store.lock(&request).await
     }
@@ -216,6 +226,8 @@ pub struct Fair {
     pub ticket: String,
     /// The place's lease.
     pub lease: Duration,
+    /// The place's claim lease; `None`: its lease.
+    pub claim: Option<Duration>,
 }
 
 impl std::fmt::Debug for Fair {
@@ -224,6 +236,7 @@ impl std::fmt::Debug for Fair {
             .field("options", &self.options)
             .field("ticket", &"<redacted>")
             .field("lease", &self.lease)
+            .field("claim", &self.claim)
             .finish()
     }
 }
@@ -238,6 +251,7 @@ mod tests {
             options: LockOptions::new(),
             ticket: "secret-ticket-7".into(),
             lease: Duration::from_secs(5),
+            claim: None,
         };
         let shown = format!("{fair:?}");
         assert!(!shown.contains("secret-ticket-7"), "{shown}");
