@@ -35,8 +35,8 @@ pub const MIN_QUEUE_TTL: Duration = Duration::from_millis(100);
 pub const MAX_QUEUE_TTL: Duration = Duration::from_secs(600);
 
 /// A fair request's place in a resource's queue: the secret that names it across attempts,
-/// its lease, and its claim lease. Like a lock id, the ticket is never shown in errors or
-/// logs.
+/// its lease, and its claim lease (or none, far back). Like a lock id, the ticket is never
+/// shown in errors or logs.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Ticket {
     /// Names the place; the same for every attempt of one waiting acquire.
@@ -44,11 +44,10 @@ pub struct Ticket {
     /// How long the place lasts unless the waiter asks again.
     pub ttl: Ttl,
     /// The claim lease, at most `ttl`: how long a lock handed to the place lasts unless its
-    /// waiter claims it, and how long after the waiter last asked the place may be handed
-    /// the lock at all ([`QueueEntry::is_fresh`]). A waiter far back asks rarely, with a
-    /// long `ttl` and a short claim lease: its place keeps its order, and if it died, a
-    /// handoff passes it by once a claim lease has gone by.
-    pub claim: Ttl,
+    /// waiter claims it, and how long after this request the place may be handed the lock
+    /// at all ([`QueueEntry::is_fresh`]). `None`: the waiter keeps its place far back
+    /// ([`Ticket::far_back`]), and the place is stale at once.
+    pub claim: Option<Ttl>,
 }
 
 impl Ticket {
@@ -61,7 +60,7 @@ impl Ticket {
         Ok(Ticket {
             id,
             ttl,
-            claim: ttl,
+            claim: Some(ttl),
         })
     }
 
@@ -81,8 +80,26 @@ impl Ticket {
                 ),
             ));
         }
-        self.claim = Ttl::new(claim)?;
+        self.claim = Some(Ttl::new(claim)?);
         Ok(self)
+    }
+
+    /// The same ticket, kept far back: the request keeps the place for its lease without
+    /// asking to be next, so the place is stale (it keeps its order, counts for nobody and
+    /// is handed nothing) until its waiter asks with a claim lease again. A waiter far back
+    /// in a slow line asks rarely this way, with a long lease: a handoff never reaches it
+    /// while it does not listen, and if it died, nobody waits for it.
+    #[must_use]
+    pub fn far_back(mut self) -> Self {
+        self.claim = None;
+        self
+    }
+
+    /// The lease a handoff to the place grants: the claim lease, or the place's lease for
+    /// a place kept far back (which is handed nothing until it asks again).
+    #[must_use]
+    pub fn handoff_lease(&self) -> Ttl {
+        self.claim.unwrap_or(self.ttl)
     }
 }
 
@@ -156,10 +173,12 @@ pub struct QueueEntry {
     pub queued_at: Timestamp,
     /// When the place lapses unless the waiter asks again.
     pub expires_at: Timestamp,
-    /// When the waiter last asked (took or kept the place); `None` for a place whose writer
-    /// did not record it (an earlier version): such a place is fresh as long as it is live.
+    /// Until when the place may be handed the lock: its waiter's last request plus its
+    /// claim lease, or that request's instant for a place kept far back. `None` for a place
+    /// whose writer did not record it (an earlier version): such a place is fresh as long
+    /// as it is live.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kept_at: Option<Timestamp>,
+    pub fresh_until: Option<Timestamp>,
     /// What the store grants the place when it hands it the lock; `None` for a place whose
     /// writer did not record it (an earlier version): such a place is never handed the lock,
     /// and is granted by its own next request, as before.
@@ -176,7 +195,7 @@ impl QueueEntry {
             mode,
             queued_at,
             expires_at,
-            kept_at: None,
+            fresh_until: None,
             handoff: None,
         }
     }
@@ -188,10 +207,10 @@ impl QueueEntry {
         self
     }
 
-    /// The same place, last kept at `kept_at` (for stores that decode places).
+    /// The same place, fresh until `fresh_until` (for stores that decode places).
     #[must_use]
-    pub fn with_kept_at(mut self, kept_at: Option<Timestamp>) -> Self {
-        self.kept_at = kept_at;
+    pub fn with_fresh_until(mut self, fresh_until: Option<Timestamp>) -> Self {
+        self.fresh_until = fresh_until;
         self
     }
 
@@ -202,23 +221,18 @@ impl QueueEntry {
         mutants::active(Mutant::QueueDeadEntryBlocks) || now < self.expires_at
     }
 
-    /// Fresh at `now`: live, and its waiter asked within the claim lease it recorded
-    /// (`now < kept_at + lease`; a place that records no handoff or no `kept_at` is fresh
-    /// while live). Only a fresh place counts for the grant rule and is handed the lock: a
-    /// live place that is not fresh keeps its order, blocks nobody, and counts again once
-    /// its waiter asks.
+    /// Fresh at `now`: live, and its waiter asked to be next within the claim lease it gave
+    /// (`now < fresh_until`; a place that records no `fresh_until` is fresh while live).
+    /// Only a fresh place counts for the grant rule and is handed the lock: a live place
+    /// that is not fresh keeps its order, blocks nobody, and counts again once its waiter
+    /// asks with a claim lease.
     #[must_use]
     pub fn is_fresh(&self, now: Timestamp) -> bool {
-        self.is_live(now)
-            && (mutants::active(Mutant::StalePlaceCounts)
-                || self.stale_at().is_none_or(|t| now < t))
-    }
-
-    /// When the place stops being fresh (before it lapses), if it records when.
-    #[must_use]
-    pub fn stale_at(&self) -> Option<Timestamp> {
-        let (kept_at, handoff) = (self.kept_at?, self.handoff.as_ref()?);
-        Some(kept_at.saturating_add(handoff.lease.as_duration()))
+        // A place that never lapses (the mutant) counts for ever, as it did when live.
+        mutants::active(Mutant::QueueDeadEntryBlocks)
+            || self.is_live(now)
+                && (mutants::active(Mutant::StalePlaceCounts)
+                    || self.fresh_until.is_none_or(|t| now < t))
     }
 }
 
@@ -280,29 +294,51 @@ impl Queue {
         ticket: Option<&'a LockId>,
         now: Timestamp,
     ) -> impl Iterator<Item = &'a QueueEntry> + 'a {
+        self.before(ticket, now).filter(move |e| e.is_fresh(now))
+    }
+
+    /// The live places ahead of `ticket`'s own live place (every live place when it has
+    /// none), fresh or not: how far back in the line it is.
+    pub fn live_ahead<'a>(
+        &'a self,
+        ticket: Option<&'a LockId>,
+        now: Timestamp,
+    ) -> impl Iterator<Item = &'a QueueEntry> + 'a {
+        self.before(ticket, now).filter(move |e| e.is_live(now))
+    }
+
+    /// Every place before `ticket`'s own live place, or every place when it has none.
+    fn before<'a>(
+        &'a self,
+        ticket: Option<&'a LockId>,
+        now: Timestamp,
+    ) -> impl Iterator<Item = &'a QueueEntry> + 'a {
         let own = ticket.and_then(|t| self.0.iter().position(|e| &e.ticket == t && e.is_live(now)));
-        let end = own.unwrap_or(self.0.len());
-        self.0[..end].iter().filter(move |e| e.is_fresh(now))
+        self.0[..own.unwrap_or(self.0.len())].iter()
     }
 
     /// `ticket` takes a place at the back in `mode` at `now`, or refreshes the place it has
     /// (keeping its order, taking the new mode, lease and what a handoff grants: see
-    /// [`LockRequest::handoff`](crate::LockRequest::handoff)), kept at `now`, after the
-    /// dead places are dropped.
+    /// [`LockRequest::handoff`](crate::LockRequest::handoff)), fresh for the ticket's claim
+    /// lease from `now` (stale at once when kept far back), after the dead places are
+    /// dropped.
     pub fn join(&mut self, ticket: &Ticket, mode: Mode, handoff: Handoff, now: Timestamp) {
         self.drop_dead(now);
         let expires_at = now.saturating_add(ticket.ttl.as_duration());
+        let fresh_until = ticket
+            .claim
+            .map_or(now, |c| now.saturating_add(c.as_duration()));
         let handoff = Some(handoff);
         match self.0.iter_mut().find(|e| e.ticket == ticket.id) {
             Some(e) => {
                 e.expires_at = expires_at;
-                e.kept_at = Some(now);
+                e.fresh_until = Some(fresh_until);
                 e.mode = mode;
                 e.handoff = handoff;
             }
             None => self.0.push(
                 QueueEntry::new(ticket.id.clone(), mode, now, expires_at)
-                    .with_kept_at(Some(now))
+                    .with_fresh_until(Some(fresh_until))
                     .with_handoff(handoff),
             ),
         }

@@ -286,7 +286,7 @@ impl ResourceState {
             .locks()
             .filter_map(|(_, l)| l.expires_at.map(|e| e.saturating_add(grace)))
             .chain(self.queue.iter().map(|e| e.expires_at))
-            .chain(self.queue.iter().filter_map(QueueEntry::stale_at))
+            .chain(self.queue.iter().filter_map(|e| e.fresh_until))
             .filter(|&t| t > now)
             .collect();
         ends.sort_unstable();
@@ -345,21 +345,26 @@ impl ResourceState {
         }
     }
 
-    /// How many live places ahead of the request's own conflict with it (every place
+    /// How many fresh places ahead of the request's own conflict with it (every place
     /// for an exclusive request or a limited shared one, the exclusive places for a shared
-    /// one without a limit): what a refusal reports as the waiter's place.
+    /// one without a limit), and how many live ones: what a refusal reports as the
+    /// waiter's place.
     #[must_use]
     pub fn queued(&self, request: &LockRequest, now: Timestamp) -> Queued {
+        let ticket = request.ticket();
         Queued {
-            ahead: self.conflicting_ahead(request, now),
+            ahead: self.conflicting(request, self.queue.ahead(ticket, now)),
+            live_ahead: self.conflicting(request, self.queue.live_ahead(ticket, now)),
             fence: self.last_fence,
         }
     }
 
-    /// See [`ResourceState::queued`].
-    #[must_use]
-    pub fn conflicting_ahead(&self, request: &LockRequest, now: Timestamp) -> u32 {
-        let ahead = self.queue.ahead(request.ticket(), now);
+    /// How many of the places `ahead` conflict with `request`.
+    fn conflicting<'a>(
+        &self,
+        request: &LockRequest,
+        ahead: impl Iterator<Item = &'a QueueEntry>,
+    ) -> u32 {
         let n = match request.access {
             Access::Exclusive | Access::Shared(Some(_)) => ahead.count(),
             Access::Shared(None) => ahead.filter(|e| e.mode == Mode::Exclusive).count(),
@@ -410,8 +415,12 @@ impl ResourceState {
             return (Ok(status), moves);
         }
         let queued = request.fair.as_ref().map(|ticket| {
-            self.queue
-                .join(ticket, request.mode(), request.handoff(ticket.claim), now);
+            self.queue.join(
+                ticket,
+                request.mode(),
+                request.handoff(ticket.handoff_lease()),
+                now,
+            );
             self.queued(request, now)
         });
         let refused = Error::AlreadyLocked {

@@ -112,10 +112,14 @@ pub fn sort_newest_first(locks: &mut [LockStatus]) {
 /// A fair request's place as its refusal reports it (`Error::AlreadyLocked::queued`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Queued {
-    /// The live places ahead of it that it must let go first: every place ahead for an
+    /// The fresh places ahead of it that it must let go first: every place ahead for an
     /// exclusive request or a limited shared one, the exclusive places ahead for a shared
     /// one without a limit. 0: nobody.
     pub ahead: u32,
+    /// The live places ahead of it counted the same way, fresh or not (places kept far
+    /// back count here, not in `ahead`): how far back in the line it is.
+    #[serde(default)]
+    pub live_ahead: u32,
     /// The resource's last fence when the store decided: grants with a higher fence came
     /// after the refusal (their places are counted in `ahead`).
     pub fence: u64,

@@ -395,7 +395,7 @@ impl LockModel {
                 r = r.fair(Ticket {
                     id: ticket(client, w.ticket).clone(),
                     ttl: self.config.queue_ttl,
-                    claim: self.config.queue_ttl,
+                    claim: Some(self.config.queue_ttl),
                 });
             }
             asked = r;

@@ -86,7 +86,7 @@ fn rename_place<S>(e: &QueueEntry, plan: &RewritePlan<ClientId, S>) -> QueueEntr
         e.queued_at,
         e.expires_at,
     )
-    .with_kept_at(e.kept_at)
+    .with_fresh_until(e.fresh_until)
     .with_handoff(handoff)
 }
 

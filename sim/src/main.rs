@@ -325,9 +325,10 @@ fn main() -> ExitCode {
         summary.tally.slowest_takeover_ms
     );
     println!(
-        "{} seeds with fair clients: {} places taken, {} lapsed, {} left, {} handed the lock; {} fair grants; {} grants past a queue checked for fifo",
+        "{} seeds with fair clients: {} places taken, {} kept far back, {} lapsed, {} left, {} handed the lock; {} fair grants; {} grants past a queue checked for fifo",
         summary.seeds_with_fair_clients,
         summary.tally.places_taken,
+        summary.tally.far_keeps,
         summary.tally.places_lapsed,
         summary.tally.places_left,
         summary.tally.places_handed,

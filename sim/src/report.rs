@@ -165,6 +165,8 @@ pub struct Tally {
     /// Places the store handed the lock to (each checked: the first live place, its
     /// claim lease from the handoff).
     pub places_handed: u64,
+    /// Refusals that kept a place far back (stale, for a longer lease).
+    pub far_keeps: u64,
     /// Fair waits checked for `bounded_waiting`: from the place taken to the grant.
     pub fair_waits_checked: u64,
     /// Of those, the ones with waiters ahead when the place was taken.
@@ -204,6 +206,7 @@ impl Tally {
         self.places_lapsed += other.places_lapsed;
         self.places_left += other.places_left;
         self.places_handed += other.places_handed;
+        self.far_keeps += other.far_keeps;
         self.fair_waits_checked += other.fair_waits_checked;
         self.fair_waits_behind += other.fair_waits_behind;
         self.longest_fair_wait_ms = self.longest_fair_wait_ms.max(other.longest_fair_wait_ms);

@@ -72,7 +72,7 @@ catalogue! {
     /// The hand-over stage hands the lock to the first place, live or not.
     PipelineHandoffToDeadPlace => "pipeline_handoff_to_dead_place",
     /// The grant pipelines and the hand-over stage count a live place however long ago its
-    /// waiter last asked (`keptAt` ignored).
+    /// waiter last asked to be next (`freshUntil` ignored).
     PipelineStalePlaceCounts => "pipeline_stale_place_counts",
     /// The hand-over stage goes on past a place it cannot hand the lock to, handing it to
     /// later places that conflict with that one.

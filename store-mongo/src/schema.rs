@@ -76,7 +76,7 @@ pub(crate) const QUEUE: &str = "queue";
 pub(crate) const TICKET: &str = "ticket";
 pub(crate) const MODE: &str = "mode";
 pub(crate) const QUEUED_AT: &str = "queuedAt";
-pub(crate) const KEPT_AT: &str = "keptAt";
+pub(crate) const FRESH_UNTIL: &str = "freshUntil";
 pub(crate) const LAST_LEAVE: &str = "lastLeave";
 pub(crate) const TAG: &str = "tag";
 pub(crate) const LIMIT: &str = "limit";
@@ -306,7 +306,7 @@ impl Decoder<'_> {
     }
 
     /// The queue of fair waiters: missing or null is empty; every place a document with a
-    /// ticket string, a known mode, two dates and an optional third (`keptAt`); no ticket
+    /// ticket string, a known mode, two dates and an optional third (`freshUntil`); no ticket
     /// twice. Errors name the place
     /// by its index, never by its ticket (a secret).
     fn queue(&self, doc: &Document) -> Result<Vec<QueueEntry>, MalformedDocument> {
@@ -351,11 +351,11 @@ impl Decoder<'_> {
                     "the same ticket holds an earlier place in the queue",
                 ));
             }
-            let kept_at = self.opt_date(e, &at, KEPT_AT)?;
+            let fresh_until = self.opt_date(e, &at, FRESH_UNTIL)?;
             let handoff = self.handoff(e, &at)?;
             queue.push(
                 QueueEntry::new(LockId::stored(ticket), mode, queued_at, expires_at)
-                    .with_kept_at(kept_at)
+                    .with_fresh_until(fresh_until)
                     .with_handoff(handoff),
             );
         }

@@ -66,6 +66,12 @@ pub(super) struct Place {
     /// The waiters ahead that it must let go first, as the last refusal said and the hints
     /// since then moved it; `None` before any refusal (no place yet).
     ahead: Option<u32>,
+    /// The live places ahead of it as the last refusal said, fresh or not: how far back it
+    /// is, whatever the waiters ahead do (the pace of the line is judged on it).
+    live_ahead: Option<u32>,
+    /// Whether the attempt that last kept the place kept it far back
+    /// ([`Ticket::far_back`]): the next keep is due a far-back interval later.
+    kept_far: bool,
     /// When the attempt that took or last kept the place was sent (local).
     kept_at: Option<LocalMs>,
     /// The fence of the last grant `ahead` accounts for: a `Taken` hint with a fence at or
@@ -74,12 +80,13 @@ pub(super) struct Place {
     /// The fences of the grants hinted while an attempt was in flight: its refusal may
     /// have been decided before or after them, which their fences tell.
     early: Vec<u64>,
-    /// The first refusal that gave this place (when its attempt was sent, and the count it
-    /// said): with the last one, how fast the line moves.
+    /// The first refusal that gave this place (when its attempt was sent, and the live
+    /// count it said): with the last one, how fast the line moves.
     first_count: Option<(LocalMs, u32)>,
     /// Far back: more than [`NEAR_HEAD`] places ahead, and at the line's pace so far not
     /// near the head before the place must be kept again. Its process need not listen for
-    /// it ([`LockerCore::wants_hints`]).
+    /// it ([`LockerCore::wants_hints`]), and it keeps its place far back: stale, rarely, for
+    /// a longer lease.
     far: bool,
 }
 
@@ -90,6 +97,8 @@ impl Place {
             lock_id,
             asked: false,
             ahead: None,
+            live_ahead: None,
+            kept_far: false,
             kept_at: None,
             fence: 0,
             early: Vec::new(),
@@ -113,14 +122,15 @@ impl Place {
     /// Whether, going by the refusals so far, the waiter stays more than [`NEAR_HEAD`]
     /// places back for longer than [`NEAR_KEEPS`] times `every` ms (the time until the
     /// place is next kept) if it is far back already, [`FAR_KEEPS`] times if it is not:
-    /// the line moved `first - ahead`
-    /// places in the time between the first refusal and the last one, and has
-    /// `ahead - NEAR_HEAD` to go. A waiter whose refusals span less than half of `every`
-    /// does not know the pace yet (a line that moved no place in a few milliseconds may
-    /// move fast): it is near.
+    /// the line moved `first - live_ahead` live places in the time between the first
+    /// refusal and the last one, and has `live_ahead - NEAR_HEAD` to go. A waiter with at
+    /// most [`NEAR_HEAD`] fresh places ahead is near whatever the live ones (those far
+    /// back are passed over), and one whose refusals span less than half of `every` does
+    /// not know the pace yet (a line that moved no place in a few milliseconds may move
+    /// fast): it is near.
     fn far_back(&self, every: u64) -> bool {
-        let (Some(ahead), Some(kept), Some((t0, first))) =
-            (self.ahead, self.kept_at, self.first_count)
+        let (Some(ahead), Some(live), Some(kept), Some((t0, first))) =
+            (self.ahead, self.live_ahead, self.kept_at, self.first_count)
         else {
             return false;
         };
@@ -130,8 +140,8 @@ impl Place {
         if ahead <= NEAR_HEAD {
             return mutants::active(Mutant::LockerHeadStopsListening);
         }
-        let moved = u64::from(first.saturating_sub(ahead));
-        let to_go = u64::from(ahead - NEAR_HEAD);
+        let moved = u64::from(first.saturating_sub(live));
+        let to_go = u64::from(live.saturating_sub(NEAR_HEAD));
         let span = kept.0 - t0.0;
         let horizon = every * if self.far { NEAR_KEEPS } else { FAR_KEEPS };
         // to_go / (moved / span) > horizon, without dividing by a line that did not move.
@@ -162,15 +172,39 @@ impl Place {
 }
 
 impl<R: RngCore> LockerCore<R> {
-    /// The ticket an attempt of `a` carries, if it is fair.
+    /// The ticket an attempt of `a` carries, if it is fair: a place with a lease of
+    /// `queue_ttl` and the same claim lease, or far back, one kept far back for
+    /// [`NEAR_KEEPS`] times as long.
     pub(super) fn ticket_of(&self, a: &Acquire) -> Option<Ticket> {
         let place = a.place.as_ref()?;
+        if place.far {
+            let lease = self.far_lease();
+            return Ticket::new(place.ticket.clone(), lease)
+                .ok()
+                .map(Ticket::far_back);
+        }
         Ticket::new(place.ticket.clone(), self.config.queue_ttl).ok()
+    }
+
+    /// The lease of a place kept far back: [`NEAR_KEEPS`] times `queue_ttl`, at most the
+    /// longest place lease.
+    fn far_lease(&self) -> std::time::Duration {
+        let times = u32::try_from(NEAR_KEEPS).unwrap_or(u32::MAX);
+        self.config
+            .queue_ttl
+            .saturating_mul(times)
+            .min(crate::queue::MAX_QUEUE_TTL)
     }
 
     /// How often a waiter keeps its place (ms): `renew_fraction` of the place's lease.
     pub(super) fn keep_every(&self) -> u64 {
         let every = self.config.queue_ttl.mul_f64(self.config.renew_fraction);
+        duration_millis(every).max(1)
+    }
+
+    /// How often a waiter far back keeps its place (ms): `renew_fraction` of its lease.
+    fn keep_far_every(&self) -> u64 {
+        let every = self.far_lease().mul_f64(self.config.renew_fraction);
         duration_millis(every).max(1)
     }
 
@@ -190,14 +224,20 @@ impl<R: RngCore> LockerCore<R> {
                     q.ahead
                         .saturating_sub(u32::try_from(later).unwrap_or(u32::MAX)),
                 );
+                let later = u32::try_from(later).unwrap_or(u32::MAX);
+                place.live_ahead = Some(q.live_ahead.max(q.ahead).saturating_sub(later));
                 place.fence = early.into_iter().fold(q.fence, u64::max);
                 place.kept_at = Some(sent);
-                let ahead = place.ahead.unwrap_or(0);
-                place.first_count.get_or_insert((sent, ahead));
+                // The attempt carried the ticket of the place as it was when sent.
+                place.kept_far = place.far;
+                let live = place.live_ahead.unwrap_or(0);
+                place.first_count.get_or_insert((sent, live));
                 place.far = place.far_back(every);
             }
             None => {
                 place.ahead = None;
+                place.live_ahead = None;
+                place.kept_far = false;
                 place.kept_at = None;
                 place.first_count = None;
                 place.far = false;
@@ -205,10 +245,19 @@ impl<R: RngCore> LockerCore<R> {
         }
     }
 
-    /// When `a` must ask again to keep its place, if it has one.
+    /// When `a` must ask again to keep its place, if it has one: `renew_fraction` of the
+    /// lease the attempt that kept it gave it. A waiter that just went far back asks again
+    /// within the claim lease of its last keep (which the store may still hand the lock
+    /// to, and its process may no longer hear): a place stops being handed the lock only
+    /// once it is kept far back.
     pub(super) fn keep_place_by(&self, a: &Acquire) -> Option<LocalMs> {
-        let kept_at = a.place.as_ref()?.kept_at?;
-        Some(kept_at.saturating_add_millis(self.keep_every()))
+        let place = a.place.as_ref()?;
+        let every = if place.kept_far {
+            self.keep_far_every()
+        } else {
+            self.keep_every()
+        };
+        Some(place.kept_at?.saturating_add_millis(every))
     }
 
     /// A hint that somebody was granted the resource, with `fence`: a waiter with others

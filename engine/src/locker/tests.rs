@@ -666,8 +666,13 @@ fn acquire_fair(c: &mut LockerCore<StdRng>, key: LeaseKey, wait: Wait, now: u64)
 
 /// The ticket (secret) a lock request carries, if fair.
 fn ticket(t: &Transmit) -> Option<LockId> {
+    fair_ticket(t).map(|f| f.id)
+}
+
+/// The whole ticket a lock request carries, if fair.
+fn fair_ticket(t: &Transmit) -> Option<crate::Ticket> {
     match &t.request {
-        Request::Lock { request, .. } => request.fair.as_ref().map(|f| f.id.clone()),
+        Request::Lock { request, .. } => request.fair.clone(),
         other => panic!("not a lock request: {other:?}"),
     }
 }
@@ -677,7 +682,11 @@ fn refuse_queued(c: &mut LockerCore<StdRng>, t: &Transmit, ahead: u32, now: u64)
     let reply = Reply::Refused(Error::AlreadyLocked {
         resource: job(),
         retry_in: None,
-        queued: Some(crate::Queued { ahead, fence: 0 }),
+        queued: Some(crate::Queued {
+            ahead,
+            live_ahead: ahead,
+            fence: 0,
+        }),
     });
     c.handle_reply(t.id, reply, ms(now));
     assert!(c.poll_transmit().is_none(), "nothing sent at the refusal");
@@ -702,15 +711,39 @@ fn a_fair_acquire_keeps_one_ticket_and_asks_again_in_time_to_keep_its_place() {
     let first = ticket(&t).expect("fair");
     let lease = c.config().queue_ttl;
     // Heard no hints yet: it polls on its backoff, but never later than half the place's
-    // lease after the attempt that kept it was sent.
+    // lease after the attempt that kept it was sent. Three places ahead in a line that
+    // does not move: once it knows the pace, it keeps its place far back, stale, with a
+    // lease four times as long, and asks four times as rarely.
     let mut sent = 0;
     let mut t = t;
+    let mut far_keeps = 0;
     for _ in 0..12 {
+        let kept = fair_ticket(&t).expect("fair");
         let due = refuse_queued(&mut c, &t, 3, sent + 5);
         assert!(
-            due <= ms(sent + duration_millis(lease) / 2),
+            due <= ms(sent + duration_millis(kept.ttl.as_duration()) / 2),
             "{due} after {sent}"
         );
+        if kept.claim.is_none() {
+            far_keeps += 1;
+            assert_eq!(
+                kept.ttl.as_duration(),
+                lease * 4,
+                "far back: a longer lease"
+            );
+            assert_eq!(
+                due,
+                ms(sent + duration_millis(lease) * 2),
+                "and a keep as rare"
+            );
+        } else {
+            assert_eq!(kept.ttl.as_duration(), lease);
+            assert_eq!(
+                kept.claim,
+                Some(kept.ttl),
+                "near: a claim lease of the place's"
+            );
+        }
         c.handle_timeout(due);
         t = c.poll_transmit().expect("asked again");
         assert_eq!(
@@ -720,6 +753,7 @@ fn a_fair_acquire_keeps_one_ticket_and_asks_again_in_time_to_keep_its_place() {
         );
         sent = due.as_millis();
     }
+    assert!(far_keeps >= 3, "{far_keeps} keeps far back of 12");
 }
 
 #[test]
@@ -890,7 +924,11 @@ fn grants_hinted_around_a_refusal_move_a_fair_waiter_by_their_fences() {
         let reply = Reply::Refused(Error::AlreadyLocked {
             resource: job(),
             retry_in: None,
-            queued: Some(crate::Queued { ahead, fence }),
+            queued: Some(crate::Queued {
+                ahead,
+                live_ahead: ahead,
+                fence,
+            }),
         });
         c.handle_reply(t.id, reply, ms(now));
     };

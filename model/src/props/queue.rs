@@ -118,7 +118,7 @@ pub fn no_starvation(tr: &Transition<'_>) -> bool {
 }
 
 /// The queue of resource `r` the rules leave after the step `tr`: a refused fair request
-/// drops the lapsed places and then refreshes its own (same position, new lease, mode and `keptAt`,
+/// drops the lapsed places and then refreshes its own (same position, new lease, mode and freshness,
 /// and the lock a handoff would grant it) or joins at the back; a grant drops the lapsed
 /// places and the winner's; a leave drops the lapsed places and the leaver's; a purge
 /// drops the places lapsed at its instant; and a handoff in the same write drops the
@@ -174,12 +174,12 @@ fn written_queue(tr: &Transition<'_>, r: usize) -> Vec<QueueEntry> {
             match q.iter_mut().find(|p| &p.ticket == ticket) {
                 Some(p) => {
                     *p = QueueEntry::new(ticket.clone(), *mode, p.queued_at, lapses)
-                        .with_kept_at(Some(Timestamp::from_millis(now)))
+                        .with_fresh_until(Some(lapses))
                         .with_handoff(handoff);
                 }
                 None => q.push(
                     QueueEntry::new(ticket.clone(), *mode, Timestamp::from_millis(now), lapses)
-                        .with_kept_at(Some(Timestamp::from_millis(now)))
+                        .with_fresh_until(Some(lapses))
                         .with_handoff(handoff),
                 ),
             }

@@ -1,21 +1,23 @@
 //! The queues of fair waiters as SEMANTICS.md ("Fair requests and the queue") has them, kept
 //! by the world beside the store's own from what reaches the store and what it answers, and
 //! the two checks on them. The world's copy is its own: it judges a place live by the store's
-//! clock (`now < expires_at`) without the engine's code, so that an engine whose queue goes
-//! wrong is seen to.
+//! clock (`now < expires_at`), and fresh (`now < fresh_until`), without the engine's code,
+//! so that an engine whose queue goes wrong is seen to.
 //!
-//! - A refused fair `Lock` request takes a place at the back (`queued_at` now, lapsing a
-//!   `queue_ttl` later), or refreshes its live place where it stands; a place that lapsed is
-//!   gone, and the waiter's next refusal takes a new one at the back. A grant removes the
+//! - A refused fair `Lock` request takes a place at the back (`queued_at` now, lapsing its
+//!   ticket's lease later), or refreshes its live place where it stands; a place that lapsed
+//!   is gone, and the waiter's next refusal takes a new one at the back. The place is fresh
+//!   for the ticket's claim lease from the refusal, or stale at once when it was kept far
+//!   back; a stale place keeps its order and counts for nobody. A grant removes the
 //!   winner's place; a `LeaveQueue` that reaches the store removes the place it names, and
 //!   an `Unlock` the places of the lock id it releases.
 //! - Handoffs (every seed): a place whose lock id holds a lock on its resource after a
 //!   write (other than the grant the write answered) was handed it by that write. It must
-//!   have been the first live place, past no live place, and its lock must run the place's
-//!   lease from the handoff (`Handoff`); it leaves the queue, and its wait ends there. The
+//!   have been the first fresh place, past no fresh place, and its lock must run the place's
+//!   claim lease from the handoff (`Handoff`); it leaves the queue, and its wait ends there. The
 //!   world reads the locks from the store, and judges them by its own copy of the queue.
-//! - `fifo` (every seed, whatever its faults): the store grants nobody while a live place is
-//!   ahead of the grantee's own live place (every live place is ahead of a request without
+//! - `fifo` (every seed, whatever its faults): the store grants nobody while a fresh place is
+//!   ahead of the grantee's own live place (every fresh place is ahead of a request without
 //!   one: a request that is not fair, or a fair one before its first refusal). Every
 //!   request of the simulation is exclusive, so every place conflicts. A crashed or paused
 //!   waiter's place stays live until it lapses by the store's clock, and blocks meanwhile.
@@ -54,9 +56,11 @@ use crate::report::{Violation, ViolationKind};
 /// One place in a resource's queue, as the specification has it.
 struct Place {
     ticket: LockId,
-    /// The lock id a handoff grants it, and the claim lease (the place's lease).
+    /// The lock id a handoff grants it, and the claim lease.
     lock_id: LockId,
     lease: std::time::Duration,
+    /// Until when it may be handed the lock (the store's clock).
+    fresh_until: Timestamp,
     /// The client incarnation whose request took it.
     client: usize,
     incarnation: u32,
@@ -186,7 +190,13 @@ impl World {
                 let ticket = request.fair.as_ref().map(|t| &t.id);
                 let own =
                     ticket.and_then(|t| self.queues.places[r].iter().position(|p| &p.ticket == t));
-                let ahead = own.unwrap_or(self.queues.places[r].len());
+                let before = &self.queues.places[r][..own.unwrap_or(self.queues.places[r].len())];
+                let who: Vec<usize> = before
+                    .iter()
+                    .filter(|p| store_now < p.fresh_until)
+                    .map(|p| p.client)
+                    .collect();
+                let ahead = who.len();
                 if !self.queues.places[r].is_empty() {
                     self.report.tally.grants_past_queue += 1;
                 }
@@ -194,10 +204,6 @@ impl World {
                     self.report.tally.fair_grants += 1;
                 }
                 if ahead > 0 && !claim {
-                    let who: Vec<usize> = self.queues.places[r][..ahead]
-                        .iter()
-                        .map(|p| p.client)
-                        .collect();
                     let what = if ticket.is_some() {
                         "a fair request"
                     } else {
@@ -206,7 +212,7 @@ impl World {
                     self.violation(
                         ViolationKind::QueueOrder,
                         format!(
-                            "r{r} granted to {what} of client {client} while {ahead} live \
+                            "r{r} granted to {what} of client {client} while {ahead} fresh \
                              place(s) were ahead of it (of clients {who:?})"
                         ),
                     );
@@ -244,11 +250,18 @@ impl World {
                     );
                 }
                 let expires = store_now.saturating_add(ticket.ttl.as_duration());
+                let fresh_until = ticket
+                    .claim
+                    .map_or(store_now, |c| store_now.saturating_add(c.as_duration()));
+                let lease = ticket.handoff_lease().as_duration();
+                self.report.tally.far_keeps += u64::from(ticket.claim.is_none());
                 if let Some(p) = self.queues.places[r]
                     .iter_mut()
                     .find(|p| p.ticket == ticket.id)
                 {
                     p.expires = expires;
+                    p.fresh_until = fresh_until;
+                    p.lease = lease;
                     return;
                 }
                 let key = match self.clients[client].app {
@@ -271,7 +284,8 @@ impl World {
                 self.queues.places[r].push(Place {
                     ticket: ticket.id.clone(),
                     lock_id: request.lock_id.clone(),
-                    lease: ticket.ttl.as_duration(),
+                    lease,
+                    fresh_until,
                     client,
                     incarnation,
                     key,
@@ -312,8 +326,8 @@ impl World {
     /// After the store applied `request`, before the queue follows its answer: the places
     /// of the resource it wrote whose lock id now holds a lock there were handed it by this
     /// write (all but the request's own place, when it was granted: that is its grant). Each
-    /// must have been the first live place, and its lock must run the place's lease from
-    /// the handoff (`Handoff`); it leaves the queue, and its wait ends there.
+    /// must have been the first fresh place, and its lock must run the place's claim lease
+    /// from the handoff (`Handoff`); it leaves the queue, and its wait ends there.
     fn follow_handoffs(&mut self, request: &Request, reply: &Reply, store_now: Timestamp) {
         // The resource written, the request's own place when it was granted, and the places
         // the write took out before it handed over: the one a waiter leaves, or those of the
@@ -342,13 +356,14 @@ impl World {
         }
         let locks = self.locks_on(r);
         let mut i = 0;
-        let mut live_ahead = 0;
+        let mut fresh_ahead = 0;
         while i < self.queues.places[r].len() {
             let p = &self.queues.places[r][i];
             let lock = locks.iter().find(|l| l.lock_id == p.lock_id);
             let live = store_now < p.expires;
+            let fresh = live && store_now < p.fresh_until;
             let Some(lock) = lock.filter(|_| Some(&p.ticket) != own) else {
-                live_ahead += usize::from(live && !gone(p));
+                fresh_ahead += usize::from(fresh && !gone(p));
                 i += 1;
                 continue;
             };
@@ -356,8 +371,13 @@ impl World {
             let client = p.client;
             let fault = if !live {
                 Some("a place that had lapsed".to_owned())
-            } else if live_ahead > 0 {
-                Some(format!("a place behind {live_ahead} live place(s)"))
+            } else if !fresh {
+                Some(
+                    "a stale place (kept far back, or not asked for within its claim lease)"
+                        .to_owned(),
+                )
+            } else if fresh_ahead > 0 {
+                Some(format!("a place behind {fresh_ahead} fresh place(s)"))
             } else if lock.expires_at != Some(lease_ends) {
                 Some(format!(
                     "a claim lease to {:?}, not the place's lease from the handoff ({lease_ends:?})",

@@ -5,8 +5,9 @@
 //!
 //! The grant pipeline binds `$$places` to the live places of a valid document in order
 //! (`expiresAt > now`: the engine's `QueueEntry::is_live`) and `$$ahead` to the fresh places
-//! ahead of the request's own live place (all of them when it has none; fresh: kept within
-//! its claim lease, `now < keptAt + lease`, the engine's `QueueEntry::is_fresh`). `now` is one value
+//! ahead of the request's own live place (all of them when it has none; fresh: its waiter
+//! asked to be next within its claim lease, `now < freshUntil`, the engine's
+//! `QueueEntry::is_fresh`). `now` is one value
 //! for the whole command (`$$NOW` is constant per command), so every test below sees the
 //! same instant; dates compare in milliseconds on both sides. Tickets only ever reach an
 //! expression wrapped in `$literal`.
@@ -17,7 +18,7 @@ use lockwright_engine::{Access, LockId, LockRequest, MAX_QUEUE_TTL, Mode, Shared
 
 use super::{Readings, literal, type_in};
 use crate::schema::{
-    ACQUIRED, COMMENT, CREATED_AT, EXCLUSIVE, EXCLUSIVE_MODE, EXPIRES_AT, FENCE, HOST, KEPT_AT,
+    ACQUIRED, COMMENT, CREATED_AT, EXCLUSIVE, EXCLUSIVE_MODE, EXPIRES_AT, FENCE, FRESH_UNTIL, HOST,
     LAST_FENCE, LEASE, LIMIT, LOCK_ID, MODE, OWNER, QUEUE, QUEUED_AT, RENEWED_AT, SHARED,
     SHARED_MODE, TAG, TICKET, WAKE, empty_exclusive,
 };
@@ -43,7 +44,7 @@ fn mode_name(mode: Mode) -> &'static str {
 
 /// The server's copy of the decoder's test of `queue`: missing or null, or an array of
 /// places each with a string ticket, a known mode, two dates and an optional third
-/// (`keptAt`), no ticket twice. Every
+/// (`freshUntil`), no ticket twice. Every
 /// operator that could fail on a wrong type comes after the `$type` test that rules it out.
 pub(super) fn valid_queue() -> Document {
     let queue = format!("${QUEUE}");
@@ -55,7 +56,7 @@ pub(super) fn valid_queue() -> Document {
         { "$in": [ place(MODE), [ EXCLUSIVE_MODE, SHARED_MODE ] ] },
         type_in(&place(QUEUED_AT), &["date"]),
         type_in(&place(EXPIRES_AT), &["date"]),
-        type_in(&place(KEPT_AT), &["missing", "null", "date"]),
+        type_in(&place(FRESH_UNTIL), &["missing", "null", "date"]),
         valid_handoff(),
     ] };
     doc! { "$or": [
@@ -108,19 +109,18 @@ pub(super) fn live_places(readings: &Readings) -> Bson {
     Bson::Document(doc! { "$filter": { "input": stored(), "cond": live } })
 }
 
-/// Whether the live place `$$this` is fresh at `now`: it records no `keptAt` or no
-/// handoff, or its waiter asked within its claim lease (`now < keptAt + lease`; a valid
-/// place with a `lockId` has an integer lease). Every place under the mutant that lets
-/// stale places count.
+/// Whether the live place `$$this` is fresh at `now`: it records no `freshUntil` (an
+/// earlier writer's), or `now < freshUntil`. Every place under the mutant that lets stale
+/// places count.
 fn fresh(readings: &Readings) -> Bson {
-    if mutated!(PipelineStalePlaceCounts) {
+    // A place that never lapses (the other mutant) counts for ever, as it did when live.
+    if mutated!(PipelineStalePlaceCounts) || mutated!(PipelineDeadEntryBlocks) {
         return Bson::Boolean(true);
     }
     let p = |f: &str| format!("$$this.{f}");
     Bson::Document(doc! { "$or": [
-        type_in(&p(KEPT_AT), &["missing", "null"]),
-        type_in(&p(LOCK_ID), &["missing", "null"]),
-        { "$lt": [ readings.now.clone(), { "$add": [ p(KEPT_AT), p(LEASE) ] } ] },
+        type_in(&p(FRESH_UNTIL), &["missing", "null"]),
+        { "$lt": [ readings.now.clone(), p(FRESH_UNTIL) ] },
     ] })
 }
 
@@ -200,9 +200,9 @@ pub(super) fn without(places: &str, ticket: &LockId) -> Bson {
 }
 
 /// The queue after a fair request's refusal: the live places, with `ticket`'s refreshed in
-/// place (its `expiresAt` at `now + ttl`, `keptAt = now`, its `mode`, its `tag`: see
-/// `hints::place_tag`, and the handoff with the ticket's claim lease), or a new place at
-/// the back (`queuedAt = keptAt = now`).
+/// place (its `expiresAt` at `now + ttl`, `freshUntil` at `now + claim`, or `now` for a
+/// place kept far back, its `mode`, its `tag`: see `hints::place_tag`, and the handoff
+/// with the ticket's claim lease), or a new place at the back (`queuedAt = now`).
 pub(super) fn enqueued(
     ticket: &Ticket,
     request: &LockRequest,
@@ -210,7 +210,11 @@ pub(super) fn enqueued(
     readings: &Readings,
 ) -> Bson {
     let ttl_ms = super::ms(ticket.ttl.as_duration());
-    let claim_ms = super::ms(ticket.claim.as_duration());
+    let claim_ms = super::ms(ticket.handoff_lease().as_duration());
+    let fresh_until = match ticket.claim {
+        Some(_) => Bson::Document(doc! { "$add": [ readings.now.clone(), claim_ms ] }),
+        None => readings.now.clone(),
+    };
     let id = literal(ticket.id.as_str());
     let mode = mode_name(request.mode());
     let tag = literal(tag);
@@ -229,7 +233,7 @@ pub(super) fn enqueued(
         LEASE: claim_ms,
     };
     let mut fresh = doc! {
-        EXPIRES_AT: "$$fresh", KEPT_AT: readings.now.clone(), MODE: mode, TAG: tag.clone(),
+        EXPIRES_AT: "$$fresh", FRESH_UNTIL: fresh_until.clone(), MODE: mode, TAG: tag.clone(),
     };
     fresh.extend(handoff.clone());
     let refreshed = doc! { "$map": { "input": PLACES, "in": { "$cond": [
@@ -239,7 +243,7 @@ pub(super) fn enqueued(
     ] } } };
     let mut place = doc! {
         TICKET: id.clone(), MODE: mode, QUEUED_AT: readings.now.clone(), EXPIRES_AT: "$$fresh",
-        KEPT_AT: readings.now.clone(), TAG: tag,
+        FRESH_UNTIL: fresh_until, TAG: tag,
     };
     place.extend(handoff);
     let appended = doc! { "$concatArrays": [ PLACES, [ place ] ] };
@@ -375,10 +379,13 @@ pub(crate) fn hand_over(readings: &Readings) -> Document {
     let now = readings.now.clone();
     let p = |f: &str| format!("$$this.{f}");
     let v = |f: &str| format!("$$value.{f}");
-    let places = if mutated!(PipelineHandoffToDeadPlace) {
-        stored()
+    // The places that may be handed the lock: the fresh ones (every place, dead or not,
+    // under the mutant).
+    let (places, candidates) = if mutated!(PipelineHandoffToDeadPlace) {
+        (stored(), Bson::String("$$places".to_owned()))
     } else {
-        live_places(readings)
+        let live = Bson::String("$$places".to_owned());
+        (live_places(readings), fresh_of(live, readings))
     };
     let start = if mutated!(PipelineClaimLeaseFromQueuedAt) {
         Bson::String(p(QUEUED_AT))
@@ -447,7 +454,7 @@ pub(crate) fn hand_over(readings: &Readings) -> Document {
     // Each step copies only what is handed (a short run), never the places left behind:
     // those are the places less the handed ones, taken once at the end.
     let run = doc! { "$reduce": {
-        "input": fresh_of(Bson::String("$$places".to_owned()), readings),
+        "input": candidates,
         "initialValue": {
             "x": held_exclusive, "lock": Bson::Null, SHARED: held_shared,
             "fence": { "$ifNull": [ format!("${LAST_FENCE}"), 0_i64 ] },

@@ -104,6 +104,7 @@ impl<B: Backend> Ctx<B> {
             ticket,
             lease,
             claim,
+            far,
             ..
         }) = fair
         {
@@ -111,6 +112,9 @@ impl<B: Backend> Ctx<B> {
             let mut ticket = Ticket::new(id, *lease)?;
             if let Some(claim) = claim {
                 ticket = ticket.with_claim(*claim)?;
+            }
+            if *far {
+                ticket = ticket.far_back();
             }
             request = request.fair(ticket);
         }
@@ -228,6 +232,8 @@ pub struct Fair {
     pub lease: Duration,
     /// The place's claim lease; `None`: its lease.
     pub claim: Option<Duration>,
+    /// Kept far back ([`Ticket::far_back`]): stale at once, whatever `claim` says.
+    pub far: bool,
 }
 
 impl std::fmt::Debug for Fair {
@@ -237,6 +243,7 @@ impl std::fmt::Debug for Fair {
             .field("ticket", &"<redacted>")
             .field("lease", &self.lease)
             .field("claim", &self.claim)
+            .field("far", &self.far)
             .finish()
     }
 }
@@ -252,6 +259,7 @@ mod tests {
             ticket: "secret-ticket-7".into(),
             lease: Duration::from_secs(5),
             claim: None,
+            far: false,
         };
         let shown = format!("{fair:?}");
         assert!(!shown.contains("secret-ticket-7"), "{shown}");

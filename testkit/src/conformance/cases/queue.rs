@@ -21,6 +21,7 @@ fn place(ticket: impl Into<String>, lease: Duration) -> Fair {
         ticket: ticket.into(),
         lease,
         claim: None,
+        far: false,
     }
 }
 
