@@ -76,6 +76,9 @@ struct Place {
     age_ms: u64,
     /// `expiresAt - NOW` in ms: dead at or below zero.
     expires_in_ms: i64,
+    /// `freshUntil - NOW` in ms: stale at or below zero; `None`: no `freshUntil` (an
+    /// earlier version's place, fresh while live).
+    fresh_in_ms: Option<i64>,
     /// What a handoff grants it: a lock id (of [`IDS`]), a limit, and the claim lease in
     /// ms; `None`: a place that records none (an earlier version's).
     handoff: Option<(usize, Option<u32>, i64)>,
@@ -159,15 +162,19 @@ fn place() -> impl Strategy<Value = Place> {
         any::<bool>(),
         1_u64..20_000,
         prop::sample::select(vec![-3_000_i64, -1, 0, 1, 2_000, 5_000]),
+        prop::option::weighted(0.7, prop::sample::select(vec![-1_000_i64, -1, 0, 1, 1_000])),
         prop::option::weighted(0.6, handoff),
     )
-        .prop_map(|(ticket, shared, age_ms, expires_in_ms, handoff)| Place {
-            ticket,
-            shared,
-            age_ms,
-            expires_in_ms,
-            handoff,
-        })
+        .prop_map(
+            |(ticket, shared, age_ms, expires_in_ms, fresh_in_ms, handoff)| Place {
+                ticket,
+                shared,
+                age_ms,
+                expires_in_ms,
+                fresh_in_ms,
+                handoff,
+            },
+        )
 }
 
 fn lock() -> impl Strategy<Value = Lock> {
@@ -347,6 +354,9 @@ fn document(resource: &str, held: &Held, c: &Case) -> Document {
                     "queuedAt": date(now_ms() - i64::try_from(p.age_ms).unwrap()),
                     "expiresAt": date(now_ms() + p.expires_in_ms),
                 };
+                if let Some(fresh) = p.fresh_in_ms {
+                    place.insert("freshUntil", date(now_ms() + fresh));
+                }
                 if let Some((id, limit, lease)) = p.handoff {
                     place.insert("lockId", IDS[id]);
                     place.insert("owner", "w");
