@@ -22,6 +22,12 @@
 //!   ([`crate::Hint::First`]) sends no hints to the waiters behind it, so their counts go
 //!   stale: they wait for that hint, their keep-place attempts and the store's `retry_in`,
 //!   and the one hint drops the count of the waiter it reaches (it is first);
+//! - a waiter far back in a slow line ([`Place::far`]'s field) keeps its place far back
+//!   ([`Ticket::far_back`]): stale, so that no handoff reaches it while its process does not
+//!   listen, for a lease [`NEAR_KEEPS`] times as long, asked for as many times as rarely;
+//!   the first such keep comes at the near interval, within the claim lease of the last
+//!   near one. It judges its distance and the line's pace on the live places ahead
+//!   (`Queued::live_ahead`), which stale places do not leave;
 //! - an acquire that stops waiting (cancelled, timed out, shut down) gives its place up and
 //!   releases its lock id (the store may have handed it the lock), best effort: a place
 //!   that stays lapses with its lease, and a handed lock with its claim lease.
