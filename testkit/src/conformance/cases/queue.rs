@@ -46,6 +46,17 @@ fn queued<T: Debug>(result: Result<T, Error>) -> Option<u32> {
     }
 }
 
+/// The fresh and the live places a refusal reports ahead, or a panic.
+#[track_caller]
+fn queued_live<T: Debug>(result: Result<T, Error>) -> (u32, u32) {
+    match result {
+        Err(Error::AlreadyLocked {
+            queued: Some(q), ..
+        }) => (q.ahead, q.live_ahead),
+        other => panic!("expected AlreadyLocked with a place, got {other:?}"),
+    }
+}
+
 /// The modes of the live places on `resource`, first come first.
 async fn waiting<B: Backend>(cx: &Ctx<B>, resource: &str) -> Vec<Mode> {
     let waiters = cx.waiters(resource).await.expect("waiters");
@@ -319,6 +330,35 @@ cases! {
             all(cx).await[0].expires_at,
             Some(at(secs(2))),
             "the claim lease (1 s), not the place's"
+        );
+    }
+
+    async fn a_place_kept_far_back_is_stale_at_once_and_keeps_its_order(cx) {
+        let holder = generate_lock_id();
+        cx.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
+        let (ta, tb) = (generate_lock_id(), generate_lock_id());
+        let (a, b) = (generate_lock_id(), generate_lock_id());
+        queued(cx.xlock_fair("r", &a, &fair(&ta, LEASE)).await);
+        assert_eq!(queued_live(cx.xlock_fair("r", &b, &fair(&tb, LEASE)).await), (1, 1));
+        let far_back = Fair {
+            far: true,
+            ..fair(&ta, secs(60))
+        };
+        assert_eq!(queued_live(cx.xlock_fair("r", &a, &far_back).await), (0, 0));
+        assert_eq!(
+            queued_live(cx.xlock_fair("r", &b, &fair(&tb, LEASE)).await),
+            (0, 1),
+            "a's place is stale at once: it counts only as a live place"
+        );
+        let places = cx.waiters("r").await.expect("waiters");
+        assert_eq!(places[0].expires_at, at(secs(60)), "kept for its long lease");
+        cx.unlock(&holder).await.expect("unlock");
+        assert_eq!(pairs(&all(cx).await), vec![pair("r", &b)], "handed past a");
+        assert_eq!(waiting(cx, "r").await, vec![Mode::Exclusive], "a keeps its place");
+        assert_eq!(
+            queued_live(cx.xlock_fair("r", &a, &fair(&ta, LEASE)).await),
+            (0, 0),
+            "asking to be next again: first in the line"
         );
     }
 
