@@ -98,6 +98,18 @@ mod mongo {
         );
     }
 
+    /// Waits until `n` commands named `name` that `log` recorded since it was last taken
+    /// have been answered (leaving them in the log).
+    async fn until_answered(log: &CommandLog, name: &str, n: usize) {
+        for _ in 0..6_000 {
+            if log.answered(name) >= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{name} not answered {n} times in a minute: {log:?}");
+    }
+
     /// Waits as [`until_sent`] until `log` has recorded a command named `name` since it was
     /// last taken, but leaves the commands in the log (to take them with their outcomes).
     async fn until_started(log: &CommandLog, name: &str) {
@@ -125,8 +137,11 @@ mod mongo {
             tokio::spawn(async move { waiter.acquire("job", &options).await })
         };
         // Refused, then the stream opens (`aggregate`) and its `Missed` makes the waiter
-        // ask once more, refused again.
-        let before = until_sent(&log, "findAndModify", 2).await;
+        // ask once more, refused again. Both answered before the release: a request still
+        // in flight then would claim the handed lock itself, and the wake-up would not be
+        // what grants it.
+        until_answered(&log, "findAndModify", 2).await;
+        let before = log.take();
         assert_eq!(
             count(&before, "aggregate"),
             1,

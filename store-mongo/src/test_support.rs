@@ -152,6 +152,16 @@ impl CommandLog {
             .collect()
     }
 
+    /// How many of the commands named `name` started since the last take have ended (left
+    /// in the log).
+    pub fn answered(&self, name: &str) -> usize {
+        let log = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        log.started
+            .iter()
+            .filter(|(id, n, _)| n == name && log.ended.contains_key(id))
+            .count()
+    }
+
     /// The commands (name and body) started since the last take, in order, each with how it
     /// ended: none while it is still running.
     pub fn take_outcomes(&self) -> Vec<(String, Document, Option<Outcome>)> {
