@@ -16,4 +16,5 @@ case_files! {
     misc => __conformance_misc,
     grace => __conformance_grace,
     queue => __conformance_queue,
+    fresh => __conformance_fresh,
 }
