@@ -12,7 +12,7 @@ use lockwright_engine::table;
 use lockwright_engine::{Error, LockId, LockStatus, LockStore, Renewal, Resource, Ttl};
 
 use crate::read::{Read, read_all, unless_skipped};
-use crate::{MongoStore, pipeline, schema};
+use crate::{MongoStore, pipeline, schema, wakes};
 
 impl MongoStore {
     /// Where the group `lock_id` is, from one read outside any transaction: a group in one
@@ -70,16 +70,17 @@ pub(crate) async fn unlock(store: &MongoStore, lock_id: &LockId) -> Result<Vec<L
     let read = pipeline::read_with_now(pipeline::group_filter(lock_id), &store.now_expr());
     let update = pipeline::unlock(lock_id, &store.readings());
     let context = (&store.coll, lock_id, &read, &update);
-    let (released, skipped) = store
+    let (released, skipped, handed) = store
         .transaction("unlock", context, |s, (coll, lock_id, read, update)| {
             async move {
                 let docs = read_all(coll, (*read).clone(), s).await?;
                 // Unlock removes every lock of the group, held or not: no grace applies.
                 let mut read = Read::from_docs(&docs, Duration::ZERO);
                 let Some(now) = read.now else {
-                    return Ok(Ok((Vec::new(), Vec::new())));
+                    return Ok(Ok((Vec::new(), Vec::new(), Vec::new())));
                 };
                 let released = table::unlock(&mut [&mut read.table], lock_id, now);
+                let handed = wakes::replayed(&mut read.table, &docs);
                 // Only the documents read and decided on are written; the others are
                 // reported and left as they are.
                 let ids: Vec<Bson> = read.ids.into_values().collect();
@@ -88,11 +89,12 @@ pub(crate) async fn unlock(store: &MongoStore, lock_id: &LockId) -> Result<Vec<L
                         .session(&mut *s)
                         .await?;
                 }
-                Ok(Ok((released, read.skipped)))
+                Ok(Ok((released, read.skipped, handed)))
             }
             .boxed()
         })
         .await?;
+    store.wake_all(handed).await;
     unless_skipped(released, skipped)
 }
 

@@ -1,73 +1,71 @@
-//! Hints for waiters from one change stream per store.
+//! Hints for waiters from one tailable cursor per store, on the store's shard of wakes.
 //!
-//! The first subscription opens a change stream on the lock collection (a task of its
-//! own); the last one to be dropped closes it, so a process with any number of waiters
-//! keeps one cursor open while any of them waits. The stream asks only for updates,
-//! replacements and deletions, and projects what maps an event to the waiters: the
-//! document's `_id` (which a refusal's reply named, so the store keeps `_id → resource`
-//! for the documents its refusals saw) and whether the update made a grant (it sets
-//! `lastGrant`). A grant is [`Hint::Taken`]; any other change, a release, a purge's
-//! rewrite or deletion, a waiter leaving the queue, is [`Hint::Freed`]; renewals and
-//! writes of the queue alone (a waiter taking or keeping its place) hint nothing. A change
-//! that leaves a fair waiter first in a queue reaches the store of that waiter alone, as
-//! [`Hint::First`] (see [`pipeline`]).
+//! The first subscription opens a tailable cursor that awaits inserts on the capped
+//! collection of wakes this store's tag belongs to (module `wakes`), filtered on that tag
+//! (a task of its own); the last one to be dropped closes it, so a process with any number
+//! of waiters keeps one cursor open while any of them listens. Each wake names a resource
+//! and the tag of the place that was handed its lock: it is [`Hint::First`], and of this
+//! store's waiters only the one whose ticket has that tag acts (it claims its lock). No
+//! other write reaches the cursor: a release without a hand-over, a grant, a renewal or a
+//! keep-place write hints nothing (waiters behind the head learn where they are from their
+//! own attempts, see the engine's `locker::fair`).
 //!
-//! Nothing depends on the stream: after any error or invalidation the task reopens it from
-//! now, without resume tokens, and every subscriber gets [`Hint::Missed`] (so every waiter
-//! asks once more), as it does after each opening. Where change streams are unavailable
-//! (missing privileges, a server that refuses them) the store says so once in the log,
-//! ends the subscriptions and gives none for a while; waiters then poll.
+//! Nothing depends on the cursor: after any error the task reopens it, and every
+//! subscriber gets [`Hint::Missed`] (so every waiter asks once more), as it does after
+//! each opening. The wakes still in the shard are read again at each opening, less those
+//! this store has already passed on (it remembers the last few thousand). Where the wakes
+//! cannot be read (missing privileges) the store says so once in the log, ends the
+//! subscriptions and gives none for a while; waiters then poll.
 
-use std::collections::HashMap;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use lockwright_engine::{Hint, HintStream, Resource};
-use mongodb::Collection;
 use mongodb::bson::{Bson, Document, doc};
+use mongodb::options::CursorType;
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 use tokio_stream::wrappers::BroadcastStream;
 
 use crate::failure::MongoFailure;
-use crate::schema::{LAST_FENCE, LAST_GRANT, WAKE};
 use crate::setup::command_code;
+use crate::wakes::{self, PLACE, RESOURCE, STORE, Wakes};
 
 /// Hints a subscriber may fall behind by before it gets `Missed` instead.
 const CAPACITY: usize = 1024;
-/// Documents whose `_id` the store remembers; past it the map starts again (and waiters
-/// get `Missed`).
-const MAX_IDS: usize = 16_384;
-/// How long the store gives no subscription after finding change streams unavailable.
+/// The wakes a store remembers having passed on (more than a shard holds).
+const MAX_SEEN: usize = 4096;
+/// How long each `getMore` of the cursor waits for an insert.
+const AWAIT: Duration = Duration::from_secs(1);
+/// How long the store gives no subscription after finding the wakes unreadable.
 const UNAVAILABLE_FOR: Duration = Duration::from_secs(60);
-/// The first pause before reopening a failed stream; it doubles up to `MAX_REOPEN_PAUSE`.
+/// The first pause before reopening a failed cursor; it doubles up to `MAX_REOPEN_PAUSE`.
 const REOPEN_PAUSE: Duration = Duration::from_millis(50);
 const MAX_REOPEN_PAUSE: Duration = Duration::from_secs(2);
 
-/// Server error codes that mean change streams cannot work here, whatever is retried:
-/// Unauthorized, IllegalOperation, CommandNotSupported, and "only supported on replica
-/// sets".
-const UNAVAILABLE_CODES: [i32; 4] = [13, 20, 115, 40573];
+/// Server error codes that mean the wakes cannot be read here, whatever is retried:
+/// Unauthorized, IllegalOperation, CommandNotSupported.
+const UNAVAILABLE_CODES: [i32; 3] = [13, 20, 115];
 
 /// The store's side: the stream that is open, if any, and whether streams work at all.
 #[derive(Debug)]
 pub(crate) struct HintSource {
-    /// This store's tag: its fair requests' places carry it, and its stream hears the
+    /// This store's tag: its fair requests' places carry it, and its cursor hears the
     /// wakes that name it (and no other store's).
     tag: String,
     hub: Mutex<Weak<Hub>>,
-    /// `_id` (as text: BSON values are not hashable) → resource, for the documents this
-    /// store's refusals read (a refusal comes before its waiter subscribes).
-    ids: Ids,
-    /// Since when, and why, change streams are known not to work.
+    /// The wakes already passed on, by `_id`, across openings of the cursor.
+    seen: Seen,
+    /// Since when, and why, the wakes are known to be unreadable.
     unavailable: Arc<Mutex<Option<(Instant, String)>>>,
     /// Whether the unavailability was logged (once per store).
     logged: Arc<AtomicBool>,
 }
 
-/// One open (or opening) change stream and its subscribers.
+/// One open (or opening) cursor and its subscribers.
 #[derive(Debug)]
 struct Hub {
     shared: Arc<Shared>,
@@ -80,13 +78,37 @@ impl Drop for Hub {
     }
 }
 
-type Ids = Arc<Mutex<HashMap<String, Resource>>>;
+/// The `_id`s of the wakes passed on (as text: BSON values are not hashable), oldest
+/// first.
+#[derive(Debug, Default)]
+struct SeenIds {
+    order: VecDeque<String>,
+    set: HashSet<String>,
+}
+
+impl SeenIds {
+    /// Whether `id` is new (it is remembered from now on).
+    fn first_time(&mut self, id: String) -> bool {
+        if !self.set.insert(id.clone()) {
+            return false;
+        }
+        self.order.push_back(id);
+        if self.order.len() > MAX_SEEN
+            && let Some(old) = self.order.pop_front()
+        {
+            self.set.remove(&old);
+        }
+        true
+    }
+}
+
+type Seen = Arc<Mutex<SeenIds>>;
 
 #[derive(Debug)]
 struct Shared {
     sender: Mutex<Option<broadcast::Sender<Hint>>>,
-    ids: Ids,
-    /// The stream is open (its first `Missed` was sent).
+    seen: Seen,
+    /// The cursor is open (its first `Missed` was sent).
     open: AtomicBool,
 }
 
@@ -110,7 +132,7 @@ impl HintSource {
         HintSource {
             tag: mongodb::bson::oid::ObjectId::new().to_hex(),
             hub: Mutex::default(),
-            ids: Ids::default(),
+            seen: Seen::default(),
             unavailable: Arc::default(),
             logged: Arc::default(),
         }
@@ -121,9 +143,9 @@ impl HintSource {
         &self.tag
     }
 
-    /// A subscription, opening the stream if none is open; `None` while change streams are
-    /// known to be unavailable. Must be called within a tokio runtime.
-    pub(crate) fn subscribe(&self, coll: &Collection<Document>) -> Option<HintStream> {
+    /// A subscription, opening the cursor if none is open; `None` while the wakes are
+    /// known to be unreadable. Must be called within a tokio runtime.
+    pub(crate) fn subscribe(&self, wakes: &Arc<Wakes>) -> Option<HintStream> {
         if let Some((since, _)) = lock(&self.unavailable).as_ref()
             && since.elapsed() < UNAVAILABLE_FOR
         {
@@ -133,15 +155,15 @@ impl HintSource {
         let hub = match slot.upgrade() {
             Some(hub) => hub,
             None => {
-                let hub = self.open(coll.clone());
+                let hub = self.open(Arc::clone(wakes));
                 *slot = Arc::downgrade(&hub);
                 hub
             }
         };
         drop(slot);
         let rx = lock(&hub.shared.sender).as_ref()?.subscribe();
-        // Joining a stream already open: a change may have come since this store's
-        // refusal, before the subscription.
+        // Joining a cursor already open: a wake may have come since this store's refusal,
+        // before the subscription.
         let missed_first = hub.shared.open.load(Ordering::Acquire);
         let hints = BroadcastStream::new(rx).map(move |received| {
             let _keep_open = &hub;
@@ -154,41 +176,22 @@ impl HintSource {
         })
     }
 
-    /// A refusal read the document `id` of `resource`: map its events to the resource.
-    pub(crate) fn note(&self, id: Option<&Bson>, resource: &Resource) {
-        let Some(id) = id else { return };
-        let id = id.to_string();
-        let mut ids = lock(&self.ids);
-        if ids.get(&id) == Some(resource) {
-            return;
-        }
-        if ids.len() >= MAX_IDS {
-            ids.clear();
-            drop(ids);
-            if let Some(hub) = lock(&self.hub).upgrade() {
-                hub.shared.send(Hint::Missed);
-            }
-            ids = lock(&self.ids);
-        }
-        ids.insert(id, resource.clone());
-    }
-
-    /// Why change streams do not work here, if the last attempt found so.
+    /// Why the wakes cannot be read here, if the last attempt found so.
     pub(crate) fn unavailable(&self) -> Option<String> {
         lock(&self.unavailable).as_ref().map(|(_, why)| why.clone())
     }
 
-    fn open(&self, coll: Collection<Document>) -> Arc<Hub> {
+    fn open(&self, wakes: Arc<Wakes>) -> Arc<Hub> {
         let (tx, _) = broadcast::channel(CAPACITY);
         let shared = Arc::new(Shared {
             sender: Mutex::new(Some(tx)),
-            ids: Arc::clone(&self.ids),
+            seen: Arc::clone(&self.seen),
             open: AtomicBool::new(false),
         });
         let unavailable = Arc::clone(&self.unavailable);
         let logged = Arc::clone(&self.logged);
         let task = tokio::spawn(run(
-            coll,
+            wakes,
             self.tag.clone(),
             Arc::clone(&shared),
             unavailable,
@@ -201,71 +204,6 @@ impl HintSource {
     }
 }
 
-/// The pipeline after `$changeStream`: updates, replacements and deletions, less the quiet
-/// updates, with the document's `_id` and whether an update set `lastGrant` (a grant). The
-/// fields the driver needs to resume are kept.
-///
-/// Quiet updates free nobody: renewals (they only set `renewedAt` and `expiresAt` fields)
-/// and writes of the queue alone (a fair refusal taking or refreshing its place, dead
-/// places dropped): hinting those would wake every waiter of a resource at each waiter's
-/// every attempt. The server reports such a write as `queue`, `queue.<i>`,
-/// `queue.<i>.<field>` in `updatedFields` and `queue` in `truncatedArrays`, whatever the
-/// diff it chose; a `leave_queue` that removed a place also sets `lastLeave`, so it is
-/// not quiet and hints `Freed` (the next waiter may go).
-///
-/// Of the writes that leave a fair waiter first in a queue, only the store of that
-/// waiter hears: they set `wake` to `"<tag>.<ticket tag>:<random>"`, with the tag of the
-/// store whose request took the first place and its ticket's tag ([`place_tag`]), and the
-/// stream passes such an event only when the store's tag is `tag`, this store's. It is
-/// [`Hint::First`], naming the ticket's tag, so that of the waiters of this store only the
-/// first acts. So a release or a grant on a resource with
-/// 64 waiting processes reaches one of them, not 64 (each stream's `getMore` answers only
-/// for an event it passes, or after the server's await time); the waiters behind the
-/// first hear nothing until their turn (see the engine's `locker::fair`). Writes that set
-/// no `wake` (on a resource without a queue, a purge, the Go library's) reach everyone.
-pub(crate) fn pipeline(tag: &str) -> Vec<Document> {
-    let description = "$updateDescription";
-    let size_of =
-        |field: &str| doc! { "$size": { "$ifNull": [format!("{description}.{field}"), []] } };
-    let all_match = |input: Bson, regex: &str| {
-        doc! { "$allElementsTrue": [{ "$map": {
-            "input": input,
-            "in": { "$regexMatch": { "input": "$$this", "regex": regex } },
-        } }] }
-    };
-    let updated_keys = Bson::Document(doc! { "$map": {
-        "input": { "$objectToArray": format!("{description}.updatedFields") },
-        "in": "$$this.k",
-    } });
-    let truncated = Bson::Document(doc! { "$map": {
-        "input": { "$ifNull": [format!("{description}.truncatedArrays"), []] },
-        "in": "$$this.field",
-    } });
-    let quiet = doc! { "$and": [
-        { "$eq": ["$operationType", "update"] },
-        { "$eq": [size_of("removedFields"), 0] },
-        all_match(truncated, "^queue$"),
-        all_match(updated_keys, "(^queue(\\.|$))|((^|\\.)(renewedAt|expiresAt)$)"),
-    ] };
-    let granted = format!("{description}.updatedFields.{LAST_GRANT}");
-    let wake = format!("updateDescription.updatedFields.{WAKE}");
-    vec![
-        doc! { "$match": { "operationType": { "$in": ["update", "replace", "delete"] } } },
-        doc! { "$match": { "$or": [
-            { wake.as_str(): { "$exists": false } },
-            // The tag is hexadecimal: nothing in it is special to a regular expression.
-            { wake.as_str(): { "$regex": format!("^{tag}\\.") } },
-        ] } },
-        doc! { "$match": { "$expr": { "$not": [quiet] } } },
-        doc! { "$project": {
-            "_id": 1, "operationType": 1, "ns": 1, "documentKey._id": 1,
-            "granted": { "$ne": [{ "$type": granted }, "missing"] },
-            "wake": format!("${wake}"),
-            "fence": format!("{description}.updatedFields.{LAST_FENCE}"),
-        } },
-    ]
-}
-
 /// The tag a fair request's place carries: the store's tag, a dot, and the ticket's own
 /// [`LockId::tag`](lockwright_engine::LockId::tag) (16 bits of a hash, which tell the
 /// waiters of one store apart and reveal nothing of the ticket). Empty for a request that
@@ -276,69 +214,56 @@ pub(crate) fn place_tag(store: &str, request: &lockwright_engine::LockRequest) -
     })
 }
 
-/// The ticket tag (`#` and hex) a `wake` value names after the store's tag, if it has one.
-fn named_place(wake: &str) -> Option<String> {
-    let (place, _) = wake.split_once(':')?;
-    let (_, ticket) = place.split_once('.')?;
-    Some(format!("#{ticket}"))
-}
-
-/// What one event hints, given the documents refusals saw (`None`: nobody here waits on it).
-fn hint_of(event: &Document, ids: &HashMap<String, Resource>) -> Option<Hint> {
-    let id = event.get_document("documentKey").ok()?.get("_id")?;
-    let resource = ids.get(&id.to_string())?.clone();
-    let granted = event.get_str("operationType") == Ok("update")
-        && event.get_bool("granted").unwrap_or(false);
-    // A grant sets the fence counter to the new lock's fence.
-    let fence = match event.get("fence") {
-        Some(Bson::Int64(f)) => u64::try_from(*f).ok(),
-        Some(Bson::Int32(f)) => u64::try_from(*f).ok(),
-        _ => None,
-    };
-    Some(if let Ok(wake) = event.get_str("wake") {
-        Hint::First {
-            resource,
-            taken: granted,
-            place: named_place(wake),
-        }
-    } else if granted {
-        Hint::Taken(resource, fence)
-    } else {
-        Hint::Freed(resource)
+/// What one wake hints: the place named by its tag (`#` and hex, as
+/// [`LockId::tag`](lockwright_engine::LockId::tag) writes it) was handed the resource's lock.
+/// `None` for a document that is not a wake (the seed of a shard).
+fn hint_of(wake: &Document) -> Option<Hint> {
+    let resource = wake.get_str(RESOURCE).ok()?;
+    let place = wake.get_str(PLACE).ok()?;
+    Some(Hint::First {
+        resource: Resource::stored(resource),
+        taken: false,
+        place: Some(format!("#{place}")),
     })
 }
 
-/// The hub's task: open the stream, send `Missed`, map each event to a hint; on any error
-/// or invalidation pause and reopen from now; stop for good where streams are unavailable.
-/// The pause doubles while reopened streams fail before delivering anything.
+/// The hub's task: open the cursor, send `Missed`, pass each wake not seen before on as a
+/// hint; when the cursor ends or fails, pause and reopen it; stop for good where the wakes
+/// cannot be read. The pause doubles while reopened cursors fail before delivering
+/// anything. A cursor that ends without an error found its shard empty: it is seeded.
 async fn run(
-    coll: Collection<Document>,
+    wakes: Arc<Wakes>,
     tag: String,
     shared: Arc<Shared>,
     unavailable: Arc<Mutex<Option<(Instant, String)>>>,
     logged: Arc<AtomicBool>,
 ) {
+    let k = wakes::shard_of(&tag);
+    let coll = wakes.shard(k);
     let mut pause = REOPEN_PAUSE;
     loop {
-        let opened = coll
-            .watch()
-            .pipeline(pipeline(&tag))
-            .await
-            .map(mongodb::change_stream::ChangeStream::with_type::<Document>);
+        let opened = match wakes.ensure(k).await {
+            Ok(()) => {
+                coll.find(doc! { STORE: tag.as_str() })
+                    .cursor_type(CursorType::TailableAwait)
+                    .max_await_time(AWAIT)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
         let failed = match opened {
-            Ok(mut stream) => {
+            Ok(mut cursor) => {
                 *lock(&unavailable) = None;
                 shared.open.store(true, Ordering::Release);
                 shared.send(Hint::Missed);
                 let failed = loop {
-                    match stream.next().await {
-                        Some(Ok(event)) => {
+                    match cursor.next().await {
+                        Some(Ok(wake)) => {
                             pause = REOPEN_PAUSE;
-                            if event.get_str("operationType") == Ok("invalidate") {
-                                break None;
-                            }
-                            let hint = hint_of(&event, &lock(&shared.ids));
-                            if let Some(hint) = hint {
+                            let id = wake.get("_id").map_or_else(String::new, Bson::to_string);
+                            if lock(&shared.seen).first_time(id)
+                                && let Some(hint) = hint_of(&wake)
+                            {
                                 shared.send(hint);
                             }
                         }
@@ -347,6 +272,11 @@ async fn run(
                     }
                 };
                 shared.open.store(false, Ordering::Release);
+                if failed.is_none()
+                    && let Err(e) = wakes.seed(k).await
+                {
+                    tracing::debug!(error = %MongoFailure::new(&e), "could not seed the wakes");
+                }
                 failed
             }
             Err(e) => Some(e),
@@ -358,7 +288,7 @@ async fn run(
                     tracing::warn!(
                         collection = %coll.namespace(),
                         error = %why,
-                        "change streams are unavailable: waiting acquires will poll"
+                        "the wakes cannot be read: waiting acquires will poll"
                     );
                 }
                 *lock(&unavailable) = Some((Instant::now(), why));
@@ -366,7 +296,7 @@ async fn run(
                 lock(&shared.sender).take();
                 return;
             }
-            tracing::debug!(error = %MongoFailure::new(&e), "the change stream failed; reopening it");
+            tracing::debug!(error = %MongoFailure::new(&e), "the wakes cursor failed; reopening it");
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(MAX_REOPEN_PAUSE);
@@ -378,45 +308,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn events_map_to_hints_for_the_documents_refusals_saw() {
-        let r = Resource::new("r").unwrap();
-        let ids = HashMap::from([(Bson::Int32(1).to_string(), r.clone())]);
-        let event = |op: &str, id: i32, granted: bool| {
-            doc! { "operationType": op, "documentKey": { "_id": id }, "granted": granted }
-        };
+    fn a_wake_hints_the_place_it_names() {
+        let wake = doc! { "_id": 1, STORE: "65a1", PLACE: "3f9a", RESOURCE: "r" };
         assert_eq!(
-            hint_of(&event("update", 1, false), &ids),
-            Some(Hint::Freed(r.clone()))
-        );
-        assert_eq!(
-            hint_of(&event("update", 1, true), &ids),
-            Some(Hint::Taken(r.clone(), None))
-        );
-        assert_eq!(
-            hint_of(&event("delete", 1, false), &ids),
-            Some(Hint::Freed(r.clone()))
-        );
-        assert_eq!(hint_of(&event("update", 2, false), &ids), None);
-        let mut first = event("update", 1, true);
-        first.insert("wake", "65a1.3f9a:0.25");
-        assert_eq!(
-            hint_of(&first, &ids),
+            hint_of(&wake),
             Some(Hint::First {
-                resource: r.clone(),
-                taken: true,
+                resource: Resource::new("r").unwrap(),
+                taken: false,
                 place: Some("#3f9a".into()),
             })
         );
-        first.insert("granted", false);
-        first.insert("wake", "65a1:0.25");
-        assert_eq!(
-            hint_of(&first, &ids),
-            Some(Hint::First {
-                resource: r,
-                taken: false,
-                place: None,
-            }),
-            "a wake that names no ticket wakes every fair waiter of the resource"
-        );
+        assert_eq!(hint_of(&doc! { STORE: "" }), None, "a shard's seed");
+    }
+
+    #[test]
+    fn a_wake_is_passed_on_once() {
+        let mut seen = SeenIds::default();
+        assert!(seen.first_time("a".into()));
+        assert!(!seen.first_time("a".into()));
+        for i in 0..MAX_SEEN {
+            assert!(seen.first_time(i.to_string()));
+        }
+        assert!(seen.first_time("a".into()), "forgotten after MAX_SEEN others");
     }
 }

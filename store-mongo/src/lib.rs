@@ -63,6 +63,7 @@ mod setup;
 mod status;
 #[cfg(feature = "test-util")]
 pub mod test_support;
+mod wakes;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -102,8 +103,10 @@ pub struct MongoStore {
     bound: Duration,
     /// How long past its expiry a lock that was not released still blocks other grants.
     grace: Duration,
-    /// The change stream behind [`LockStore::hints`].
+    /// The wakes cursor behind [`LockStore::hints`].
     hints: hints::HintSource,
+    /// The capped collections a hand-over's wakes go to.
+    wakes: Arc<wakes::Wakes>,
 }
 
 /// The server selection timeout the driver uses unless the URI says otherwise.
@@ -151,6 +154,7 @@ impl MongoStore {
     pub fn from_collection(coll: Collection<Document>) -> Self {
         let write_concern = WriteConcern::majority();
         let client = coll.client().clone();
+        let wakes = Arc::new(wakes::Wakes::new(&coll));
         let store = MongoStore {
             client,
             coll,
@@ -162,6 +166,7 @@ impl MongoStore {
             bound: DEFAULT_SERVER_SELECTION_TIMEOUT.saturating_add(RETRY_WINDOW),
             grace: DEFAULT_TAKEOVER_GRACE,
             hints: hints::HintSource::new(),
+            wakes,
         };
         store.with_write_concern(write_concern)
     }
@@ -214,9 +219,25 @@ impl MongoStore {
         self.grace
     }
 
-    /// Why this store's change stream could not be opened, if its last attempt found change
-    /// streams unavailable (missing privileges, a server without them): its waiting
-    /// acquires then only poll.
+    /// The capped collections (in the lock collection's database) that hand-overs send
+    /// their wakes to, one per shard: `<collection>.wakes.<k>` for `k` in `0`..`f` (created
+    /// on first use). A waiting process keeps one tailable cursor on the shard of its
+    /// store ([`MongoStore::wake_collection`]) while a waiter of it is near the head of a
+    /// line.
+    #[must_use]
+    pub fn wake_collections(&self) -> Vec<String> {
+        self.wakes.shard_names()
+    }
+
+    /// The wake collection this store's waiters are woken through (one of
+    /// [`MongoStore::wake_collections`], by the store's tag).
+    #[must_use]
+    pub fn wake_collection(&self) -> String {
+        self.wakes.shard_name(wakes::shard_of(self.tag()))
+    }
+
+    /// Why this store's wakes could not be read, if its last attempt found them unreadable
+    /// (missing privileges): its waiting acquires then only poll.
     #[must_use]
     pub fn hints_unavailable(&self) -> Option<String> {
         self.hints.unavailable()
@@ -276,7 +297,7 @@ impl MongoStore {
         pipeline::cluster_time_floor(&time)
     }
 
-    /// The tag of this store's places in queues (its change stream hears the wakes for them).
+    /// The tag of this store's places in queues (its cursor hears the wakes for them).
     fn tag(&self) -> &str {
         self.hints.tag()
     }
@@ -287,6 +308,7 @@ impl MongoStore {
             now: self.now_expr(),
             floor: self.floor_expr(),
             grace_ms: pipeline::ms(self.grace),
+            nonce: mongodb::bson::oid::ObjectId::new().to_hex(),
         }
     }
 
@@ -400,12 +422,12 @@ impl LockStore for MongoStore {
             .await
     }
 
-    /// Hints from one change stream on the collection, shared by every subscription of this
-    /// store (see the module `hints` in the source): `Freed` when a document a refusal of this
-    /// store read is updated without a grant, replaced or deleted, `Taken` when it is
-    /// granted. `None` for a minute after change streams turned out unavailable here
-    /// (logged once; [`MongoStore::hints_unavailable`] says why).
+    /// Hints from one tailable cursor on this store's wake collection, shared by every
+    /// subscription of this store (see the modules `hints` and `wakes` in the source):
+    /// [`Hint::First`](lockwright_engine::Hint::First) naming the place when a write handed
+    /// the lock to a place of this store. `None` for a minute after the wakes turned out
+    /// unreadable here (logged once; [`MongoStore::hints_unavailable`] says why).
     fn hints(&self) -> Option<HintStream> {
-        self.hints.subscribe(&self.coll)
+        self.hints.subscribe(&self.wakes)
     }
 }

@@ -17,7 +17,7 @@ use crate::failure::{outcome_unknown, retryable};
 use crate::read::lossy;
 use crate::retry::{RETRY_PAUSE, RETRY_WINDOW};
 use crate::setup::{DUPLICATE_KEY, NAMESPACE_NOT_FOUND, command_code};
-use crate::{MongoStore, failure, pipeline, schema};
+use crate::{MongoStore, failure, pipeline, schema, wakes};
 
 /// The server code of a bad value, such as a hint naming an index that does not exist.
 const BAD_VALUE: i32 = 2;
@@ -58,7 +58,6 @@ impl MongoStore {
             match granted {
                 Granted::Yes(status) => Ok(status),
                 Granted::No { retry_in, queued } => {
-                    self.hints.note(doc.get("_id"), &request.resource);
                     Err(Error::AlreadyLocked {
                         resource: request.resource.clone(),
                         retry_in,
@@ -84,6 +83,8 @@ impl MongoStore {
             let e = match result {
                 Ok(Some(raw)) => {
                     let doc = lossy(op, &raw)?;
+                    self.wake_handed(&request.resource, &doc, &readings.nonce)
+                        .await;
                     return decide(&doc, unknown);
                 }
                 Ok(None) => return Err(Error::backend(op, "upsert returned no document")),
@@ -93,7 +94,11 @@ impl MongoStore {
                 // The driver could not read the reply (say, text in the document that is not
                 // UTF-8): the server decided, so read the document to see what it decided.
                 return match self.read_resource(op, &request.resource).await? {
-                    Some(doc) => decide(&doc, Some(e)),
+                    Some(doc) => {
+                        self.wake_handed(&request.resource, &doc, &readings.nonce)
+                            .await;
+                        decide(&doc, Some(e))
+                    }
                     None => Err(failure::unknown(op, &e)),
                 };
             }
@@ -194,6 +199,24 @@ impl MongoStore {
                 continue;
             }
             return Err(failure::write_failed(op, &e));
+        }
+    }
+}
+
+impl MongoStore {
+    /// Sends the wakes of a hand-over that the write with `nonce` made, as the document it
+    /// returned or left (read after it) says (see the module `wakes`).
+    pub(crate) async fn wake_handed(&self, resource: &Resource, doc: &Document, nonce: &str) {
+        let handed = wakes::handed_in(doc, nonce);
+        if !handed.is_empty() {
+            self.wakes.send(resource, &handed).await;
+        }
+    }
+
+    /// Sends the wakes of hand-overs, by resource (see [`wakes::replayed`]).
+    pub(crate) async fn wake_all(&self, handed: Vec<(Resource, Vec<String>)>) {
+        for (resource, places) in handed {
+            self.wakes.send(&resource, &places).await;
         }
     }
 }
@@ -353,7 +376,8 @@ pub(crate) async fn unlock_one(
 ) -> Result<Option<LockStatus>, Error> {
     let op = "unlock";
     let filter = pipeline::one_lock_filter(resource.as_str(), lock_id);
-    let update = pipeline::unlock_one(lock_id, &store.readings());
+    let readings = store.readings();
+    let update = pipeline::unlock_one(lock_id, &readings);
     let doc = match store
         .modify_one(op, resource, filter, update, ReturnDocument::Before)
         .await?
@@ -363,6 +387,7 @@ pub(crate) async fn unlock_one(
             // Read back after the removal: the lock is gone (its details with it), or the
             // document could not be decided on and is as it was.
             schema::decode(&doc)?;
+            store.wake_handed(resource, &doc, &readings.nonce).await;
             return Ok(None);
         }
         Modified::Nothing => return Ok(None),
@@ -370,6 +395,12 @@ pub(crate) async fn unlock_one(
     let now = now_of(op, &doc)?;
     // A document the rules cannot decide on was left as it was: say so.
     let (name, state) = schema::decode(&doc)?;
-    let mut table = LockTable::from_resources([(name.clone(), state)]);
-    Ok(table.unlock_one(&name, lock_id, now))
+    let mut table = LockTable::from_resources([(name.clone(), state)])
+        .with_takeover_grace(store.grace);
+    let released = table.unlock_one(&name, lock_id, now);
+    // The reply is the document before the release: the engine says what it handed over.
+    store
+        .wake_all(wakes::replayed(&mut table, std::slice::from_ref(&doc)))
+        .await;
+    Ok(released)
 }

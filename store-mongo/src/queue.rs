@@ -14,7 +14,7 @@ use crate::{MongoStore, pipeline, schema};
 /// `leave_queue`: removes `ticket`'s place in `resource`'s queue, and the dead places, in
 /// one `findAndModify`; `Ok(true)` when it had a place. The update writes a fresh
 /// `lastLeave` when it removes the place, so the document it returns tells (a retry of an
-/// applied attempt too) and the change stream hints `Freed` to the waiters behind.
+/// applied attempt too); a hand-over it makes sends its wakes.
 ///
 /// # Errors
 /// `Malformed` when the resource's document cannot be decided on (it is left as it is);
@@ -26,7 +26,8 @@ pub(crate) async fn leave_queue(
 ) -> Result<bool, Error> {
     let op = "leave_queue";
     let leave_id = Bson::ObjectId(ObjectId::new());
-    let update = pipeline::leave(ticket, &leave_id, &store.readings());
+    let readings = store.readings();
+    let update = pipeline::leave(ticket, &leave_id, &readings);
     let filter = doc! { schema::RESOURCE: resource.as_str() };
     let doc = match store
         .modify_one(op, resource, filter, update, ReturnDocument::After)
@@ -35,6 +36,7 @@ pub(crate) async fn leave_queue(
         Modified::Reply(doc) | Modified::Reread(doc) => doc,
         Modified::Nothing => return Ok(false),
     };
+    store.wake_handed(resource, &doc, &readings.nonce).await;
     // A document the rules cannot decide on was left as it was: say so.
     schema::decode(&doc)?;
     Ok(doc.get(schema::LAST_LEAVE) == Some(&leave_id))

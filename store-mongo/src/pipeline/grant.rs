@@ -78,7 +78,7 @@ const NEW_FENCE: &str = "$$fence";
 /// those ahead of the request's own (`ahead`), decides the rule with `now` and the grace,
 /// and only where it allows computes the fence and merges the grant into the document: the
 /// fence counter, the takeover of abandoned locks, the new lock, the queue without the
-/// winner's place and the dead ones, `wake` for the process of the new first place, and
+/// winner's place and the dead ones, and
 /// `grant_id` in `lastGrant` so the caller can tell its grant from a refusal. A refusal of a request that is not fair replaces the document
 /// by itself, which MongoDB treats as no write at all; a fair request's refusal writes the
 /// queue alone (its place taken or refreshed, the dead places dropped), unless the
@@ -106,7 +106,6 @@ fn grant(
     changes.insert(LAST_FENCE, NEW_FENCE);
     changes.insert(LAST_GRANT, grant_id.clone());
     let after = queue::after_grant(ticket.map(|t| &t.id));
-    changes.insert(WAKE, queue::wake(after.clone()));
     changes.insert(QUEUE, queue::set_queue(after));
     let apply = doc! { "$let": {
         "vars": { "fence": next_fence(readings) },
@@ -165,7 +164,7 @@ fn grant(
 /// a held lock here in the mode it asks for (`claimable`, over a valid document), and the
 /// document with that lock renewed to the request's TTL from `now` (`renewedAt = now`, the
 /// fence kept), the request's place gone with the dead ones, `lastGrant` set, so that the
-/// caller reads its grant, and `wake` for the new first place, as after any grant. Under the mutant, a lock that is no longer held is claimed
+/// caller reads its grant, as after any grant. Under the mutant, a lock that is no longer held is claimed
 /// too.
 fn claim(
     request: &LockRequest,
@@ -203,7 +202,6 @@ fn claim(
     };
     changes.insert(LAST_GRANT, grant_id.clone());
     let after = queue::without(queue::PLACES, ticket);
-    changes.insert(WAKE, queue::wake(after.clone()));
     changes.insert(QUEUE, queue::set_queue(after));
     let claimable = match mode {
         Mode::Exclusive => own("$exclusive"),
@@ -369,8 +367,7 @@ pub(crate) fn renew_one(
 /// Removes the one lock of `lock_id`, live or expired, and the places recording it, from the
 /// document (the filter names
 /// the resource and the lock id), as the engine's `unlock_one`; a document the rules cannot
-/// decide on is left as it is. It sets `wake` for the first live place of the queue, and
-/// hands the lock over (`queue::hand_over`).
+/// decide on is left as it is. It hands the lock over (`queue::hand_over`).
 pub(crate) fn unlock_one(lock_id: &LockId, readings: &Readings) -> Vec<Document> {
     let id = literal(lock_id.as_str());
     let keep = doc! { "$filter": { "input": shared_locks(), "cond": { "$not": [ held_by("$$this", &id) ] } } };
@@ -380,10 +377,7 @@ pub(crate) fn unlock_one(lock_id: &LockId, readings: &Readings) -> Vec<Document>
         Bson::Boolean(true),
         Bson::Document(doc! { "$literal": empty_exclusive() }),
         Bson::Document(shared),
-        doc! {
-            WAKE: queue::wake_after_release(&readings.now),
-            QUEUE: queue::without_lock_id(lock_id),
-        },
+        doc! { QUEUE: queue::without_lock_id(lock_id) },
     );
     stages.push(queue::hand_over(readings));
     stages
@@ -405,10 +399,11 @@ pub(crate) fn grant_projection(now: &Bson) -> Document {
     projection
 }
 
-/// The projection of a one-lock operation: the whole document, and the `now` it ran at.
+/// The projection of a one-lock operation: the whole document (with the `wake` a hand-over
+/// wrote), and the `now` it ran at.
 pub(crate) fn with_now(now: &Bson) -> Document {
     doc! {
         NOW_FIELD: now.clone(), RESOURCE: 1, EXCLUSIVE: 1, SHARED: 1, LAST_FENCE: 1, QUEUE: 1,
-        LAST_LEAVE: 1,
+        LAST_LEAVE: 1, WAKE: 1,
     }
 }

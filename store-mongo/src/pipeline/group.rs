@@ -7,7 +7,7 @@ use lockwright_engine::{LockId, Timestamp};
 
 use super::{Readings, date, in_any_lock, is_abandoned, literal, shared_locks, valid};
 use crate::schema::{
-    EXCLUSIVE, EXPIRES_AT, LAST_FENCE, LOCK_ID, QUEUE, RENEWED_AT, SHARED, WAKE, empty_exclusive,
+    EXCLUSIVE, EXPIRES_AT, LAST_FENCE, LOCK_ID, QUEUE, RENEWED_AT, SHARED, empty_exclusive,
 };
 
 fn recount() -> Document {
@@ -31,18 +31,15 @@ fn remove_where(doomed_exclusive: Bson, doomed_shared: Bson) -> Vec<Document> {
     ]
 }
 
-/// Removes every lock of `lock_id` and its places, sets `wake` for the first live place (at
-/// `now`) of each document's queue, and hands each lock over (`queue::hand_over`).
+/// Removes every lock of `lock_id` and its places, and hands each lock over
+/// (`queue::hand_over`).
 pub(crate) fn unlock(lock_id: &LockId, readings: &Readings) -> Vec<Document> {
-    let now = &readings.now;
     let id = literal(lock_id.as_str());
     let mut stages = remove_where(
         Bson::Document(doc! { "$eq": [ "$exclusive.lockId", id.clone() ] }),
         Bson::Document(doc! { "$eq": [ "$$this.lockId", id ] }),
     );
-    // `$set` of a missing value would remove the field: keep the old one instead.
     stages.push(doc! { "$set": {
-        WAKE: { "$ifNull": [ super::queue::wake_after_release(now), format!("${WAKE}") ] },
         QUEUE: super::queue::without_lock_id(lock_id),
     } });
     stages.push(super::queue::hand_over(readings));

@@ -95,6 +95,9 @@ pub(crate) struct Readings {
     pub(crate) floor: Bson,
     /// The takeover grace in ms.
     pub(crate) grace_ms: i64,
+    /// A random string, one per command, that starts the `wake` a hand-over writes (so
+    /// the writer can tell its own hand-over from an earlier one).
+    pub(crate) nonce: String,
 }
 
 impl Readings {

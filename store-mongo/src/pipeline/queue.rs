@@ -257,32 +257,20 @@ pub(super) fn enqueued(
     } })
 }
 
-/// `wake` after a write that leaves `places` (an expression: the live places, in order)
-/// in the queue: the first place's tag and a fresh random number (so that the field changes
-/// at each such write, and the change stream reports it), or `$$REMOVE` (the field is left
-/// as it was) when the first place has no tag or there is none. Safe on any value: a
-/// first element that is not a document has no tag.
-pub(super) fn wake(places: Bson) -> Bson {
-    let tag = format!("$$first.{TAG}");
-    Bson::Document(doc! { "$let": {
-        "vars": { "first": { "$arrayElemAt": [ places, 0 ] } },
-        "in": { "$cond": [
-            { "$eq": [ { "$type": tag.as_str() }, "string" ] },
-            { "$concat": [ tag.as_str(), ":", { "$toString": { "$rand": {} } } ] },
-            "$$REMOVE",
-        ] },
-    } })
-}
-
-/// `wake` after a release on a document of any shape, at `now`: as [`wake`] over the
-/// places whose `expiresAt` is after `now` (nothing fails on a `queue` that is not an
-/// array, or on places that are not documents).
-pub(super) fn wake_after_release(now: &Bson) -> Bson {
-    let queue = format!("${QUEUE}");
-    wake(Bson::Document(doc! { "$filter": {
-        "input": { "$cond": [ { "$isArray": queue.as_str() }, queue.as_str(), [] ] },
-        "cond": { "$gt": [ format!("$$this.{EXPIRES_AT}"), now.clone() ] },
-    } }))
+/// `wake` after a write that handed the lock to `handed` (an expression: the places, in
+/// order): the command's nonce, then a space and the tag of each handed place (`-` for one
+/// without a tag). The nonce tells the writer, which reads the document back, that its own
+/// write set the field (see the `wakes` module).
+fn wake(handed: Bson, readings: &Readings) -> Bson {
+    Bson::Document(doc! { "$concat": [ readings.nonce.as_str(), { "$reduce": {
+        "input": handed,
+        "initialValue": "",
+        "in": { "$concat": [ "$$value", " ", { "$cond": [
+            { "$eq": [ { "$type": format!("$$this.{TAG}") }, "string" ] },
+            format!("$$this.{TAG}"),
+            "-",
+        ] } ] },
+    } } ] })
 }
 
 /// The queue less the places that record `lock_id` for a handoff (a release of a lock id
@@ -316,20 +304,16 @@ pub(super) fn set_queue(value: Bson) -> Bson {
 
 /// `leave_queue`'s update of the document of a resource: on a valid document, the live
 /// places less `ticket`'s, `lastLeave = leave_id` when `ticket` had a place (live or
-/// not), `wake` for the next place when `ticket`'s was the first live one, and the lock
-/// handed over to the new head if it is free for it; any other document is left exactly
-/// as it is.
+/// not), and the lock handed over to the new head if it is free for it; any other
+/// document is left exactly as it is.
 pub(crate) fn leave(ticket: &LockId, leave_id: &Bson, readings: &Readings) -> Vec<Document> {
     let id = literal(ticket.as_str());
-    let had = doc! { "$in": [ id.clone(), { "$map": { "input": stored(), "in": format!("$$this.{TICKET}") } } ] };
-    let was_first =
-        doc! { "$eq": [ { "$indexOfArray": [ format!("{PLACES}.{TICKET}"), id ] }, 0 ] };
+    let had = doc! { "$in": [ id, { "$map": { "input": stored(), "in": format!("$$this.{TICKET}") } } ] };
     let changed = doc! { "$let": {
         "vars": { "places": live_places(readings) },
         "in": { "$mergeObjects": [ "$$ROOT", {
             QUEUE: set_queue(without(PLACES, ticket)),
             crate::schema::LAST_LEAVE: { "$cond": [ had, leave_id.clone(), "$$REMOVE" ] },
-            WAKE: { "$cond": [ was_first, wake(without(PLACES, ticket)), "$$REMOVE" ] },
         } ] },
     } };
     vec![
@@ -373,7 +357,7 @@ pub(crate) fn dead_places_at(t: lockwright_engine::Timestamp) -> Document {
 /// fence, `expiresAt` its lease after `now`), and leaves the queue. The first place that
 /// cannot be handed the lock (or records no handoff) stops it. When any place was handed
 /// the lock, the abandoned locks are taken over, the dead places dropped, and `wake` names
-/// the first handed place's process; otherwise the document is left exactly as it is (no
+/// the handed places (see [`wake`]); otherwise the document is left exactly as it is (no
 /// write).
 pub(crate) fn hand_over(readings: &Readings) -> Document {
     let now = readings.now.clone();
@@ -475,7 +459,7 @@ pub(crate) fn hand_over(readings: &Readings) -> Document {
         SHARED: { "count": { "$size": r(SHARED) }, "locks": r(SHARED) },
         LAST_FENCE: r("fence"),
         QUEUE: set_queue(Bson::Document(rest)),
-        WAKE: wake(Bson::String(r("handed"))),
+        WAKE: wake(Bson::String(r("handed")), readings),
     } ] };
     // A document with no places (most of them) is left at the first, cheap test.
     let has_places = doc! { "$gt": [

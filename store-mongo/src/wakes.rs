@@ -1,0 +1,247 @@
+//! Wakes: how a hand-over reaches the process of the waiter it was handed to.
+//!
+//! MongoDB wakes every open change-stream cursor on every write to the deployment, filtered
+//! or not, so a change stream per waiting process makes the server's work per write grow
+//! with the number of processes. The store listens elsewhere. A write that hands a lock
+//! over says so in the document it writes (`wake`: the command's nonce and the tags of the
+//! places handed the lock, see `pipeline::queue`), and the writer, which reads that
+//! document back (or, for a release, replays it with the engine), inserts one small
+//! document per handed place into a capped collection, `<collection>.wakes.<k>`: `k` (one
+//! of [`SHARDS`]) is the last hex digit of the tag of the store whose waiter holds the
+//! place. A store with a waiter near the head of a line keeps one tailable cursor that
+//! awaits inserts on its own shard, filtered on its tag (module `hints`).
+//!
+//! The server wakes such a cursor only for inserts into its shard: hand-overs to the stores
+//! of that shard, about one in [`SHARDS`] of all hand-overs. Lock writes, renewals and the
+//! waiters' keep-place writes wake nobody. A wake is a hint: one that is lost (the writer
+//! died between its write and its insert, the insert failed, the cursor fell behind) costs
+//! time, never safety, for the waiter's next keep-place attempt claims what it was handed.
+//!
+//! A wake document holds the store's tag (`s`), the ticket's tag (`p`, 16 bits of a hash
+//! of the ticket, which reveal nothing of it) and the resource's name (`r`). No lock id or
+//! ticket is ever written there. The shards are created on first use (capped, 64 KiB each,
+//! with one document in them: a tailable cursor on an empty capped collection dies at
+//! once) and inserted into with acknowledgement by the primary alone (`w: 1`): a wake that
+//! a failover loses is a wake lost.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
+
+use mongodb::bson::{Bson, Document, doc};
+use mongodb::options::{Acknowledgment, WriteConcern};
+use mongodb::{Collection, Database};
+
+use lockwright_engine::{LockId, LockTable, Resource};
+
+use crate::failure::MongoFailure;
+use crate::schema::{self, QUEUE, TAG, TICKET, WAKE};
+use crate::setup::command_code;
+
+/// How many capped collections the wakes are spread over (one per hex digit).
+pub(crate) const SHARDS: usize = 16;
+/// The size of each capped collection: some 600 wakes.
+const SHARD_BYTES: u64 = 64 * 1024;
+/// A wake's fields: the tag of the store that waits, of the place, the resource.
+pub(crate) const STORE: &str = "s";
+pub(crate) const PLACE: &str = "p";
+pub(crate) const RESOURCE: &str = "r";
+/// NamespaceExists: the shard was created by somebody else.
+const NAMESPACE_EXISTS: i32 = 48;
+
+/// The shard a store's wakes go to, by its tag (hexadecimal; anything else goes to 0).
+pub(crate) fn shard_of(store_tag: &str) -> usize {
+    store_tag
+        .chars()
+        .next_back()
+        .and_then(|c| c.to_digit(16))
+        .map_or(0, |d| d as usize % SHARDS)
+}
+
+/// The wake collections of one lock collection.
+#[derive(Debug)]
+pub(crate) struct Wakes {
+    db: Database,
+    /// The lock collection's name: the shards are `<name>.wakes.<k>`.
+    name: String,
+    /// The shards known to exist (created here, or found).
+    ready: Mutex<[bool; SHARDS]>,
+}
+
+impl Wakes {
+    pub(crate) fn new(coll: &Collection<Document>) -> Self {
+        let ns = coll.namespace();
+        Wakes {
+            db: coll.client().database(&ns.db),
+            name: ns.coll,
+            ready: Mutex::new([false; SHARDS]),
+        }
+    }
+
+    /// The name of shard `k`.
+    pub(crate) fn shard_name(&self, k: usize) -> String {
+        format!("{}.wakes.{k:x}", self.name)
+    }
+
+    /// The names of every shard.
+    pub(crate) fn shard_names(&self) -> Vec<String> {
+        (0..SHARDS).map(|k| self.shard_name(k)).collect()
+    }
+
+    /// Shard `k`, written with `w: 1`.
+    pub(crate) fn shard(&self, k: usize) -> Collection<Document> {
+        let options = mongodb::options::CollectionOptions::builder()
+            .write_concern(WriteConcern::builder().w(Acknowledgment::Nodes(1)).build())
+            .build();
+        self.db
+            .collection_with_options(&self.shard_name(k), options)
+    }
+
+    /// Creates shard `k` (capped, with one document) unless it is known to exist.
+    pub(crate) async fn ensure(&self, k: usize) -> Result<(), mongodb::error::Error> {
+        if self.ready.lock().unwrap_or_else(PoisonError::into_inner)[k] {
+            return Ok(());
+        }
+        let created = self
+            .db
+            .create_collection(self.shard_name(k))
+            .capped(true)
+            .size(SHARD_BYTES)
+            .await;
+        match created {
+            Ok(()) => self.seed(k).await?,
+            Err(e) if command_code(&e) == Some(NAMESPACE_EXISTS) => {}
+            Err(e) => return Err(e),
+        }
+        self.ready.lock().unwrap_or_else(PoisonError::into_inner)[k] = true;
+        Ok(())
+    }
+
+    /// Puts a document no store listens for into shard `k`, so that a tailable cursor on
+    /// it stays open.
+    pub(crate) async fn seed(&self, k: usize) -> Result<(), mongodb::error::Error> {
+        self.shard(k)
+            .insert_one(doc! { STORE: "" })
+            .await
+            .map(|_| ())
+    }
+
+    /// Tells the processes of `places` (tags `<store>.<ticket>`, as a hand-over's `wake`
+    /// lists them) that they were handed `resource`'s lock: one insert per shard. Best
+    /// effort: a failure is logged, and the waiters' next keep-place attempts claim what
+    /// they were handed.
+    pub(crate) async fn send(&self, resource: &Resource, places: &[String]) {
+        let mut by_shard: [Vec<Document>; SHARDS] = Default::default();
+        for place in places {
+            let Some((store, ticket)) = place.split_once('.') else {
+                continue;
+            };
+            by_shard[shard_of(store)].push(doc! {
+                STORE: store, PLACE: ticket, RESOURCE: resource.as_str(),
+            });
+        }
+        for (k, docs) in by_shard.into_iter().enumerate() {
+            if docs.is_empty() {
+                continue;
+            }
+            let sent = async {
+                self.ensure(k).await?;
+                self.shard(k).insert_many(docs).await.map(|_| ())
+            };
+            if let Err(e) = sent.await {
+                tracing::debug!(
+                    resource = %resource, error = %MongoFailure::new(&e),
+                    "a wake was not sent: the waiter's next attempt claims its lock"
+                );
+            }
+        }
+    }
+}
+
+/// The places the write with `nonce` handed the lock to, from the `wake` of the document
+/// it returned (after the write): none when the `wake` is an earlier write's, or missing.
+pub(crate) fn handed_in(doc: &Document, nonce: &str) -> Vec<String> {
+    let Ok(wake) = doc.get_str(WAKE) else {
+        return Vec::new();
+    };
+    let mut words = wake.split(' ');
+    if words.next() != Some(nonce) {
+        return Vec::new();
+    }
+    words.filter(|w| w.contains('.')).map(str::to_owned).collect()
+}
+
+/// The places the engine handed the lock to while replaying a write on `table`, which was
+/// read from `docs` (as they were before the write), by resource.
+pub(crate) fn replayed(table: &mut LockTable, docs: &[Document]) -> Vec<(Resource, Vec<String>)> {
+    let mut by_resource: BTreeMap<Resource, Vec<LockId>> = BTreeMap::new();
+    for handed in table.take_handed() {
+        by_resource
+            .entry(handed.status.resource)
+            .or_default()
+            .push(handed.ticket);
+    }
+    by_resource
+        .into_iter()
+        .filter_map(|(resource, tickets)| {
+            let doc = docs
+                .iter()
+                .find(|d| d.get_str(schema::RESOURCE) == Ok(resource.as_str()))?;
+            let tags = tags_of(doc, &tickets);
+            (!tags.is_empty()).then_some((resource, tags))
+        })
+        .collect()
+}
+
+/// The tags of the places of `tickets` in `doc` as it was before a write (the places the
+/// engine, replaying the write, says were handed the lock).
+pub(crate) fn tags_of(doc: &Document, tickets: &[LockId]) -> Vec<String> {
+    let Ok(queue) = doc.get_array(QUEUE) else {
+        return Vec::new();
+    };
+    tickets
+        .iter()
+        .filter_map(|ticket| {
+            queue.iter().find_map(|place| match place {
+                Bson::Document(p) if p.get_str(TICKET) == Ok(ticket.as_str()) => {
+                    p.get_str(TAG).ok().map(str::to_owned)
+                }
+                _ => None,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wake_names_the_places_of_its_own_write_only() {
+        let doc = doc! { WAKE: "n1 65a1.3f9a - 65a2.0001" };
+        assert_eq!(handed_in(&doc, "n1"), ["65a1.3f9a", "65a2.0001"]);
+        assert!(handed_in(&doc, "n2").is_empty(), "an earlier write's wake");
+        assert!(handed_in(&doc! {}, "n1").is_empty());
+        assert!(handed_in(&doc! { WAKE: "65a1.3f9a:0.25" }, "n1").is_empty());
+    }
+
+    #[test]
+    fn stores_spread_over_the_shards_by_their_tags_last_digit() {
+        assert_eq!(shard_of("65a1f"), 15);
+        assert_eq!(shard_of("65a10"), 0);
+        assert_eq!(shard_of(""), 0);
+        assert_eq!(shard_of("xyz"), 0);
+    }
+
+    #[test]
+    fn the_tags_of_handed_tickets_are_read_from_the_places_before_the_write() {
+        let a = LockId::new("ticket-a").unwrap();
+        let b = LockId::new("ticket-b").unwrap();
+        let doc = doc! { QUEUE: [
+            { TICKET: "ticket-a", TAG: "65a1.3f9a" },
+            { TICKET: "ticket-b" },
+            "not a place",
+        ] };
+        assert_eq!(tags_of(&doc, &[a.clone(), b]), ["65a1.3f9a"]);
+        assert!(tags_of(&doc! {}, &[a]).is_empty());
+    }
+}
