@@ -226,6 +226,13 @@ pub async fn fresh_store_on(client: &Client, clock: Option<Arc<ManualClock>>) ->
 pub async fn teardown(store: &MongoStore) {
     // Dropping is best effort: a failure here must not hide the test's own outcome.
     let _ = store.collection().drop().await;
+    let db = store.client().database(&store.collection().namespace().db);
+    let shards = store.wake_collections();
+    if let Ok(names) = db.list_collection_names().await {
+        for name in names.iter().filter(|n| shards.contains(n)) {
+            let _ = db.collection::<Document>(name).drop().await;
+        }
+    }
     store.client().clone().shutdown().await;
 }
 

@@ -1,9 +1,10 @@
-//! Hints from the change stream: what a release, a renewal, a grant and a purge hint to a
-//! store whose refusal read the document, on the real server.
+//! Hints from the wakes, on the real server: a write that hands a lock over wakes the store
+//! of the place it was handed to, through that store's tailable cursor, and nothing else
+//! wakes anybody. Each silence is shown by the next hint being a marker's (a hand-over on
+//! a resource of its own, which the store hears: its cursor keeps the order of inserts).
 
 use futures_util::StreamExt;
-use lockwright_engine::Access;
-use lockwright_engine::{Hint, HintStream, Resource};
+use lockwright_engine::{Hint, HintStream, Resource, Ticket};
 
 use super::*;
 
@@ -13,314 +14,188 @@ async fn next(hints: &mut HintStream) -> Hint {
     tokio::time::timeout(Duration::from_secs(60), hints.next())
         .await
         .expect("a hint within a minute")
-        .expect("the stream goes on")
+        .expect("the hints go on")
 }
 
 fn for_secs(secs: u64) -> Option<Duration> {
     Some(Duration::from_secs(secs))
 }
 
-fn renewal(resource: &Resource, lock_id: &str) -> Renewal {
-    Renewal {
-        resource: resource.clone(),
-        lock_id: id(lock_id),
-        ttl: ttl(30),
-    }
-}
-
-#[tokio::test]
-async fn hints_name_releases_and_grants_of_documents_a_refusal_read() {
-    let a = fresh_store(None).await;
-    let ns = a.collection().namespace();
-    // Another process: its own client, its own change stream.
-    let other = Client::with_options(options().await).unwrap();
-    let coll = other.database(&ns.db).collection(&ns.coll);
-    let b = MongoStore::from_collection(coll.clone());
-    let r = Resource::new("r").unwrap();
-    a.lock(&request("r", "a", for_secs(30))).await.unwrap();
-    a.lock(&request("unrelated", "a", for_secs(30)))
-        .await
-        .unwrap();
-    let refused = b.lock(&request("r", "b", for_secs(30))).await.unwrap_err();
-    assert!(
-        matches!(refused, Error::AlreadyLocked { .. }),
-        "{refused:?}"
-    );
-    let mut hints = b.hints().expect("a replica set has change streams");
-    assert_eq!(
-        next(&mut hints).await,
-        Hint::Missed,
-        "a subscription starts with Missed"
-    );
-
-    // A change to a document no refusal of `b` read hints nothing, and neither does a
-    // renewal: the first hint is the release.
-    let unrelated = Resource::new("unrelated").unwrap();
-    a.unlock_one(&unrelated, &id("a")).await.unwrap();
-    a.renew_many(&[renewal(&r, "a")], Duration::ZERO)
-        .await
-        .unwrap();
-    a.renew_one(&renewal(&r, "a"), Duration::ZERO)
-        .await
-        .unwrap();
-    a.unlock_one(&r, &id("a")).await.unwrap();
-    assert_eq!(
-        next(&mut hints).await,
-        Hint::Freed(r.clone()),
-        "the release"
-    );
-    let g = b.lock(&request("r", "b", for_secs(30))).await.unwrap();
-    assert_eq!(
-        next(&mut hints).await,
-        Hint::Taken(r.clone(), Some(g.fence)),
-        "the grant, with its fence"
-    );
-    b.unlock(&id("b")).await.unwrap();
-    assert_eq!(
-        next(&mut hints).await,
-        Hint::Freed(r.clone()),
-        "a group's release"
-    );
-
-    // Shared locks: grants, a renewal, the release of one of two, then a purge.
-    let s1 = a
-        .lock(&request("r", "s1", for_secs(30)).with_access(Access::Shared(None)))
-        .await
-        .unwrap();
-    let s2 = a
-        .lock(&request("r", "s2", Some(Duration::from_millis(1))).with_access(Access::Shared(None)))
-        .await
-        .unwrap();
-    assert_eq!(
-        next(&mut hints).await,
-        Hint::Taken(r.clone(), Some(s1.fence))
-    );
-    assert_eq!(
-        next(&mut hints).await,
-        Hint::Taken(r.clone(), Some(s2.fence))
-    );
-    a.renew_one(&renewal(&r, "s1"), Duration::ZERO)
-        .await
-        .unwrap();
-    a.unlock_one(&r, &id("s1")).await.unwrap();
-    assert_eq!(
-        next(&mut hints).await,
-        Hint::Freed(r.clone()),
-        "one of two released"
-    );
-    let purger = MongoStore::from_collection(coll)
-        .with_takeover_grace(Duration::ZERO)
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(5)).await;
-    assert_eq!(purger.purge().await.unwrap().len(), 1, "s2 has expired");
-    assert_eq!(next(&mut hints).await, Hint::Freed(r.clone()), "purged");
-
-    drop(hints);
-    teardown(&a).await;
-    other.shutdown().await;
-}
-
-/// A fair request on `resource` for `lock_id`, whose place `ticket` lasts `lease`.
-fn fair(resource: &str, lock_id: &str, ticket: &str, lease: Duration) -> LockRequest {
-    let options = LockOptions::exclusive(Duration::from_secs(30));
-    let ticket =
-        lockwright_engine::Ticket::new(lockwright_engine::LockId::new(ticket).unwrap(), lease)
-            .unwrap();
-    LockRequest::new(resource, lock_id, &options)
+/// A fair request on `resource` for `lock_id`, with the place `ticket` (30 s), as
+/// `options` asks.
+fn fair_as(resource: &str, lock_id: &str, ticket: &str, options: &LockOptions) -> LockRequest {
+    let ticket = Ticket::new(id(ticket), Duration::from_secs(30)).unwrap();
+    LockRequest::new(resource, lock_id, options)
         .unwrap()
         .fair(ticket)
 }
 
-/// The queue of fair waiters: a waiter taking its place, keeping it (a new lease, a new
-/// mode), or taking one while dead places are dropped writes the queue alone and hints
-/// nothing (it would wake every waiter at every attempt); a waiter leaving hints `Freed`
-/// from the middle, and `First` to the store of the next place from the front. Each silence is shown by the next hint being one on another
-/// resource (the stream keeps the order of writes).
-#[tokio::test]
-async fn queue_places_hint_only_when_a_waiter_leaves() {
-    let a = fresh_store(None).await;
-    let ns = a.collection().namespace();
-    let other = Client::with_options(options().await).unwrap();
-    let b = MongoStore::from_collection(other.database(&ns.db).collection(&ns.coll));
-    let (r, r2) = (Resource::new("r").unwrap(), Resource::new("r2").unwrap());
-    let long = Duration::from_secs(30);
-    a.lock(&request("r", "holder", for_secs(30))).await.unwrap();
-    a.lock(&request("r2", "x2", for_secs(30))).await.unwrap();
-    let first = b.lock(&fair("r", "w1", "t1", long)).await.unwrap_err();
-    assert!(
-        matches!(
-            first,
-            Error::AlreadyLocked {
-                queued: Some(lockwright_engine::Queued { ahead: 0, .. }),
-                ..
-            }
-        ),
-        "{first:?}"
-    );
-    b.lock(&request("r2", "y", for_secs(30))).await.unwrap_err();
-    let mut hints = b.hints().expect("a replica set has change streams");
-    assert_eq!(next(&mut hints).await, Hint::Missed);
-    a.unlock_one(&r2, &id("x2")).await.unwrap();
-    assert_eq!(next(&mut hints).await, Hint::Freed(r2.clone()));
-
-    // A place appended, a place refreshed, a place refreshed with another mode.
-    b.lock(&fair("r", "w2", "t2", long)).await.unwrap_err();
-    b.lock(&fair("r", "w1", "t1", long)).await.unwrap_err();
-    b.lock(&fair("r", "w1", "t1", long).with_access(Access::Shared(None)))
-        .await
-        .unwrap_err();
-    let y = b.lock(&request("r2", "y", for_secs(30))).await.unwrap();
-    assert_eq!(
-        next(&mut hints).await,
-        Hint::Taken(r2.clone(), Some(y.fence)),
-        "taking and keeping places hinted nothing"
-    );
-
-    // A place whose lease runs out, dropped by the next waiter's write.
-    b.lock(&fair("r", "w3", "t3", Duration::from_millis(100)))
-        .await
-        .unwrap_err();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let fourth = b.lock(&fair("r", "w4", "t4", long)).await.unwrap_err();
-    assert!(
-        matches!(
-            fourth,
-            Error::AlreadyLocked {
-                queued: Some(lockwright_engine::Queued { ahead: 2, .. }),
-                ..
-            }
-        ),
-        "t1 and t2 ahead, t3 dropped: {fourth:?}"
-    );
-    b.unlock(&id("y")).await.unwrap();
-    assert_eq!(
-        next(&mut hints).await,
-        Hint::Freed(r2.clone()),
-        "a place taken while a dead one was dropped hinted nothing"
-    );
-
-    // Leaving: from the middle, from the front, then a ticket without a place.
-    assert!(b.leave_queue(&r, &id("t2")).await.unwrap());
-    assert_eq!(next(&mut hints).await, Hint::Freed(r.clone()), "t2 left");
-    assert!(b.leave_queue(&r, &id("t1")).await.unwrap());
-    assert_eq!(
-        next(&mut hints).await,
-        Hint::First {
-            resource: r.clone(),
-            taken: false,
-            place: Some(id("t4").tag()),
-        },
-        "t1 left from the front: the store of t4, now first, is woken, naming t4"
-    );
-    assert!(!b.leave_queue(&r, &id("t1")).await.unwrap());
-    let x2 = a.lock(&request("r2", "x2", for_secs(30))).await.unwrap();
-    assert_eq!(
-        next(&mut hints).await,
-        Hint::Taken(r2.clone(), Some(x2.fence)),
-        "leaving without a place hinted nothing"
-    );
-    assert_eq!(b.waiters(&r).await.unwrap().len(), 1, "t4 waits");
-
-    drop(hints);
-    teardown(&a).await;
-    other.shutdown().await;
+/// An exclusive fair request (see [`fair_as`]).
+fn fair(resource: &str, lock_id: &str, ticket: &str) -> LockRequest {
+    fair_as(
+        resource,
+        lock_id,
+        ticket,
+        &LockOptions::exclusive(Duration::from_secs(30)),
+    )
 }
 
-/// The next two hints are the marker's grant and release: nothing came before them.
-async fn marked(hints: &mut HintStream, marker: &Resource, what: &str) {
-    let h = next(hints).await;
-    assert!(
-        matches!(&h, Hint::Taken(r, _) if r == marker),
-        "{what}: {h:?}"
-    );
-    assert_eq!(next(hints).await, Hint::Freed(marker.clone()), "{what}");
-}
-
-/// The store whose waiter is first in a queue hears its turn, and nobody else does: a
-/// release, a grant and a waiter leaving each reach the first waiter's store alone (as
-/// `First`), and the next hint of every other store is the marker's (a write on a resource
-/// without a queue, which every store hears). A grant that empties the queue wakes
-/// everybody again.
-#[tokio::test]
-async fn only_the_first_waiters_store_hears_its_turn() {
-    let a = fresh_store(None).await;
-    let ns = a.collection().namespace();
-    let process =
-        |client: &Client| MongoStore::from_collection(client.database(&ns.db).collection(&ns.coll));
-    let (cb, cc) = (
-        Client::with_options(options().await).unwrap(),
-        Client::with_options(options().await).unwrap(),
-    );
-    let (b, c) = (process(&cb), process(&cc));
-    let (r, marker) = (Resource::new("r").unwrap(), Resource::new("m").unwrap());
-    let long = Duration::from_secs(30);
-    a.lock(&request("r", "holder", for_secs(30))).await.unwrap();
-    a.lock(&request("m", "m", for_secs(30))).await.unwrap();
-    for s in [&a, &b, &c] {
-        s.lock(&request("m", "other", for_secs(30)))
-            .await
-            .unwrap_err();
-    }
-    b.lock(&fair("r", "wb", "tb", long)).await.unwrap_err();
-    c.lock(&fair("r", "wc", "tc", long)).await.unwrap_err();
-    let (mut hb, mut hc) = (b.hints().unwrap(), c.hints().unwrap());
-    assert_eq!(next(&mut hb).await, Hint::Missed);
-    assert_eq!(next(&mut hc).await, Hint::Missed);
-    a.unlock_one(&marker, &id("m")).await.unwrap();
-    assert_eq!(next(&mut hb).await, Hint::Freed(marker.clone()));
-    assert_eq!(next(&mut hc).await, Hint::Freed(marker.clone()));
-    // The marker: a grant every store hears.
-    let mark = || async {
-        a.lock(&request("m", "m", for_secs(1))).await.unwrap();
-        a.unlock_one(&marker, &id("m")).await.unwrap();
-    };
-
-    // The holder releases: b is handed the lock.
-    a.unlock_one(&r, &id("holder")).await.unwrap();
-    mark().await;
-    let first = |taken, ticket: &str| Hint::First {
-        resource: r.clone(),
-        taken,
+/// The hint that `ticket`'s place was handed `resource`'s lock.
+fn handed(resource: &str, ticket: &str) -> Hint {
+    Hint::First {
+        resource: Resource::new(resource).unwrap(),
+        taken: false,
         place: Some(id(ticket).tag()),
-    };
-    assert_eq!(next(&mut hb).await, first(false, "tb"), "b's turn");
-    marked(&mut hc, &marker, "c heard nothing of r").await;
-    marked(&mut hb, &marker, "the marker").await;
+    }
+}
 
-    // b claims it: c is first now (and asks only if shared).
-    b.lock(&fair("r", "wb", "tb", long)).await.unwrap();
-    mark().await;
-    assert_eq!(next(&mut hc).await, first(true, "tc"), "c is first");
-    marked(&mut hb, &marker, "b heard nothing of r").await;
-    marked(&mut hc, &marker, "the marker").await;
+/// Another process on `a`'s collection: its own client, its own store (and tag).
+async fn process(a: &MongoStore) -> (Client, MongoStore) {
+    let ns = a.collection().namespace();
+    let client = Client::with_options(options().await).unwrap();
+    let store = MongoStore::from_collection(client.database(&ns.db).collection(&ns.coll));
+    (client, store)
+}
 
-    // b releases by group: c is handed the lock.
+/// Hands the lock of the marker resource `name` (held by `a`) to a fair waiter of `s`, and
+/// checks that this is the next hint `hints` gives: nothing came before it.
+async fn marked(a: &MongoStore, s: &MongoStore, hints: &mut HintStream, name: &str, what: &str) {
+    a.lock(&request(name, "marker", for_secs(30))).await.unwrap();
+    s.lock(&fair(name, "marked", "marker-ticket"))
+        .await
+        .unwrap_err();
+    a.unlock_one(&Resource::new(name).unwrap(), &id("marker"))
+        .await
+        .unwrap();
+    assert_eq!(next(hints).await, handed(name, "marker-ticket"), "{what}");
+}
+
+#[tokio::test]
+async fn a_hand_over_wakes_the_store_of_the_place_it_was_handed_to_and_no_other() {
+    let a = fresh_store(None).await;
+    let ((cb, b), (cc, c)) = (process(&a).await, process(&a).await);
+    let r = Resource::new("r").unwrap();
+    a.lock(&request("r", "holder", for_secs(30))).await.unwrap();
+    b.lock(&fair("r", "wb", "tb")).await.unwrap_err();
+    c.lock(&fair("r", "wc", "tc")).await.unwrap_err();
+    let (mut hb, mut hc) = (b.hints().unwrap(), c.hints().unwrap());
+    assert_eq!(next(&mut hb).await, Hint::Missed, "a subscription starts so");
+    assert_eq!(next(&mut hc).await, Hint::Missed);
+
+    // The holder releases (`unlock_one`: the engine replays the reply to find the
+    // hand-over): b is handed the lock, c hears nothing.
+    a.unlock_one(&r, &id("holder")).await.unwrap();
+    assert_eq!(next(&mut hb).await, handed("r", "tb"), "b's turn");
+    marked(&a, &c, &mut hc, "m1", "c heard nothing of r").await;
+
+    // b claims it (a grant hands nothing over: nobody hears), then releases by group: c
+    // is handed the lock.
+    b.lock(&fair("r", "wb", "tb")).await.unwrap();
+    marked(&a, &c, &mut hc, "m2", "a claim wakes nobody").await;
     b.unlock(&id("wb")).await.unwrap();
-    mark().await;
-    assert_eq!(next(&mut hc).await, first(false, "tc"), "c's turn");
-    marked(&mut hb, &marker, "b heard nothing of r").await;
-    marked(&mut hc, &marker, "the marker").await;
-
-    // c claims the lock it was handed, and the queue is empty: everybody hears the grant
-    // (a claim moves no fence, so the hint carries none).
-    c.lock(&fair("r", "wc", "tc", long)).await.unwrap();
-    assert_eq!(next(&mut hb).await, Hint::Taken(r.clone(), None));
-    assert_eq!(next(&mut hc).await, Hint::Taken(r.clone(), None));
-
-    // b, then c, wait; b leaves from the front: c's turn, and b hears nothing.
-    b.lock(&fair("r", "wb", "tb2", long)).await.unwrap_err();
-    c.lock(&fair("r", "wc2", "tc2", long)).await.unwrap_err();
-    assert!(b.leave_queue(&r, &id("tb2")).await.unwrap());
-    mark().await;
-    assert_eq!(
-        next(&mut hc).await,
-        first(false, "tc2"),
-        "c is first after b left"
-    );
-    marked(&mut hb, &marker, "b heard nothing of r").await;
+    assert_eq!(next(&mut hc).await, handed("r", "tc"), "c's turn");
+    marked(&a, &b, &mut hb, "m3", "b heard nothing of r").await;
 
     drop((hb, hc));
     teardown(&a).await;
     cb.shutdown().await;
     cc.shutdown().await;
+}
+
+#[tokio::test]
+async fn writes_that_hand_nothing_over_wake_nobody() {
+    let a = fresh_store(None).await;
+    let (cb, b) = process(&a).await;
+    let r = Resource::new("r").unwrap();
+    let mut hints = b.hints().unwrap();
+    assert_eq!(next(&mut hints).await, Hint::Missed);
+    // A grant, a refusal that is not fair, a renewal, a release with nobody waiting, a
+    // fair waiter taking and keeping its place, and leaving it.
+    a.lock(&request("r", "a", for_secs(30))).await.unwrap();
+    b.lock(&request("r", "b", for_secs(30))).await.unwrap_err();
+    let renewal = Renewal {
+        resource: r.clone(),
+        lock_id: id("a"),
+        ttl: ttl(30),
+    };
+    a.renew_many(&[renewal], Duration::ZERO).await.unwrap();
+    b.lock(&fair("r", "wb", "tb")).await.unwrap_err();
+    b.lock(&fair("r", "wb", "tb")).await.unwrap_err();
+    assert!(b.leave_queue(&r, &id("tb")).await.unwrap());
+    a.unlock_one(&r, &id("a")).await.unwrap();
+    a.purge().await.unwrap();
+    marked(&a, &b, &mut hints, "m", "nothing before the marker").await;
+    drop(hints);
+    teardown(&a).await;
+    cb.shutdown().await;
+}
+
+/// The other writes that hand over: a group released in a transaction (two documents), a
+/// waiter leaving from the front of a line (a shared waiter behind it is handed the
+/// lock), and a refusal whose write finds the holder gone (its lease and grace over).
+#[tokio::test]
+async fn group_releases_leaving_and_refusals_hand_over_and_wake() {
+    let a = fresh_store(None)
+        .await
+        .with_takeover_grace(Duration::ZERO)
+        .unwrap();
+    let (cb, b) = process(&a).await;
+    let b = b.with_takeover_grace(Duration::ZERO).unwrap();
+    let mut hints = b.hints().unwrap();
+    assert_eq!(next(&mut hints).await, Hint::Missed);
+
+    a.lock(&request("g1", "group", for_secs(30))).await.unwrap();
+    a.lock(&request("g2", "group", for_secs(30))).await.unwrap();
+    b.lock(&fair("g1", "w1", "t1")).await.unwrap_err();
+    b.lock(&fair("g2", "w2", "t2")).await.unwrap_err();
+    assert_eq!(a.unlock(&id("group")).await.unwrap().len(), 2);
+    let mut two = [next(&mut hints).await, next(&mut hints).await];
+    two.sort_by_key(|h| format!("{h:?}"));
+    assert_eq!(two, [handed("g1", "t1"), handed("g2", "t2")], "the group");
+
+    let shared = LockOptions::shared(None, Duration::from_secs(30));
+    a.lock(&LockRequest::new("s", "reader", &shared).unwrap())
+        .await
+        .unwrap();
+    a.lock(&fair("s", "writer", "tw")).await.unwrap_err();
+    b.lock(&fair_as("s", "reader2", "tr", &shared))
+        .await
+        .unwrap_err();
+    assert!(a.leave_queue(&Resource::new("s").unwrap(), &id("tw")).await.unwrap());
+    assert_eq!(next(&mut hints).await, handed("s", "tr"), "after a leave");
+
+    a.lock(&request("x", "short", for_secs(1))).await.unwrap();
+    b.lock(&fair("x", "wx", "tx")).await.unwrap_err();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    a.lock(&request("x", "racer", for_secs(30)))
+        .await
+        .unwrap_err();
+    assert_eq!(next(&mut hints).await, handed("x", "tx"), "after a refusal");
+
+    drop(hints);
+    teardown(&a).await;
+    cb.shutdown().await;
+}
+
+/// A wake sent while the store listened to nothing is read when it opens its cursor, after
+/// `Missed`; one it passed on already is not passed on again when it reopens.
+#[tokio::test]
+async fn a_wake_sent_before_the_cursor_opened_is_read_once() {
+    let a = fresh_store(None).await;
+    let (cb, b) = process(&a).await;
+    a.lock(&request("r", "holder", for_secs(30))).await.unwrap();
+    b.lock(&fair("r", "wb", "tb")).await.unwrap_err();
+    a.unlock_one(&Resource::new("r").unwrap(), &id("holder"))
+        .await
+        .unwrap();
+    let mut hints = b.hints().unwrap();
+    assert_eq!(next(&mut hints).await, Hint::Missed);
+    assert_eq!(next(&mut hints).await, handed("r", "tb"), "read on opening");
+    drop(hints);
+    let mut hints = b.hints().unwrap();
+    assert_eq!(next(&mut hints).await, Hint::Missed);
+    marked(&a, &b, &mut hints, "m", "not passed on twice").await;
+    drop(hints);
+    teardown(&a).await;
+    cb.shutdown().await;
 }
