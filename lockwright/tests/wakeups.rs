@@ -1,7 +1,8 @@
 //! Waiters woken by the store: a release wakes a waiting acquire through the store's hints
-//! (an in-process notifier, a MongoDB change stream), not through its backoff; a waiter
-//! whose change stream fails still gets the lock, through the reply to the write that keeps
-//! its place (the release handed it the lock); and a racing waiter keeps no stream at all.
+//! (an in-process notifier; on MongoDB, the wake the release inserts, which the waiter's
+//! process reads through its tailable cursor), not through its backoff; a waiter whose
+//! cursor fails still gets the lock, through the reply to the write that keeps its place
+//! (the release handed it the lock); and a racing waiter keeps no cursor at all.
 //!
 //! The waiters that must be woken have a backoff of an hour, so that polling cannot explain
 //! a grant: the tests assert that the grant comes (and, on MongoDB, the exact number of
@@ -65,7 +66,7 @@ mod mongo {
     use super::*;
 
     /// A store on `on`'s collection with a client of its own (another process, its own
-    /// change stream), an `appName` of its own for fail points, and its commands recorded.
+    /// wakes cursor), an `appName` of its own for fail points, and its commands recorded.
     async fn other_process(on: &MongoStore) -> (MongoStore, CommandLog, String) {
         let app = format!("lockwright-wakeups-{}", ObjectId::new().to_hex());
         let mut opts = options().await;
@@ -123,7 +124,7 @@ mod mongo {
     }
 
     /// A waiter in another process is granted the lock one request after the release:
-    /// the change stream told it. Its backoff is an hour, so no poll did.
+    /// the wake of the hand-over told it. Its backoff is an hour, so no poll did.
     #[tokio::test]
     async fn a_release_wakes_a_waiter_in_another_process() {
         let store = fresh_store(None).await;
@@ -136,17 +137,13 @@ mod mongo {
             let (waiter, options) = (waiter.clone(), options.clone());
             tokio::spawn(async move { waiter.acquire("job", &options).await })
         };
-        // Refused, then the stream opens (`aggregate`) and its `Missed` makes the waiter
+        // Refused, then the cursor opens (`find`) and its `Missed` makes the waiter
         // ask once more, refused again. Both answered before the release: a request still
         // in flight then would claim the handed lock itself, and the wake-up would not be
         // what grants it.
         until_answered(&log, "findAndModify", 2).await;
         let before = log.take();
-        assert_eq!(
-            count(&before, "aggregate"),
-            1,
-            "one change stream: {before:?}"
-        );
+        assert_eq!(count(&before, "find"), 1, "one cursor: {before:?}");
         held.release().await.unwrap();
         let guard = tokio::time::timeout(Duration::from_secs(60), waiting)
             .await
@@ -163,8 +160,8 @@ mod mongo {
         teardown(holder.client().store()).await;
     }
 
-    /// A racing waiter keeps no change stream: it is granted by polling on its backoff,
-    /// and no `aggregate` (no stream) was sent by its process.
+    /// A racing waiter keeps no cursor: it is granted by polling on its backoff, and no
+    /// `find` (no cursor) was sent by its process.
     #[tokio::test]
     async fn a_racing_waiter_keeps_no_stream_and_polls() {
         let store = fresh_store(None).await;
@@ -188,7 +185,7 @@ mod mongo {
             .unwrap();
         let mut sent = asked;
         sent.extend(log.take());
-        assert_eq!(count(&sent, "aggregate"), 0, "no stream: {sent:?}");
+        assert_eq!(count(&sent, "find"), 0, "no cursor: {sent:?}");
         assert_eq!(
             guard.status().renewed_at,
             None,
@@ -198,8 +195,8 @@ mod mongo {
         teardown(holder.client().store()).await;
     }
 
-    /// A fair waiter whose stream fails and cannot be reopened (a fail point on its
-    /// `getMore` and `aggregate`), and which never polls (its backoff is an hour): the
+    /// A fair waiter whose cursor fails and cannot be reopened (a fail point on its
+    /// `getMore` and `find`), and which never polls (its backoff is an hour): the
     /// release hands it the lock in the store, and the write that keeps its place (at
     /// `renew_fraction` of `queue_ttl`) claims it.
     #[tokio::test]
@@ -216,7 +213,7 @@ mod mongo {
     }
 
     /// An uncontended acquire (fair, the default) and its release cost two commands and
-    /// open no change stream: the acquire listens only once a refusal gave it a place.
+    /// open no cursor: the acquire listens only once a refusal gave it a place.
     #[tokio::test]
     async fn an_uncontended_cycle_is_two_commands_and_no_stream() {
         let store = fresh_store(None).await;
@@ -251,8 +248,8 @@ mod mongo {
     }
 
     /// A fair waiter two places back in a line that does not move stops listening: its
-    /// second refusal tells it the line's pace, its process closes its change stream
-    /// (`killCursors`) while it still waits, and sends no stream command while it keeps its
+    /// second refusal tells it the line's pace, its process closes its wakes cursor
+    /// (`killCursors`) while it still waits, and sends no cursor command while it keeps its
     /// place. When the places ahead leave and the holder releases, the store hands it the
     /// lock, and the write that keeps its place claims it.
     #[tokio::test]
@@ -282,15 +279,15 @@ mod mongo {
             tokio::spawn(async move { waiter.acquire("job", &options).await })
         };
         let far = until_sent(&log, "killCursors", 1).await;
-        assert_eq!(count(&far, "aggregate"), 1, "one stream, closed: {far:?}");
+        assert_eq!(count(&far, "find"), 1, "one cursor, closed: {far:?}");
         assert!(count(&far, "findAndModify") >= 2, "{far:?}");
         // Two more keep-place writes with no stream: the first 500 ms after the last near
         // keep (within its claim lease), then far back (stale, every 2 s).
         let kept = until_sent(&log, "findAndModify", 2).await;
         assert_eq!(
-            count(&kept, "aggregate") + count(&kept, "getMore"),
+            count(&kept, "find") + count(&kept, "getMore"),
             0,
-            "no stream while far back: {kept:?}"
+            "no cursor while far back: {kept:?}"
         );
         for place in ["p1", "p2"] {
             assert!(client.leave_queue("job", place).await.unwrap());
@@ -313,7 +310,7 @@ mod mongo {
     /// The waiter's guard, and the holder's Locker (to drop the collection with).
     type Granted = (lockwright::LockGuard<MongoStore>, Locker<MongoStore>);
 
-    /// A waiter with `config` waits for a lock held by another process; its change stream
+    /// A waiter with `config` waits for a lock held by another process; its wakes cursor
     /// then fails and cannot be reopened, and the holder releases. Returns its guard.
     async fn stream_fails(config: LockerConfig, options: LockOptions) -> Granted {
         // The fail point is the server's, for the whole test binary: one test at a time.
@@ -332,46 +329,46 @@ mod mongo {
             let (waiter, options) = (waiter.clone(), options.clone());
             tokio::spawn(async move { waiter.acquire("job", &options).await })
         };
-        until_sent(&log, "aggregate", 1).await;
-        // ChangeStreamFatalError: the driver does not resume; the store reopens and fails.
+        until_sent(&log, "find", 1).await;
+        // BadValue: nothing the driver retries; the store reopens and fails.
         let fail = doc! {
             "configureFailPoint": "failCommand", "mode": "alwaysOn",
-            "data": { "failCommands": ["getMore", "aggregate"], "errorCode": 280, "appName": &app },
+            "data": { "failCommands": ["getMore", "find"], "errorCode": 2, "appName": &app },
         };
         admin.run_command(fail).await.unwrap();
-        // Every stream command sent from now on fails. An `aggregate` sent after this point
-        // reopens the stream, so the stream open before it has ended (its next `getMore`
-        // failed, or the store closed it), and the reopened one fails too: no stream can
+        // Every cursor command sent from now on fails. A `find` sent after this point
+        // reopens the cursor, so the cursor open before it has ended (its next `getMore`
+        // failed, or the store closed it), and the reopened one fails too: no cursor can
         // tell the waiter of the release. (Waiting for a failed `getMore` first was racy:
-        // the store may close and reopen its stream between two attempts of the waiter,
+        // the store may close and reopen its cursor between two attempts of the waiter,
         // with no `getMore` in between.)
         log.take();
-        until_started(&log, "aggregate").await;
+        until_started(&log, "find").await;
         held.release().await.unwrap();
         let granted = tokio::time::timeout(Duration::from_secs(60), waiting).await;
-        // Every stream command sent since the fail point was set, taken before it is lifted.
+        // Every cursor command sent since the fail point was set, taken before it is lifted.
         let stream: Vec<(String, Option<Outcome>)> = log
             .take_outcomes()
             .into_iter()
-            .filter(|(name, _, _)| name == "aggregate" || name == "getMore")
+            .filter(|(name, _, _)| name == "find" || name == "getMore")
             .map(|(name, _, outcome)| (name, outcome))
             .collect();
         let off = doc! { "configureFailPoint": "failCommand", "mode": "off" };
         admin.run_command(off).await.unwrap();
         let guard = granted.expect("polling grants the lock").unwrap().unwrap();
-        // The fail point fired (the stream's reopening was refused with its code), and no
-        // stream command sent after it succeeded: no stream told the waiter of the release,
+        // The fail point fired (the cursor's reopening was refused with its code), and no
+        // cursor command sent after it succeeded: no cursor told the waiter of the release,
         // so its own requests got it the lock.
         assert!(
-            stream.iter().any(|(name, outcome)| name == "aggregate"
-                && *outcome == Some(Outcome::Failed(Some(280)))),
-            "the fail point refused the stream's reopening: {stream:?}"
+            stream.iter().any(|(name, outcome)| name == "find"
+                && *outcome == Some(Outcome::Failed(Some(2)))),
+            "the fail point refused the cursor's reopening: {stream:?}"
         );
         assert!(
             !stream
                 .iter()
                 .any(|(_, outcome)| *outcome == Some(Outcome::Succeeded)),
-            "no stream command succeeded after the fail point: {stream:?}"
+            "no cursor command succeeded after the fail point: {stream:?}"
         );
         (guard, holder)
     }
