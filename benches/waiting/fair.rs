@@ -10,7 +10,7 @@
 //!   holds (as `contended/N`): grants per Locker, Jain's fairness index, the longest wait,
 //!   and lock commands per grant (per handover).
 //! - `fair_one_process/N`: as `fair_contended/N`, with the N Lockers of one process: on one
-//!   store (one client, one change stream), where a release wakes the first waiter's Locker
+//!   store (one client, one wakes cursor), where a release wakes the first waiter's Locker
 //!   alone by its ticket's tag.
 //! - `fair_abandoned/W`: a holder, then W waiters that take a place and die (fair requests
 //!   sent straight to the store, never asked again: a killed process), then one live fair

@@ -1,6 +1,6 @@
 //! Where the Lockers of one measurement get their stores: one backend, one collection (or
 //! store), one takeover grace. On MongoDB each Locker has a `MongoStore` on a
-//! `mongodb::Client` of its own (so each opens its own change stream, as separate
+//! `mongodb::Client` of its own (so each opens its own wakes cursor, as separate
 //! processes would), every command of those clients counted with command monitoring; in
 //! memory each has a handle on one shared `MemStore`, whose calls stand for commands.
 

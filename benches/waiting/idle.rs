@@ -9,7 +9,7 @@
 //! the worker loop's own.
 //!
 //! What grows with N is what the processes still send: the far waiters' keep-place writes
-//! (one each per `renew_fraction` of `queue_ttl`), and, with hints on, any change stream
+//! (one each per `renew_fraction` of `queue_ttl`), and, with hints on, any wakes cursor
 //! still open. The line gives commands per grant (everybody's) and the server's CPU time
 //! per grant.
 

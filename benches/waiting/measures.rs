@@ -54,7 +54,7 @@ pub async fn lockers<F: Fleet>(
     all
 }
 
-/// `n` Lockers of one process: on one store of `fleet` (one client, one change stream).
+/// `n` Lockers of one process: on one store of `fleet` (one client, one wakes cursor).
 pub async fn lockers_sharing<F: Fleet>(
     fleet: &F,
     counts: &Counts,

@@ -118,7 +118,9 @@ impl<S: LockStore> LockStore for Tallied<S> {
 enum Kind {
     /// A write to the locks: a grant attempt, a release, a renewal.
     Lock,
-    /// The change stream behind the hints (or, in memory, a hint subscription).
+    /// The wakes cursor behind the hints (opening, awaiting, closing it, and creating or
+    /// seeding its capped collection; in memory, a hint subscription). A change stream's
+    /// commands, should any be sent, count here too.
     Stream,
     /// Anything else (set-up, sessions, status).
     Other,
@@ -129,7 +131,7 @@ fn kind(name: &str) -> Kind {
         "findAndModify" | "update" | "delete" | "insert" | "commitTransaction"
         | "abortTransaction" | "xlock" | "slock" | "unlock" | "unlock_one" | "renew"
         | "renew_one" | "renew_many" | "purge" => Kind::Lock,
-        "aggregate" | "getMore" | "killCursors" | "hints" => Kind::Stream,
+        "find" | "getMore" | "killCursors" | "create" | "aggregate" | "hints" => Kind::Stream,
         _ => Kind::Other,
     }
 }
