@@ -15,7 +15,7 @@
 //!              limit: <int>, lease: <int ms>,  // a shared request's limit; the claim lease
 //!              tag: <string> } ],  // fair waiters, first come first
 //!   lastLeave: <ObjectId>,  // the id of the last `leave_queue` that removed a place
-//!   wake: <string> }        // "<tag>:<random>": the place first in the queue, woken
+//!   wake: <string> }        // "<nonce> <tag> ...": the places the last hand-over woke
 //! ```
 //!
 //! The Go library's fields keep their names and BSON types (dates are BSON dates, absent
@@ -31,8 +31,8 @@
 //! place. The Go library neither reads nor writes `queue` and `lastLeave` (its writes are
 //! `$set`, `$inc`, `$push` and `$pull` of its own fields), so they survive its grants and
 //! releases; its clients do not wait their turn in the queue, though. `lastLeave` is
-//! written only by `leave_queue`, so that the change stream can tell a waiter leaving (the
-//! next one may go) from a waiter taking or keeping its place (nobody may go).
+//! written only by `leave_queue`, so that the document it returns tells whether it removed
+//! the place (a retry of an applied attempt too).
 //!
 //! A place with a `lockId` records what the store grants it when it hands it the lock (the
 //! engine's `Handoff`): the lock is written under that lock id with the place's details,
@@ -44,10 +44,10 @@
 //! `tag` and `wake` serve hints alone, and no rule reads them (the decoder ignores both):
 //! a place carries the tag of the store that took it (random, one per store, not a
 //! secret) and, after a dot, 16 bits of a hash of its ticket (`LockId::tag`), and each
-//! grant, release and leave that leaves a tagged place first in the queue sets `wake` to
-//! that tag and a fresh random number, so that the change stream of that store alone hears
-//! the change, and of its waiters only the first acts (see the `hints` module). Places without a tag (an
-//! older version's) wake everybody, as a write without `wake` does.
+//! write that hands the lock over sets `wake` to its command's nonce and the tags of the
+//! places it handed the lock to, so that the writer, reading the document back, knows
+//! whom to wake (see the `wakes` module). A place without a tag (an older version's) is
+//! handed the lock all the same, and learns of it from its next request.
 
 use mongodb::bson::{Bson, Document, doc};
 

@@ -55,7 +55,7 @@ pub const NEAR_HEAD: u32 = 1;
 /// keep-place intervals from being near the head; one that does not listen comes near
 /// again when it is [`NEAR_KEEPS`] from it (it learns its place only once per interval,
 /// and the line's pace is a guess). The gap keeps a process from closing and reopening its
-/// change stream at every refusal of a waiter on the edge.
+/// hints subscription (a cursor on MongoDB) at every refusal of a waiter on the edge.
 const FAR_KEEPS: u64 = 8;
 /// See [`FAR_KEEPS`].
 const NEAR_KEEPS: u64 = 4;

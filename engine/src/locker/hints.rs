@@ -114,7 +114,7 @@ impl<R: RngCore> LockerCore<R> {
     /// would help it; racing waiters never act on one, an acquire whose first attempt is
     /// not answered yet waits for that answer, and a waiter far back keeps its place by
     /// asking, see `super::fair`): the driver subscribes to the store's hints while this
-    /// holds. So an uncontended acquire opens no change stream, and neither does a process
+    /// holds. So an uncontended acquire opens no cursor on MongoDB, and neither does a process
     /// whose waiters all wait far back.
     #[must_use]
     pub fn wants_hints(&self) -> bool {

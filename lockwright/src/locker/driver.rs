@@ -190,7 +190,7 @@ pub(super) async fn drive<S: LockStore>(
 
 /// The task's subscription to the store's hints: taken while some acquire waits, kept for
 /// `max_backoff` after the last one stops waiting (a busy locker does not open and close
-/// a change stream per grant), and asked for again no sooner than `max_backoff` after the
+/// a wakes cursor per grant), and asked for again no sooner than `max_backoff` after the
 /// store had none to give or ended one.
 #[derive(Default)]
 struct Watch {
