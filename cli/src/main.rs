@@ -80,8 +80,8 @@ enum Command {
     /// would show it).
     #[command(after_help = EXIT_CODES)]
     Unlock(UnlockArgs),
-    /// Check the deployment (replica set, unique index, write concern, clocks, change
-    /// streams) and say what to fix.
+    /// Check the deployment (replica set, unique index, write concern, clocks, the wakes
+    /// and their cursors) and say what to fix.
     ///
     /// Doctor only reads unless told otherwise: --fix creates the unique index, and
     /// --wakeups takes and releases a probe lock.

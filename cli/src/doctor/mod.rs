@@ -3,11 +3,11 @@
 //! The replica set and unique index verdicts are the store's own set-up check (the one
 //! every lock operation runs first), reached through a `status` call ([`index`]); this
 //! module adds the details around it: the server's version and members, the write concern
-//! the store will use, the clocks ([`clocks`]), the change streams open on the collection
-//! ([`streams`]) and the wake-ups ([`crate::wakeups`]).
+//! the store will use, the clocks ([`clocks`]), the wake cursors and change streams open
+//! for the collection ([`streams`]) and the wake-ups ([`crate::wakeups`]).
 //!
 //! Doctor only reads unless told otherwise: `--fix` creates the unique index and
-//! `--wakeups` takes and releases a probe lock.
+//! `--wakeups` takes and releases a probe lock (and hands it to a waiter of its own).
 
 use std::time::Instant;
 
@@ -33,10 +33,10 @@ pub struct DoctorArgs {
     /// Create the unique index on `resource` when it is missing.
     #[arg(long)]
     fix: bool,
-    /// Also check that a release reaches a waiter, by taking and releasing a probe lock on
-    /// a resource of doctor's own (a write: a collection that does not exist yet is created
-    /// with its index, as by any first lock operation). Without it, doctor only checks,
-    /// reading, that change streams open.
+    /// Also check that a hand-over wakes a waiter, by taking a probe lock on a resource of
+    /// doctor's own, queueing a waiter for it and releasing it (writes: a collection or a
+    /// wake collection that does not exist yet is created, as by any first use). Without
+    /// it, doctor only checks, reading, that the wakes can be read.
     #[arg(long)]
     wakeups: bool,
 }
@@ -79,12 +79,12 @@ pub async fn doctor(conn: &ConnArgs, args: &DoctorArgs) -> Result<u8, CliError> 
     index::index(&mut report, &store, args.fix).await;
     write_concern(&mut report, &store);
     clocks::clocks(&mut report, &hello, &store, conn, conn.takeover_grace.0).await;
-    // Counted before doctor opens a stream of its own.
+    // Counted before doctor opens a cursor of its own.
     streams::streams(&mut report, &store).await;
     let wakeups = if args.wakeups {
-        crate::wakeups::probe(&store).await
+        crate::wakeups::probe(&store, conn).await
     } else {
-        crate::wakeups::stream_opens(&store).await
+        crate::wakeups::wakes_readable(&store).await
     };
     match wakeups {
         Ok(worked) => report.line(&Verdict::Ok, &worked),

@@ -144,9 +144,18 @@ impl Coll {
 
 impl Drop for Coll {
     fn drop(&mut self) {
-        let _ = self
-            .runtime
-            .block_on(async { self.client.store().collection().drop().await });
+        // The lock collection and its wake shards (created by hand-overs).
+        self.runtime.block_on(async {
+            let store = self.client.store();
+            let _ = store.collection().drop().await;
+            let db = store.client().database(&store.collection().namespace().db);
+            for shard in store.wake_collections() {
+                let _ = db
+                    .collection::<mongodb::bson::Document>(&shard)
+                    .drop()
+                    .await;
+            }
+        });
     }
 }
 
