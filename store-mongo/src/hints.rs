@@ -329,6 +329,9 @@ mod tests {
         for i in 0..MAX_SEEN {
             assert!(seen.first_time(i.to_string()));
         }
-        assert!(seen.first_time("a".into()), "forgotten after MAX_SEEN others");
+        assert!(
+            seen.first_time("a".into()),
+            "forgotten after MAX_SEEN others"
+        );
     }
 }

@@ -57,13 +57,11 @@ impl MongoStore {
             let granted = decide_grant(op, doc, &grant_id, request, self.grace, unknown)?;
             match granted {
                 Granted::Yes(status) => Ok(status),
-                Granted::No { retry_in, queued } => {
-                    Err(Error::AlreadyLocked {
-                        resource: request.resource.clone(),
-                        retry_in,
-                        queued,
-                    })
-                }
+                Granted::No { retry_in, queued } => Err(Error::AlreadyLocked {
+                    resource: request.resource.clone(),
+                    retry_in,
+                    queued,
+                }),
             }
         };
         let started = Instant::now();
@@ -395,8 +393,8 @@ pub(crate) async fn unlock_one(
     let now = now_of(op, &doc)?;
     // A document the rules cannot decide on was left as it was: say so.
     let (name, state) = schema::decode(&doc)?;
-    let mut table = LockTable::from_resources([(name.clone(), state)])
-        .with_takeover_grace(store.grace);
+    let mut table =
+        LockTable::from_resources([(name.clone(), state)]).with_takeover_grace(store.grace);
     let released = table.unlock_one(&name, lock_id, now);
     // The reply is the document before the release: the engine says what it handed over.
     store

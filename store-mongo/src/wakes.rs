@@ -167,7 +167,10 @@ pub(crate) fn handed_in(doc: &Document, nonce: &str) -> Vec<String> {
     if words.next() != Some(nonce) {
         return Vec::new();
     }
-    words.filter(|w| w.contains('.')).map(str::to_owned).collect()
+    words
+        .filter(|w| w.contains('.'))
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The places the engine handed the lock to while replaying a write on `table`, which was

@@ -308,7 +308,8 @@ pub(super) fn set_queue(value: Bson) -> Bson {
 /// document is left exactly as it is.
 pub(crate) fn leave(ticket: &LockId, leave_id: &Bson, readings: &Readings) -> Vec<Document> {
     let id = literal(ticket.as_str());
-    let had = doc! { "$in": [ id, { "$map": { "input": stored(), "in": format!("$$this.{TICKET}") } } ] };
+    let had =
+        doc! { "$in": [ id, { "$map": { "input": stored(), "in": format!("$$this.{TICKET}") } } ] };
     let changed = doc! { "$let": {
         "vars": { "places": live_places(readings) },
         "in": { "$mergeObjects": [ "$$ROOT", {

@@ -60,7 +60,9 @@ async fn process(a: &MongoStore) -> (Client, MongoStore) {
 /// Hands the lock of the marker resource `name` (held by `a`) to a fair waiter of `s`, and
 /// checks that this is the next hint `hints` gives: nothing came before it.
 async fn marked(a: &MongoStore, s: &MongoStore, hints: &mut HintStream, name: &str, what: &str) {
-    a.lock(&request(name, "marker", for_secs(30))).await.unwrap();
+    a.lock(&request(name, "marker", for_secs(30)))
+        .await
+        .unwrap();
     s.lock(&fair(name, "marked", "marker-ticket"))
         .await
         .unwrap_err();
@@ -79,7 +81,11 @@ async fn a_hand_over_wakes_the_store_of_the_place_it_was_handed_to_and_no_other(
     b.lock(&fair("r", "wb", "tb")).await.unwrap_err();
     c.lock(&fair("r", "wc", "tc")).await.unwrap_err();
     let (mut hb, mut hc) = (b.hints().unwrap(), c.hints().unwrap());
-    assert_eq!(next(&mut hb).await, Hint::Missed, "a subscription starts so");
+    assert_eq!(
+        next(&mut hb).await,
+        Hint::Missed,
+        "a subscription starts so"
+    );
     assert_eq!(next(&mut hc).await, Hint::Missed);
 
     // The holder releases (`unlock_one`: the engine replays the reply to find the
@@ -161,7 +167,11 @@ async fn group_releases_leaving_and_refusals_hand_over_and_wake() {
     b.lock(&fair_as("s", "reader2", "tr", &shared))
         .await
         .unwrap_err();
-    assert!(a.leave_queue(&Resource::new("s").unwrap(), &id("tw")).await.unwrap());
+    assert!(
+        a.leave_queue(&Resource::new("s").unwrap(), &id("tw"))
+            .await
+            .unwrap()
+    );
     assert_eq!(next(&mut hints).await, handed("s", "tr"), "after a leave");
 
     a.lock(&request("x", "short", for_secs(1))).await.unwrap();
