@@ -69,30 +69,36 @@ pub(crate) async fn unlock(store: &MongoStore, lock_id: &LockId) -> Result<Vec<L
     }
     let read = pipeline::read_with_now(pipeline::group_filter(lock_id), &store.now_expr());
     let update = pipeline::unlock(lock_id, &store.readings());
-    let context = (&store.coll, lock_id, &read, &update);
+    let context = (&store.coll, lock_id, &read, &update, store.grace);
     let (released, skipped, handed) = store
-        .transaction("unlock", context, |s, (coll, lock_id, read, update)| {
-            async move {
-                let docs = read_all(coll, (*read).clone(), s).await?;
-                // Unlock removes every lock of the group, held or not: no grace applies.
-                let mut read = Read::from_docs(&docs, Duration::ZERO);
-                let Some(now) = read.now else {
-                    return Ok(Ok((Vec::new(), Vec::new(), Vec::new())));
-                };
-                let released = table::unlock(&mut [&mut read.table], lock_id, now);
-                let handed = wakes::replayed(&mut read.table, &docs);
-                // Only the documents read and decided on are written; the others are
-                // reported and left as they are.
-                let ids: Vec<Bson> = read.ids.into_values().collect();
-                if !ids.is_empty() {
-                    coll.update_many(pipeline::ids_in(&ids), (*update).clone())
-                        .session(&mut *s)
-                        .await?;
+        .transaction(
+            "unlock",
+            context,
+            |s, (coll, lock_id, read, update, grace)| {
+                async move {
+                    let docs = read_all(coll, (*read).clone(), s).await?;
+                    // Unlock removes every lock of the group, held or not, whatever the grace;
+                    // the grace is the pipeline's, for the engine's replay of its hand-over
+                    // (whom to wake).
+                    let mut read = Read::from_docs(&docs, *grace);
+                    let Some(now) = read.now else {
+                        return Ok(Ok((Vec::new(), Vec::new(), Vec::new())));
+                    };
+                    let released = table::unlock(&mut [&mut read.table], lock_id, now);
+                    let handed = wakes::replayed(&mut read.table, &docs);
+                    // Only the documents read and decided on are written; the others are
+                    // reported and left as they are.
+                    let ids: Vec<Bson> = read.ids.into_values().collect();
+                    if !ids.is_empty() {
+                        coll.update_many(pipeline::ids_in(&ids), (*update).clone())
+                            .session(&mut *s)
+                            .await?;
+                    }
+                    Ok(Ok((released, read.skipped, handed)))
                 }
-                Ok(Ok((released, read.skipped, handed)))
-            }
-            .boxed()
-        })
+                .boxed()
+            },
+        )
         .await?;
     store.wake_all(handed).await;
     unless_skipped(released, skipped)
