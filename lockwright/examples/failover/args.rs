@@ -85,7 +85,7 @@ pub(crate) struct Args {
     #[arg(long = "skew", value_name = "MEMBER=MS", value_parser = parse_skew)]
     pub(crate) skews: Vec<(usize, i64)>,
     /// Checks the observer: `Client` holders break the holding rule (they hold every lock
-    /// for its TTL plus the takeover grace plus 500 ms without renewing it, trusting it
+    /// for its TTL plus the takeover grace plus 2 s without renewing it, trusting it
     /// throughout, past the instant another client may take it over), so the run must FAIL
     /// with overlaps.
     #[arg(long)]

@@ -15,6 +15,10 @@ use crate::observer::{
     Holding, Kind, Op, Shared, Stop, lost_why, probe, record_probe, resource_name,
 };
 
+/// With `--break-holding-rule`: how long a Client holder goes on trusting (and holding) its
+/// lock past its expiry plus the takeover grace, when another client may take it over.
+const BROKEN_WINDOW: Duration = Duration::from_secs(2);
+
 /// A hold time: mostly short, a share `long` of them across several renewals.
 pub(crate) fn hold_time(rng: &mut StdRng, long: f64) -> Duration {
     if rng.random_bool(long) {
@@ -95,9 +99,10 @@ pub(crate) async fn client_task(id: usize, sh: Shared, client: Client<MongoStore
         let start = Instant::now();
         last_grant = start;
         // Breaking the rule: trusting the lock past the instant another client may take it
-        // over, its expiry plus the takeover grace.
+        // over, its expiry plus the takeover grace, for two seconds more (a window wide enough
+        // for a contender's retry or a waiter's poll to land in it).
         let mut trust_end = if args.break_holding_rule {
-            sent + ttl + args.grace() + Duration::from_secs(1)
+            sent + ttl + args.grace() + BROKEN_WINDOW
         } else {
             sent + ttl - margin
         };
@@ -118,7 +123,7 @@ pub(crate) async fn client_task(id: usize, sh: Shared, client: Client<MongoStore
             continue;
         }
         let hold_until = if args.break_holding_rule {
-            start + ttl + args.grace() + Duration::from_millis(500)
+            start + ttl + args.grace() + BROKEN_WINDOW
         } else {
             start + hold_time(&mut rng, args.long_hold_share)
         };
