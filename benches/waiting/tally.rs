@@ -131,7 +131,8 @@ fn kind(name: &str) -> Kind {
         "findAndModify" | "update" | "delete" | "insert" | "commitTransaction"
         | "abortTransaction" | "xlock" | "slock" | "unlock" | "unlock_one" | "renew"
         | "renew_one" | "renew_many" | "purge" => Kind::Lock,
-        "find" | "getMore" | "killCursors" | "create" | "aggregate" | "hints" => Kind::Stream,
+        "find" | "getMore" | "killCursors" | "create" | "listCollections" | "aggregate"
+        | "hints" => Kind::Stream,
         _ => Kind::Other,
     }
 }

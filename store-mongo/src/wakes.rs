@@ -19,12 +19,13 @@
 //!
 //! A wake document holds the store's tag (`s`), the ticket's tag (`p`, 16 bits of a hash
 //! of the ticket, which reveal nothing of it) and the resource's name (`r`). No lock id or
-//! ticket is ever written there. The shards are created on first use (capped, 64 KiB each,
-//! with one document in them: a tailable cursor on an empty capped collection dies at
-//! once) and inserted into with acknowledgement by the primary alone (`w: 1`): a wake that
-//! a failover loses is a wake lost.
+//! ticket is ever written there. A store lists the shards that exist once, and creates the
+//! others on first use (capped, 64 KiB each, with one document in them: a tailable cursor
+//! on an empty capped collection dies at once). Wakes are inserted with acknowledgement by
+//! the primary alone (`w: 1`): a wake that a failover loses is a wake lost.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use mongodb::bson::{Bson, Document, doc};
@@ -65,6 +66,9 @@ pub(crate) struct Wakes {
     name: String,
     /// The shards known to exist (created here, or found).
     ready: Mutex<[bool; SHARDS]>,
+    /// Whether the shards that exist were listed (once: one `listCollections` in place of
+    /// a `create` per shard this store writes to or listens on).
+    listed: AtomicBool,
 }
 
 impl Wakes {
@@ -74,6 +78,7 @@ impl Wakes {
             db: coll.client().database(&ns.db),
             name: ns.coll,
             ready: Mutex::new([false; SHARDS]),
+            listed: AtomicBool::new(false),
         }
     }
 
@@ -96,8 +101,27 @@ impl Wakes {
             .collection_with_options(&self.shard_name(k), options)
     }
 
-    /// Creates shard `k` (capped, with one document) unless it is known to exist.
+    /// Creates shard `k` (capped, with one document) unless it is known to exist. The first
+    /// call lists the shards that exist.
     pub(crate) async fn ensure(&self, k: usize) -> Result<(), mongodb::error::Error> {
+        if !self.listed.swap(true, Ordering::AcqRel) {
+            let found = self
+                .db
+                .list_collection_names()
+                .filter(doc! { "name": { "$in": self.shard_names() } })
+                .await;
+            let found = match found {
+                Ok(found) => found,
+                Err(e) => {
+                    self.listed.store(false, Ordering::Release);
+                    return Err(e);
+                }
+            };
+            let mut ready = self.ready.lock().unwrap_or_else(PoisonError::into_inner);
+            for (i, name) in self.shard_names().iter().enumerate() {
+                ready[i] |= found.contains(name);
+            }
+        }
         if self.ready.lock().unwrap_or_else(PoisonError::into_inner)[k] {
             return Ok(());
         }
