@@ -24,7 +24,8 @@
 //!   and the one hint drops the count of the waiter it reaches (it is first);
 //! - a waiter far back in a slow line ([`Place::far`]'s field) keeps its place far back
 //!   ([`Ticket::far_back`]): stale, so that no handoff reaches it while its process does not
-//!   listen, for a lease [`NEAR_KEEPS`] times as long, asked for as many times as rarely;
+//!   listen, for a lease [`Place::far_times`] times as long (at least [`NEAR_KEEPS`], more
+//!   the farther back it is), asked for as many times as rarely;
 //!   the first such keep comes at the near interval, within the claim lease of the last
 //!   near one. It judges its distance and the line's pace on the live places ahead
 //!   (`Queued::live_ahead`), which stale places do not leave;
@@ -59,6 +60,9 @@ pub const NEAR_HEAD: u32 = 1;
 const FAR_KEEPS: u64 = 8;
 /// See [`FAR_KEEPS`].
 const NEAR_KEEPS: u64 = 4;
+/// A waiter far back keeps its place at least once per [`NEAR_KEEPS`] near intervals, and
+/// no more often than once per this many live places ahead of it (see [`Place::far_times`]).
+const FAR_SPREAD: u32 = 2;
 
 /// A fair acquire's place: its ticket, the lock id of all its attempts, and what the last
 /// refusal said.
@@ -78,6 +82,9 @@ pub(super) struct Place {
     /// Whether the attempt that last kept the place kept it far back
     /// ([`Ticket::far_back`]): the next keep is due a far-back interval later.
     kept_far: bool,
+    /// How many times `queue_ttl` the lease of that attempt's ticket was, kept far back
+    /// ([`Place::far_times`]).
+    kept_times: u32,
     /// When the attempt that took or last kept the place was sent (local).
     kept_at: Option<LocalMs>,
     /// The fence of the last grant `ahead` accounts for: a `Taken` hint with a fence at or
@@ -105,6 +112,7 @@ impl Place {
             ahead: None,
             live_ahead: None,
             kept_far: false,
+            kept_times: 0,
             kept_at: None,
             fence: 0,
             early: Vec::new(),
@@ -154,6 +162,32 @@ impl Place {
         u128::from(to_go) * u128::from(span) > u128::from(moved) * u128::from(horizon)
     }
 
+    /// How many times `queue_ttl` the lease of a place kept far back is, and how many near
+    /// intervals (`every` ms) apart its keeps are: [`NEAR_KEEPS`], or one per [`FAR_SPREAD`]
+    /// live places ahead if that is more, but not more than the line's pace says it has
+    /// before it comes near (nor less than [`NEAR_KEEPS`]). So the far keeps of a long line
+    /// that does not move add up, per interval, to a number that grows with the log of its
+    /// length, not with it, and the waiters nearest the front, which a line that starts
+    /// moving reaches first, ask most often.
+    fn far_times(&self, every: u64) -> u32 {
+        let near = u32::try_from(NEAR_KEEPS).unwrap_or(u32::MAX);
+        let live = self.live_ahead.unwrap_or(0);
+        let mut times = (live / FAR_SPREAD).max(near);
+        if let (Some(kept), Some((t0, first))) = (self.kept_at, self.first_count) {
+            let moved = u64::from(first.saturating_sub(live));
+            let to_go = u64::from(live.saturating_sub(NEAR_HEAD));
+            let span = kept.0.saturating_sub(t0.0);
+            if moved > 0 {
+                // to_go / (moved / span) ms to go, in intervals of `every` ms.
+                let intervals = u128::from(to_go) * u128::from(span)
+                    / (u128::from(moved) * u128::from(every.max(1)));
+                let intervals = u32::try_from(intervals).unwrap_or(u32::MAX);
+                times = times.min(intervals.max(near));
+            }
+        }
+        times
+    }
+
     /// The store said a waiter of this process is first in the queue: nobody known ahead
     /// (the next attempt's refusal, if any, counts again).
     pub(super) fn first(&mut self) {
@@ -180,11 +214,11 @@ impl Place {
 impl<R: RngCore> LockerCore<R> {
     /// The ticket an attempt of `a` carries, if it is fair: a place with a lease of
     /// `queue_ttl` and the same claim lease, or far back, one kept far back for
-    /// [`NEAR_KEEPS`] times as long.
+    /// [`Place::far_times`] times as long.
     pub(super) fn ticket_of(&self, a: &Acquire) -> Option<Ticket> {
         let place = a.place.as_ref()?;
         if place.far {
-            let lease = self.far_lease();
+            let lease = self.far_lease(place.far_times(self.keep_every()));
             return Ticket::new(place.ticket.clone(), lease)
                 .ok()
                 .map(Ticket::far_back);
@@ -192,10 +226,9 @@ impl<R: RngCore> LockerCore<R> {
         Ticket::new(place.ticket.clone(), self.config.queue_ttl).ok()
     }
 
-    /// The lease of a place kept far back: [`NEAR_KEEPS`] times `queue_ttl`, at most the
-    /// longest place lease.
-    fn far_lease(&self) -> std::time::Duration {
-        let times = u32::try_from(NEAR_KEEPS).unwrap_or(u32::MAX);
+    /// The lease of a place kept far back: `times` times `queue_ttl`, at most the longest
+    /// place lease.
+    fn far_lease(&self, times: u32) -> std::time::Duration {
         self.config
             .queue_ttl
             .saturating_mul(times)
@@ -208,9 +241,10 @@ impl<R: RngCore> LockerCore<R> {
         duration_millis(every).max(1)
     }
 
-    /// How often a waiter far back keeps its place (ms): `renew_fraction` of its lease.
-    fn keep_far_every(&self) -> u64 {
-        let every = self.far_lease().mul_f64(self.config.renew_fraction);
+    /// How often a waiter far back keeps its place (ms), with a lease `times` times
+    /// `queue_ttl`: `renew_fraction` of it.
+    fn keep_far_every(&self, times: u32) -> u64 {
+        let every = self.far_lease(times).mul_f64(self.config.renew_fraction);
         duration_millis(every).max(1)
     }
 
@@ -225,6 +259,9 @@ impl<R: RngCore> LockerCore<R> {
         let early = std::mem::take(&mut place.early);
         match queued {
             Some(q) => {
+                // The attempt carried the ticket of the place as it was when sent (nothing
+                // changes it while an attempt is in flight).
+                place.kept_times = place.far_times(every);
                 let later = early.iter().filter(|&&f| f > q.fence).count();
                 place.ahead = Some(
                     q.ahead
@@ -234,7 +271,6 @@ impl<R: RngCore> LockerCore<R> {
                 place.live_ahead = Some(q.live_ahead.max(q.ahead).saturating_sub(later));
                 place.fence = early.into_iter().fold(q.fence, u64::max);
                 place.kept_at = Some(sent);
-                // The attempt carried the ticket of the place as it was when sent.
                 place.kept_far = place.far;
                 let live = place.live_ahead.unwrap_or(0);
                 place.first_count.get_or_insert((sent, live));
@@ -259,7 +295,7 @@ impl<R: RngCore> LockerCore<R> {
     pub(super) fn keep_place_by(&self, a: &Acquire) -> Option<LocalMs> {
         let place = a.place.as_ref()?;
         let every = if place.kept_far {
-            self.keep_far_every()
+            self.keep_far_every(place.kept_times)
         } else {
             self.keep_every()
         };

@@ -713,7 +713,8 @@ fn a_fair_acquire_keeps_one_ticket_and_asks_again_in_time_to_keep_its_place() {
     // Heard no hints yet: it polls on its backoff, but never later than half the place's
     // lease after the attempt that kept it was sent. Three places ahead in a line that
     // does not move: once it knows the pace, it keeps its place far back, stale, with a
-    // lease four times as long, and asks four times as rarely.
+    // lease four times as long (it is only three places back), and asks four times as
+    // rarely.
     let mut sent = 0;
     let mut t = t;
     let mut far_keeps = 0;
@@ -1011,19 +1012,40 @@ fn a_fair_waiter_in_a_fast_line_or_near_the_head_keeps_listening() {
     // ... and one far back comes near again only within four keeps (6 s).
     let (mut c, due) = two_refusals(41, 40);
     assert!(!c.wants_hints(), "1 place a second, 39 to go: far back");
+    assert_eq!(
+        due,
+        ms(2_500),
+        "the first keep far back: at the near interval"
+    );
     c.handle_timeout(due);
     let t = c.poll_transmit().expect("it keeps its place");
-    refuse_queued(&mut c, &t, 35, due.as_millis() + 10);
+    // Far back, it keeps its place once per two places ahead (20 intervals), as the line's
+    // pace (39 s to go, 26 intervals) allows.
+    assert_eq!(
+        fair_ticket(&t).unwrap().ttl.as_duration(),
+        c.config().queue_ttl * 20
+    );
+    let due = refuse_queued(&mut c, &t, 35, 2_510);
+    assert_eq!(
+        due,
+        ms(2_500 + 20 * 1_500),
+        "a keep as rare as its lease is long"
+    );
     assert!(
         !c.wants_hints(),
         "6 places in 2.5 s, 34 to go: 14 s away, still far back"
     );
-    c.handle_timeout(c.poll_timeout().unwrap());
+    c.handle_timeout(due);
     let t = c.poll_transmit().expect("it keeps its place");
-    refuse_queued(&mut c, &t, 11, due.as_millis() + 1_510);
+    // 17 places per two ahead, but the pace says 14 s (9 intervals): the pace wins.
+    assert_eq!(
+        fair_ticket(&t).unwrap().ttl.as_duration(),
+        c.config().queue_ttl * 9
+    );
+    refuse_queued(&mut c, &t, 3, due.as_millis() + 10);
     assert!(
         c.wants_hints(),
-        "30 places in 4 s, 10 to go: 1.3 s away, near again"
+        "38 places in 32.5 s, 2 to go: 1.7 s away, near again"
     );
     // A line that does not move, with one waiter ahead: near the head all the same.
     let (c, _) = two_refusals(1, 1);
@@ -1067,4 +1089,32 @@ fn a_fair_waiter_that_hears_no_hints_polls_afresh_once_it_is_next() {
         due <= ms(now + 1 + 20),
         "the head polls afresh: {due} after {now}"
     );
+}
+
+#[test]
+fn a_fair_waiter_far_back_in_a_long_line_that_does_not_move_keeps_its_place_rarely() {
+    // 40 places ahead, then 40 again a second later: the line does not move.
+    let (mut c, due) = two_refusals(40, 40);
+    assert!(!c.wants_hints(), "far back");
+    c.handle_timeout(due);
+    let t = c.poll_transmit().expect("it keeps its place");
+    let far = fair_ticket(&t).unwrap();
+    assert_eq!(far.claim, None, "kept far back: stale");
+    assert_eq!(
+        far.ttl.as_duration(),
+        c.config().queue_ttl * 20,
+        "one interval per two places ahead"
+    );
+    let due = refuse_queued(&mut c, &t, 40, due.as_millis() + 10);
+    assert_eq!(due, ms(2_500 + 20 * 1_500));
+    // 3,000 places ahead: the longest place lease there is.
+    let (mut c, due) = two_refusals(3_000, 3_000);
+    c.handle_timeout(due);
+    let t = c.poll_transmit().expect("it keeps its place");
+    assert_eq!(
+        fair_ticket(&t).unwrap().ttl.as_duration(),
+        crate::queue::MAX_QUEUE_TTL
+    );
+    let due = refuse_queued(&mut c, &t, 3_000, due.as_millis() + 10);
+    assert_eq!(due, ms(2_500 + 300_000), "half the longest lease");
 }
