@@ -60,6 +60,11 @@ pub const NEAR_HEAD: u32 = 1;
 const FAR_KEEPS: u64 = 8;
 /// See [`FAR_KEEPS`].
 const NEAR_KEEPS: u64 = 4;
+/// A waiter judges its line's pace only on refusals that span this many keep-place
+/// intervals (it keeps its place at least once per interval while near): over a shorter
+/// span, a stall (a start, a lost wake the head claims only at its next keep) looks like a
+/// slow line, and a waiter that goes far back on it is passed over while it does not ask.
+const PACE_KEEPS: u64 = 2;
 /// A waiter far back keeps its place at least once per [`NEAR_KEEPS`] near intervals, and
 /// no more often than once per this many live places ahead of it (see [`Place::far_times`]).
 const FAR_SPREAD: u32 = 2;
@@ -139,16 +144,16 @@ impl Place {
     /// the line moved `first - live_ahead` live places in the time between the first
     /// refusal and the last one, and has `live_ahead - NEAR_HEAD` to go. A waiter with at
     /// most [`NEAR_HEAD`] fresh places ahead is near whatever the live ones (those far
-    /// back are passed over), and one whose refusals span less than half of `every` does
-    /// not know the pace yet (a line that moved no place in a few milliseconds may move
-    /// fast): it is near.
+    /// back are passed over), and one whose refusals span less than [`PACE_KEEPS`] times
+    /// `every` does not know the pace yet (a line that moved no place in a few
+    /// milliseconds, or across one stall, may move fast): it is near.
     fn far_back(&self, every: u64) -> bool {
         let (Some(ahead), Some(live), Some(kept), Some((t0, first))) =
             (self.ahead, self.live_ahead, self.kept_at, self.first_count)
         else {
             return false;
         };
-        if kept.0.saturating_sub(t0.0) < every / 2 {
+        if kept.0.saturating_sub(t0.0) < every.saturating_mul(PACE_KEEPS) {
             return false;
         }
         if ahead <= NEAR_HEAD {
@@ -163,29 +168,22 @@ impl Place {
     }
 
     /// How many times `queue_ttl` the lease of a place kept far back is, and how many near
-    /// intervals (`every` ms) apart its keeps are: [`NEAR_KEEPS`], or one per [`FAR_SPREAD`]
-    /// live places ahead if that is more, but not more than the line's pace says it has
-    /// before it comes near (nor less than [`NEAR_KEEPS`]). So the far keeps of a long line
-    /// that does not move add up, per interval, to a number that grows with the log of its
-    /// length, not with it, and the waiters nearest the front, which a line that starts
-    /// moving reaches first, ask most often.
-    fn far_times(&self, every: u64) -> u32 {
+    /// intervals apart its keeps are: [`NEAR_KEEPS`] in a line that moved since the
+    /// waiter's first refusal; in one that did not, one per [`FAR_SPREAD`] live places
+    /// ahead if that is more. So the far keeps of a long line that does not move add up, per
+    /// interval, to a number that grows with the log of its length, not with it, and the
+    /// waiters nearest the front, which a line that starts moving reaches first, ask most
+    /// often; a waiter in a line that moves (whose pace a stall may have made look slow)
+    /// asks every [`NEAR_KEEPS`] intervals, and is passed over for no longer.
+    fn far_times(&self) -> u32 {
         let near = u32::try_from(NEAR_KEEPS).unwrap_or(u32::MAX);
         let live = self.live_ahead.unwrap_or(0);
-        let mut times = (live / FAR_SPREAD).max(near);
-        if let (Some(kept), Some((t0, first))) = (self.kept_at, self.first_count) {
-            let moved = u64::from(first.saturating_sub(live));
-            let to_go = u64::from(live.saturating_sub(NEAR_HEAD));
-            let span = kept.0.saturating_sub(t0.0);
-            if moved > 0 {
-                // to_go / (moved / span) ms to go, in intervals of `every` ms.
-                let intervals = u128::from(to_go) * u128::from(span)
-                    / (u128::from(moved) * u128::from(every.max(1)));
-                let intervals = u32::try_from(intervals).unwrap_or(u32::MAX);
-                times = times.min(intervals.max(near));
-            }
+        let moved = self.first_count.is_some_and(|(_, first)| first > live);
+        if moved {
+            near
+        } else {
+            (live / FAR_SPREAD).max(near)
         }
-        times
     }
 
     /// The store said a waiter of this process is first in the queue: nobody known ahead
@@ -218,7 +216,7 @@ impl<R: RngCore> LockerCore<R> {
     pub(super) fn ticket_of(&self, a: &Acquire) -> Option<Ticket> {
         let place = a.place.as_ref()?;
         if place.far {
-            let lease = self.far_lease(place.far_times(self.keep_every()));
+            let lease = self.far_lease(place.far_times());
             return Ticket::new(place.ticket.clone(), lease)
                 .ok()
                 .map(Ticket::far_back);
@@ -261,7 +259,7 @@ impl<R: RngCore> LockerCore<R> {
             Some(q) => {
                 // The attempt carried the ticket of the place as it was when sent (nothing
                 // changes it while an attempt is in flight).
-                place.kept_times = place.far_times(every);
+                place.kept_times = place.far_times();
                 let later = early.iter().filter(|&&f| f > q.fence).count();
                 place.ahead = Some(
                     q.ahead

@@ -718,7 +718,7 @@ fn a_fair_acquire_keeps_one_ticket_and_asks_again_in_time_to_keep_its_place() {
     let mut sent = 0;
     let mut t = t;
     let mut far_keeps = 0;
-    for _ in 0..12 {
+    for _ in 0..20 {
         let kept = fair_ticket(&t).expect("fair");
         let due = refuse_queued(&mut c, &t, 3, sent + 5);
         assert!(
@@ -754,7 +754,7 @@ fn a_fair_acquire_keeps_one_ticket_and_asks_again_in_time_to_keep_its_place() {
         );
         sent = due.as_millis();
     }
-    assert!(far_keeps >= 3, "{far_keeps} keeps far back of 12");
+    assert!(far_keeps >= 3, "{far_keeps} keeps far back of 20");
 }
 
 #[test]
@@ -972,15 +972,16 @@ fn a_fair_waiter_far_back_in_a_slow_line_stops_listening_and_only_keeps_its_plac
         c.wants_hints(),
         "a line that did not move in 6 ms may still move fast"
     );
-    c.handle_hint(&Hint::Missed, ms(1_000));
+    c.handle_hint(&Hint::Missed, ms(3_000));
     let t = c.poll_transmit().expect("a missed hint: it asks once");
-    // Between the attempts' sending the line moved one place in a second: 38 to go take
-    // some 38 s, more than the time to the next keep.
-    let due = refuse_queued(&mut c, &t, 39, 1_010);
+    // Between the attempts' sending (two keep-place intervals apart: enough to judge the
+    // pace on) the line moved one place in 3 s: 38 to go take some 114 s, more than the
+    // time to the next keep.
+    let due = refuse_queued(&mut c, &t, 39, 3_010);
     assert!(!c.wants_hints(), "far back: its process need not listen");
-    assert_eq!(due, ms(1_000 + every), "it asks only to keep its place");
+    assert_eq!(due, ms(3_000 + every), "it asks only to keep its place");
     for hint in [Hint::Missed, Hint::Freed(job())] {
-        c.handle_hint(&hint, ms(1_200));
+        c.handle_hint(&hint, ms(3_200));
         assert!(
             c.poll_transmit().is_none(),
             "{hint:?} woke a waiter far back"
@@ -995,57 +996,52 @@ fn a_fair_waiter_far_back_in_a_slow_line_stops_listening_and_only_keeps_its_plac
             taken: false,
             place: Some(tag),
         },
-        ms(1_300),
+        ms(3_300),
     );
     assert!(c.poll_transmit().is_some(), "a handoff reaches it");
 }
 
 #[test]
 fn a_fair_waiter_in_a_fast_line_or_near_the_head_keeps_listening() {
-    // 40 places moved in a second: the head is about a second away, within a keep.
+    // 40 places moved in 3 s: the head is about 3 s away, within two keeps.
     let (c, _) = two_refusals(80, 40);
     assert!(c.wants_hints(), "near its turn: it listens");
-    // 10 places in a second, 30 to go: 3 s away, two keeps. A waiter that listens goes far
-    // back only past eight keeps (12 s), so it goes on listening...
+    // 10 places in 3 s, 30 to go: 9 s away, six keeps. A waiter that listens goes far back
+    // only past eight keeps (12 s), so it goes on listening...
     let (c, _) = two_refusals(41, 31);
-    assert!(c.wants_hints(), "3 s away, listening: it keeps listening");
+    assert!(c.wants_hints(), "9 s away, listening: it keeps listening");
     // ... and one far back comes near again only within four keeps (6 s).
     let (mut c, due) = two_refusals(41, 40);
-    assert!(!c.wants_hints(), "1 place a second, 39 to go: far back");
+    assert!(!c.wants_hints(), "1 place in 3 s, 39 to go: far back");
     assert_eq!(
         due,
-        ms(2_500),
+        ms(4_500),
         "the first keep far back: at the near interval"
     );
     c.handle_timeout(due);
     let t = c.poll_transmit().expect("it keeps its place");
-    // Far back, it keeps its place once per two places ahead (20 intervals), as the line's
-    // pace (39 s to go, 26 intervals) allows.
+    // Far back in a line that moves, it keeps its place every four intervals, whatever its
+    // distance.
     assert_eq!(
         fair_ticket(&t).unwrap().ttl.as_duration(),
-        c.config().queue_ttl * 20
+        c.config().queue_ttl * 4
     );
-    let due = refuse_queued(&mut c, &t, 35, 2_510);
+    let due = refuse_queued(&mut c, &t, 35, 4_510);
     assert_eq!(
         due,
-        ms(2_500 + 20 * 1_500),
+        ms(4_500 + 4 * 1_500),
         "a keep as rare as its lease is long"
     );
     assert!(
         !c.wants_hints(),
-        "6 places in 2.5 s, 34 to go: 14 s away, still far back"
+        "6 places in 4.5 s, 34 to go: 25 s away, still far back"
     );
     c.handle_timeout(due);
     let t = c.poll_transmit().expect("it keeps its place");
-    // 17 places per two ahead, but the pace says 14 s (9 intervals): the pace wins.
-    assert_eq!(
-        fair_ticket(&t).unwrap().ttl.as_duration(),
-        c.config().queue_ttl * 9
-    );
     refuse_queued(&mut c, &t, 3, due.as_millis() + 10);
     assert!(
         c.wants_hints(),
-        "38 places in 32.5 s, 2 to go: 1.7 s away, near again"
+        "38 places in 10.5 s, 2 to go: under a second away, near again"
     );
     // A line that does not move, with one waiter ahead: near the head all the same.
     let (c, _) = two_refusals(1, 1);
@@ -1054,20 +1050,21 @@ fn a_fair_waiter_in_a_fast_line_or_near_the_head_keeps_listening() {
     let (mut c, _) = two_refusals(3, 3);
     assert!(!c.wants_hints());
     for (i, fence) in [(1, 10), (2, 11)] {
-        c.handle_hint(&Hint::Taken(job(), Some(fence)), ms(1_010 + i));
+        c.handle_hint(&Hint::Taken(job(), Some(fence)), ms(3_010 + i));
     }
     assert!(c.wants_hints(), "one place ahead: near the head");
 }
 
 /// A fair waiter refused with `first` waiters ahead (its attempt sent at 0), then, asked
-/// again by a `Missed` hint at 1 s, with `then` ahead; and when it asks next.
+/// again by a `Missed` hint at 3 s (two keep-place intervals: enough to judge the pace
+/// on), with `then` ahead; and when it asks next.
 fn two_refusals(first: u32, then: u32) -> (LockerCore<StdRng>, LocalMs) {
     let mut c = core();
     let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
     refuse_queued(&mut c, &t, first, 5);
-    c.handle_hint(&Hint::Missed, ms(1_000));
+    c.handle_hint(&Hint::Missed, ms(3_000));
     let t = c.poll_transmit().expect("a missed hint: it asks once");
-    let due = refuse_queued(&mut c, &t, then, 1_010);
+    let due = refuse_queued(&mut c, &t, then, 3_010);
     (c, due)
 }
 
@@ -1093,7 +1090,7 @@ fn a_fair_waiter_that_hears_no_hints_polls_afresh_once_it_is_next() {
 
 #[test]
 fn a_fair_waiter_far_back_in_a_long_line_that_does_not_move_keeps_its_place_rarely() {
-    // 40 places ahead, then 40 again a second later: the line does not move.
+    // 40 places ahead, then 40 again 3 s later: the line does not move.
     let (mut c, due) = two_refusals(40, 40);
     assert!(!c.wants_hints(), "far back");
     c.handle_timeout(due);
@@ -1106,7 +1103,7 @@ fn a_fair_waiter_far_back_in_a_long_line_that_does_not_move_keeps_its_place_rare
         "one interval per two places ahead"
     );
     let due = refuse_queued(&mut c, &t, 40, due.as_millis() + 10);
-    assert_eq!(due, ms(2_500 + 20 * 1_500));
+    assert_eq!(due, ms(4_500 + 20 * 1_500));
     // 3,000 places ahead: the longest place lease there is.
     let (mut c, due) = two_refusals(3_000, 3_000);
     c.handle_timeout(due);
@@ -1116,5 +1113,5 @@ fn a_fair_waiter_far_back_in_a_long_line_that_does_not_move_keeps_its_place_rare
         crate::queue::MAX_QUEUE_TTL
     );
     let due = refuse_queued(&mut c, &t, 3_000, due.as_millis() + 10);
-    assert_eq!(due, ms(2_500 + 300_000), "half the longest lease");
+    assert_eq!(due, ms(4_500 + 300_000), "half the longest lease");
 }
