@@ -163,7 +163,7 @@ mod mongo {
     /// A racing waiter keeps no cursor: it is granted by polling on its backoff, and no
     /// `find` (no cursor) was sent by its process.
     #[tokio::test]
-    async fn a_racing_waiter_keeps_no_stream_and_polls() {
+    async fn a_racing_waiter_keeps_no_cursor_and_polls() {
         let store = fresh_store(None).await;
         let (theirs, log, _) = other_process(&store).await;
         let holder = Locker::new(Client::new(store), LockerConfig::default()).unwrap();
@@ -200,9 +200,9 @@ mod mongo {
     /// release hands it the lock in the store, and the write that keeps its place (at
     /// `renew_fraction` of `queue_ttl`) claims it.
     #[tokio::test]
-    async fn a_fair_waiter_whose_stream_fails_is_granted_through_its_keep_place_reply() {
+    async fn a_fair_waiter_whose_cursor_fails_is_granted_through_its_keep_place_reply() {
         let options = LockOptions::exclusive(Duration::from_secs(30)).fair();
-        let (guard, holder) = stream_fails(hint_only(), options).await;
+        let (guard, holder) = cursor_fails(hint_only(), options).await;
         assert!(
             guard.status().renewed_at.is_some(),
             "its keep-place write claimed the lock the release handed it: {:?}",
@@ -215,7 +215,7 @@ mod mongo {
     /// An uncontended acquire (fair, the default) and its release cost two commands and
     /// open no cursor: the acquire listens only once a refusal gave it a place.
     #[tokio::test]
-    async fn an_uncontended_cycle_is_two_commands_and_no_stream() {
+    async fn an_uncontended_cycle_is_two_commands_and_no_cursor() {
         let store = fresh_store(None).await;
         let (theirs, log, _) = other_process(&store).await;
         let locker = Locker::new(Client::new(theirs), LockerConfig::default()).unwrap();
@@ -253,7 +253,7 @@ mod mongo {
     /// place. When the places ahead leave and the holder releases, the store hands it the
     /// lock, and the write that keeps its place claims it.
     #[tokio::test]
-    async fn a_fair_waiter_far_back_keeps_no_stream_and_is_still_granted() {
+    async fn a_fair_waiter_far_back_keeps_no_cursor_and_is_still_granted() {
         let store = fresh_store(None).await;
         let (theirs, log, _) = other_process(&store).await;
         let client = Client::new(store);
@@ -281,7 +281,7 @@ mod mongo {
         let far = until_sent(&log, "killCursors", 1).await;
         assert_eq!(count(&far, "find"), 1, "one cursor, closed: {far:?}");
         assert!(count(&far, "findAndModify") >= 2, "{far:?}");
-        // Two more keep-place writes with no stream: the first 500 ms after the last near
+        // Two more keep-place writes with no cursor: the first 500 ms after the last near
         // keep (within its claim lease), then far back (stale, every 2 s).
         let kept = until_sent(&log, "findAndModify", 2).await;
         assert_eq!(
@@ -312,7 +312,7 @@ mod mongo {
 
     /// A waiter with `config` waits for a lock held by another process; its wakes cursor
     /// then fails and cannot be reopened, and the holder releases. Returns its guard.
-    async fn stream_fails(config: LockerConfig, options: LockOptions) -> Granted {
+    async fn cursor_fails(config: LockerConfig, options: LockOptions) -> Granted {
         // The fail point is the server's, for the whole test binary: one test at a time.
         static FAIL_POINT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
         let _fail_point = FAIL_POINT.lock().await;
@@ -347,7 +347,7 @@ mod mongo {
         held.release().await.unwrap();
         let granted = tokio::time::timeout(Duration::from_secs(60), waiting).await;
         // Every cursor command sent since the fail point was set, taken before it is lifted.
-        let stream: Vec<(String, Option<Outcome>)> = log
+        let cursor: Vec<(String, Option<Outcome>)> = log
             .take_outcomes()
             .into_iter()
             .filter(|(name, _, _)| name == "find" || name == "getMore")
@@ -360,15 +360,15 @@ mod mongo {
         // cursor command sent after it succeeded: no cursor told the waiter of the release,
         // so its own requests got it the lock.
         assert!(
-            stream.iter().any(|(name, outcome)| name == "find"
+            cursor.iter().any(|(name, outcome)| name == "find"
                 && *outcome == Some(Outcome::Failed(Some(2)))),
-            "the fail point refused the cursor's reopening: {stream:?}"
+            "the fail point refused the cursor's reopening: {cursor:?}"
         );
         assert!(
-            !stream
+            !cursor
                 .iter()
                 .any(|(_, outcome)| *outcome == Some(Outcome::Succeeded)),
-            "no cursor command succeeded after the fail point: {stream:?}"
+            "no cursor command succeeded after the fail point: {cursor:?}"
         );
         (guard, holder)
     }

@@ -40,9 +40,10 @@ const CAPACITY: usize = 1024;
 const MAX_SEEN: usize = 4096;
 /// How long each `getMore` of the cursor waits for an insert. An insert wakes it at once
 /// (the server wakes every cursor awaiting the shard, and those it does not match wait on),
-/// so this only sets how often an idle cursor costs a command: once per 10 s (at 1 s, the
-/// idle cursors of 64 waiting processes cost a `getMore` per grant).
-const AWAIT: Duration = Duration::from_secs(10);
+/// so this only sets how often an idle cursor costs a command: with 64 waiting processes,
+/// about one `getMore` per grant (10 s would save most of them, but a failed cursor is
+/// then noticed up to 10 s late).
+const AWAIT: Duration = Duration::from_secs(1);
 /// How long the store gives no subscription after finding the wakes unreadable.
 const UNAVAILABLE_FOR: Duration = Duration::from_secs(60);
 /// The first pause before reopening a failed cursor; it doubles up to `MAX_REOPEN_PAUSE`.

@@ -295,6 +295,7 @@ impl<R: RngCore> LockerCore<R> {
             return;
         };
         let backoff = a.backoff_ms;
+        let failing = a.failing_since.is_some();
         let free_at = free_at.or(a.free_at.filter(|&t| t > now));
         let keep_by = self.keep_place_by(a);
         let hears = self.hearing && self.config.wake_on_hints && a.ask.fair;
@@ -309,6 +310,15 @@ impl<R: RngCore> LockerCore<R> {
         if let Some(a) = self.acquires.get_mut(&key) {
             a.backoff_ms = backoff.saturating_mul(2).min(max);
         }
+        // After a failed attempt, a keep that is overdue (the failed attempt was to keep the
+        // place) waits for the backoff: a store that fails every attempt is not asked in a
+        // loop.
+        let keep_by = match keep_by {
+            Some(keep) if failing && keep <= now => {
+                Some(now.saturating_add_millis(1 + self.rng.next_u64() % backoff.max(1)))
+            }
+            keep => keep,
+        };
         let mut at = match (behind, keep_by) {
             (true, Some(keep)) => keep,
             _ => now.saturating_add_millis(wait.max(1)),

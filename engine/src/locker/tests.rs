@@ -1115,3 +1115,37 @@ fn a_fair_waiter_far_back_in_a_long_line_that_does_not_move_keeps_its_place_rare
     let due = refuse_queued(&mut c, &t, 3_000, due.as_millis() + 10);
     assert_eq!(due, ms(4_500 + 300_000), "half the longest lease");
 }
+
+#[test]
+fn a_fair_waiter_whose_keep_place_attempts_fail_backs_off() {
+    let mut c = core();
+    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
+    refuse_queued(&mut c, &t, 1, 5);
+    // It hears hints (so it does not poll): it asks again only to keep its place.
+    c.handle_hint(&Hint::Missed, ms(6));
+    let t = c.poll_transmit().expect("a missed hint: it asks once");
+    let keep = refuse_queued(&mut c, &t, 1, 10);
+    assert_eq!(keep, ms(6 + 1_500), "the keep");
+    // Its keep falls due, and every attempt from then on fails (the store answers with an
+    // error): the keep is overdue after each, but the retries follow the backoff, not a
+    // loop of requests.
+    c.handle_timeout(keep);
+    let mut now = keep.as_millis();
+    for _ in 0..8 {
+        let t = c.poll_transmit().expect("it asks again");
+        c.handle_reply(
+            t.id,
+            Reply::Failed(Error::backend("xlock", "down")),
+            ms(now + 5),
+        );
+        while c.poll_event().is_some() {}
+        let next = c.poll_timeout().expect("it asks again");
+        c.handle_timeout(next);
+        now = next.as_millis();
+    }
+    assert!(
+        now >= keep.as_millis() + 100,
+        "8 failed attempts in {} ms after the keep fell due",
+        now - keep.as_millis()
+    );
+}
