@@ -283,7 +283,11 @@ mod mongo {
         assert!(count(&far, "findAndModify") >= 2, "{far:?}");
         // Two more keep-place writes with no cursor: the first 500 ms after the last near
         // keep (within its claim lease), then far back (stale, every 2 s).
-        let kept = until_sent(&log, "findAndModify", 2).await;
+        // Both answered before the places ahead leave: a keep still in flight then would
+        // find nobody ahead, and the waiter would come near and keep its place fresh before
+        // the release.
+        until_answered(&log, "findAndModify", 2).await;
+        let kept = log.take();
         assert_eq!(
             count(&kept, "find") + count(&kept, "getMore"),
             0,
@@ -319,6 +323,11 @@ mod mongo {
         let store = fresh_store(None).await;
         let admin = store.client().database("admin");
         let (theirs, log, app) = other_process(&store).await;
+        let shard = format!(
+            "{}.{}",
+            store.collection().namespace().db,
+            theirs.wake_collection()
+        );
         let holder = Locker::new(Client::new(store), LockerConfig::default()).unwrap();
         let waiter = Locker::new(Client::new(theirs), config).unwrap();
         let held = holder
@@ -330,10 +339,15 @@ mod mongo {
             tokio::spawn(async move { waiter.acquire("job", &options).await })
         };
         until_sent(&log, "find", 1).await;
-        // BadValue: nothing the driver retries; the store reopens and fails.
+        // BadValue: nothing the driver retries; the store reopens and fails. Only on the
+        // waiter's wake shard: a `find` the store makes on the lock collection (its set-up
+        // check) must not fail the waiter's keep-place writes.
         let fail = doc! {
             "configureFailPoint": "failCommand", "mode": "alwaysOn",
-            "data": { "failCommands": ["getMore", "find"], "errorCode": 2, "appName": &app },
+            "data": {
+                "failCommands": ["getMore", "find"], "errorCode": 2, "appName": &app,
+                "namespace": &shard,
+            },
         };
         admin.run_command(fail).await.unwrap();
         // Every cursor command sent from now on fails. A `find` sent after this point

@@ -311,11 +311,14 @@ impl<R: RngCore> LockerCore<R> {
             a.backoff_ms = backoff.saturating_mul(2).min(max);
         }
         // After a failed attempt, a keep that is overdue (the failed attempt was to keep the
-        // place) waits for the backoff: a store that fails every attempt is not asked in a
-        // loop.
+        // place) waits a random time up to the backoff, and no longer than a keep-place
+        // interval (the place may still be kept): a store that fails every attempt is not
+        // asked in a loop.
+        let every = self.keep_every();
         let keep_by = match keep_by {
             Some(keep) if failing && keep <= now => {
-                Some(now.saturating_add_millis(1 + self.rng.next_u64() % backoff.max(1)))
+                let range = backoff.min(every).max(1);
+                Some(now.saturating_add_millis(1 + self.rng.next_u64() % range))
             }
             keep => keep,
         };

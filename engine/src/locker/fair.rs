@@ -65,8 +65,9 @@ const NEAR_KEEPS: u64 = 4;
 /// span, a stall (a start, a lost wake the head claims only at its next keep) looks like a
 /// slow line, and a waiter that goes far back on it is passed over while it does not ask.
 const PACE_KEEPS: u64 = 2;
-/// A waiter far back keeps its place at least once per [`NEAR_KEEPS`] near intervals, and
-/// no more often than once per this many live places ahead of it (see [`Place::far_times`]).
+/// A waiter far back in a line that does not move waits one near interval between keeps
+/// for every this many live places ahead of it (and at least [`NEAR_KEEPS`] intervals):
+/// see [`Place::far_times`].
 const FAR_SPREAD: u32 = 2;
 
 /// A fair acquire's place: its ticket, the lock id of all its attempts, and what the last
