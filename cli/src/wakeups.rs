@@ -233,7 +233,7 @@ async fn run(store: &MongoStore, probe: &Probe) -> Result<String, String> {
                 crate::exit::chain(&e)
             )
         })?;
-    let place = probe.ticket.id.tag();
+    let place = probe.ticket.id.place_tag();
     let deadline = released + STEP;
     let delay = loop {
         match tokio::time::timeout_at(deadline.into(), hints.next()).await {

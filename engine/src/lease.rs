@@ -224,10 +224,30 @@ impl LeaseSchedule {
         ttl: Ttl,
         sent: LocalMs,
     ) -> Result<(), Error> {
-        let until = trust_until(sent, ttl, self.config.drift_margin())
+        self.insert_handed(key, lock_id, ttl, ttl, sent)
+    }
+
+    /// Starts tracking a lock whose first lease is `lease`, not `ttl`, counted from local
+    /// time `since`: one the store handed a waiter's place with a claim lease, trusted from
+    /// when the waiter's last refusal was sent (the handoff came after it). It is trusted
+    /// until `since + lease - drift_margin`, its first renewal (which claims it for `ttl`)
+    /// is due at `renew_fraction` of `lease` after `since`, and every later one as for
+    /// [`LeaseSchedule::insert`].
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming `ttl` when the drift margin leaves no validity at all.
+    pub fn insert_handed(
+        &mut self,
+        key: LeaseKey,
+        lock_id: LockId,
+        ttl: Ttl,
+        lease: Ttl,
+        since: LocalMs,
+    ) -> Result<(), Error> {
+        let until = trust_until(since, lease, self.config.drift_margin())
             .ok_or_else(|| Error::invalid("ttl", "must be longer than the drift margin"))?;
         let old = self.leases.get(&key).map(Self::deadline_of);
-        let due = self.renew_at(sent, ttl);
+        let due = self.renew_at(since, lease);
         self.max_early_ms = self.max_early_ms.max(self.early_ms(ttl));
         self.leases.insert(
             key,

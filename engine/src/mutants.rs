@@ -64,6 +64,10 @@ pub enum Mutant {
     /// A fair waiter that knows its line's pace stops listening even at the head of the
     /// line: a handoff reaches it only with the write that keeps its place.
     LockerHeadStopsListening,
+    /// A waiter that hears that the store handed its place the lock trusts the grant from
+    /// when the hint arrived, not from when its last refusal was sent (the handoff may be
+    /// older than the hint by the hint's delay).
+    LockerTrustsWakeOnArrival,
     /// Grants ignore the queue: a request overtakes the waiters ahead of it.
     QueueIgnored,
     /// A shared request overtakes a waiting writer (no writer preference).
@@ -92,7 +96,7 @@ pub enum Mutant {
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 28] = [
+    pub const ALL: [Mutant; 29] = [
         Mutant::PurgeIgnoresGroups,
         Mutant::PurgeIgnoresCreatedBefore,
         Mutant::RenewWithoutMargin,
@@ -112,6 +116,7 @@ impl Mutant {
         Mutant::LockerIgnoresHints,
         Mutant::LockerIgnoresRetryIn,
         Mutant::LockerHeadStopsListening,
+        Mutant::LockerTrustsWakeOnArrival,
         Mutant::QueueIgnored,
         Mutant::SharedOvertakesWriter,
         Mutant::QueueDeadEntryBlocks,
@@ -146,6 +151,7 @@ impl Mutant {
             Mutant::LockerIgnoresHints => "locker_ignores_hints",
             Mutant::LockerIgnoresRetryIn => "locker_ignores_retry_in",
             Mutant::LockerHeadStopsListening => "locker_head_stops_listening",
+            Mutant::LockerTrustsWakeOnArrival => "locker_trusts_wake_on_arrival",
             Mutant::QueueIgnored => "queue_ignored",
             Mutant::SharedOvertakesWriter => "shared_overtakes_writer",
             Mutant::QueueDeadEntryBlocks => "queue_dead_entry_blocks",
@@ -179,6 +185,7 @@ impl Mutant {
                 | Mutant::LockerIgnoresHints
                 | Mutant::LockerIgnoresRetryIn
                 | Mutant::LockerHeadStopsListening
+                | Mutant::LockerTrustsWakeOnArrival
         )
     }
 

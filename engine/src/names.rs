@@ -149,10 +149,22 @@ impl LockId {
     /// few to recover or guess the value.
     #[must_use]
     pub fn tag(&self) -> String {
+        format!("#{:04x}", self.hash() >> 48)
+    }
+
+    /// A longer tag that names a fair waiter's place to its store's hints, such as
+    /// `#3f9a0c1e22b7d465`: 64 bits of the same hash. A hint that carries a grant names the
+    /// place it was handed to by it, so two places of one store must not share it (16 bits
+    /// would, once in some 65,000 pairs); 64 bits of a hash of 128 random bits still leave
+    /// the value beyond guessing. Stores write it only where the ticket itself is stored.
+    #[must_use]
+    pub fn place_tag(&self) -> String {
+        format!("#{:016x}", self.hash())
+    }
+
+    fn hash(&self) -> u64 {
         use std::hash::BuildHasher;
-        let hash =
-            foldhash::fast::FixedState::with_seed(0x6c6f_636b_7772_6967).hash_one(self.0.as_str());
-        format!("#{:04x}", hash >> 48)
+        foldhash::fast::FixedState::with_seed(0x6c6f_636b_7772_6967).hash_one(self.0.as_str())
     }
 
     /// A lock id from 128 bits the caller drew from a cryptographically secure generator,

@@ -14,7 +14,7 @@ use crate::names::{LockId, Resource};
 use crate::queue::Waiter;
 use crate::status::{LockStatus, Renewal};
 use crate::table::Summary;
-use crate::time::Ttl;
+use crate::time::{Timestamp, Ttl};
 
 /// A place where locks live (in memory, in MongoDB). Implementations apply the rules of
 /// this crate with their own clock and must pass the conformance suite (the workspace's
@@ -103,6 +103,19 @@ pub trait LockStore: Send + Sync + 'static {
     }
 }
 
+/// What a store handed a waiter's place, as a hint tells its waiter
+/// ([`Hint::First`]'s `grant`): the lock id and holder are the waiter's own, and its claim
+/// lease is the waiter's place lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct HandedLock {
+    /// The fence of the grant.
+    pub fence: u64,
+    /// When the store handed the lock over (its clock).
+    pub created_at: Timestamp,
+    /// When the handed lock expires unless its waiter claims it; `None`: never.
+    pub expires_at: Option<Timestamp>,
+}
+
 /// A subscription to a store's hints. See [`LockStore::hints`].
 pub type HintStream = Pin<Box<dyn Stream<Item = Hint> + Send>>;
 
@@ -125,17 +138,26 @@ pub enum Hint {
     /// module), so a fair waiter that hears it stops counting the waiters ahead of it:
     /// after a release it asks at once, after a grant it asks at once only if it is shared
     /// (it may share the lock). `place` names the first waiter by its ticket's
-    /// [`LockId::tag`](crate::LockId::tag), so that of the waiters of one process only that
-    /// one acts (tags of two tickets may coincide: then both ask, and the store's answers
-    /// tell them apart); `None` wakes every fair waiter of the resource here. A waiter that
+    /// [`LockId::place_tag`](crate::LockId::place_tag), so that of the waiters of one
+    /// process only that one acts; `None` wakes every fair waiter of the resource here. A waiter that
     /// is not fair takes it as `Freed` or `Taken`.
+    ///
+    /// A store that handed the lock to the place it names (in the write that freed it)
+    /// may say what it handed (`grant`): the place's waiter then trusts the grant at once,
+    /// without asking, from the send time of its last attempt that the store answered with
+    /// its place (the handoff came after that answer), and claims the lock with its first
+    /// renewal (see the engine's `locker::fair`).
     First {
         /// The resource whose queue it is.
         resource: Resource,
         /// Whether the change was a grant.
         taken: bool,
-        /// The tag of the first waiter's ticket, when the store knows it.
+        /// The tag of the first waiter's ticket
+        /// ([`LockId::place_tag`](crate::LockId::place_tag)), when the store knows it.
         place: Option<String>,
+        /// The lock the store handed that place, when it says so (only with `place`).
+        #[serde(default)]
+        grant: Option<HandedLock>,
     },
     /// Hints may have been lost (a subscription began, the stream reopened or fell
     /// behind): every waiter asks again once.

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_channel::mpsc::{UnboundedSender, unbounded};
-use lockwright_engine::{Hint, HintStream, Resource, table::Handed};
+use lockwright_engine::{HandedLock, Hint, HintStream, Resource, table::Handed};
 
 /// The subscribers. Plain std primitives even under loom: hints are outside what the loom
 /// tests explore (they never decide anything).
@@ -41,8 +41,9 @@ impl Notifier {
     }
 
     /// Tells every subscriber that `resource` was granted, with `fence`.
-    /// The store handed locks to the heads of queues: each handed place's waiter asks at
-    /// once (its request claims the lock).
+    /// The store handed locks to the heads of queues: each handed place's waiter holds its
+    /// lock at once, as the hint says what was handed (or asks at once, and its request
+    /// claims the lock).
     pub(crate) fn handed(&self, handed: &[Handed]) {
         if handed.is_empty() || self.count.load(Ordering::Acquire) == 0 {
             return;
@@ -51,7 +52,12 @@ impl Notifier {
             self.send(&Hint::First {
                 resource: h.status.resource.clone(),
                 taken: false,
-                place: Some(h.ticket.tag()),
+                place: Some(h.ticket.place_tag()),
+                grant: Some(HandedLock {
+                    fence: h.status.fence,
+                    created_at: h.status.created_at,
+                    expires_at: h.status.expires_at,
+                }),
             });
         }
     }

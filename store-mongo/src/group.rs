@@ -85,7 +85,7 @@ pub(crate) async fn unlock(store: &MongoStore, lock_id: &LockId) -> Result<Vec<L
                         return Ok(Ok((Vec::new(), Vec::new(), Vec::new())));
                     };
                     let released = table::unlock(&mut [&mut read.table], lock_id, now);
-                    let handed = wakes::replayed(&mut read.table, &docs);
+                    let handed = wakes::replayed(&mut read.table, &docs, false);
                     // Only the documents read and decided on are written; the others are
                     // reported and left as they are.
                     let ids: Vec<Bson> = read.ids.into_values().collect();

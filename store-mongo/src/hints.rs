@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use lockwright_engine::{Hint, HintStream, Resource};
+use lockwright_engine::{HandedLock, Hint, HintStream, Resource, Timestamp};
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::CursorType;
 use tokio::sync::broadcast;
@@ -32,7 +32,7 @@ use tokio_stream::wrappers::BroadcastStream;
 
 use crate::failure::MongoFailure;
 use crate::setup::command_code;
-use crate::wakes::{self, PLACE, RESOURCE, STORE, Wakes};
+use crate::wakes::{self, CREATED, EXPIRES, FENCE, PLACE, RESOURCE, STORE, Wakes};
 
 /// Hints a subscriber may fall behind by before it gets `Missed` instead.
 const CAPACITY: usize = 1024;
@@ -208,26 +208,43 @@ impl HintSource {
     }
 }
 
-/// The tag a fair request's place carries: the store's tag, a dot, and the ticket's own
-/// [`LockId::tag`](lockwright_engine::LockId::tag) (16 bits of a hash, which tell the
-/// waiters of one store apart and reveal nothing of the ticket). Empty for a request that
+/// The tag a fair request's place carries: the store's tag, a dot, and the ticket's
+/// [`LockId::place_tag`](lockwright_engine::LockId::place_tag) (64 bits of a hash, which
+/// tell the waiters of one store apart). Empty for a request that
 /// is not fair (it takes no place).
 pub(crate) fn place_tag(store: &str, request: &lockwright_engine::LockRequest) -> String {
     request.fair.as_ref().map_or_else(String::new, |t| {
-        format!("{store}.{}", t.id.tag().trim_start_matches('#'))
+        format!("{store}.{}", t.id.place_tag().trim_start_matches('#'))
     })
 }
 
 /// What one wake hints: the place named by its tag (`#` and hex, as
-/// [`LockId::tag`](lockwright_engine::LockId::tag) writes it) was handed the resource's lock.
-/// `None` for a document that is not a wake (the seed of a shard).
+/// [`LockId::place_tag`](lockwright_engine::LockId::place_tag) writes it) was handed the
+/// resource's lock, and what it was handed when the wake says (all of its fence and
+/// creation; its expiry if it has one). `None` for a document that is not a wake (the seed
+/// of a shard).
 fn hint_of(wake: &Document) -> Option<Hint> {
     let resource = wake.get_str(RESOURCE).ok()?;
     let place = wake.get_str(PLACE).ok()?;
+    let date = |field| match wake.get(field) {
+        Some(Bson::DateTime(d)) => u64::try_from(d.timestamp_millis())
+            .ok()
+            .map(Timestamp::from_millis),
+        _ => None,
+    };
+    let fence = wake.get_i64(FENCE).ok().and_then(|f| u64::try_from(f).ok());
+    let grant = fence
+        .zip(date(CREATED))
+        .map(|(fence, created_at)| HandedLock {
+            fence,
+            created_at,
+            expires_at: date(EXPIRES),
+        });
     Some(Hint::First {
         resource: Resource::stored(resource),
         taken: false,
         place: Some(format!("#{place}")),
+        grant,
     })
 }
 
@@ -320,6 +337,20 @@ mod tests {
                 resource: Resource::new("r").unwrap(),
                 taken: false,
                 place: Some("#3f9a".into()),
+                grant: None,
+            })
+        );
+        let at = mongodb::bson::DateTime::from_millis(5_000);
+        let handed = doc! { "_id": 2, STORE: "65a1", PLACE: "3f9a", RESOURCE: "r", FENCE: 7_i64, CREATED: at };
+        let Some(Hint::First { grant, .. }) = hint_of(&handed) else {
+            panic!("a wake");
+        };
+        assert_eq!(
+            grant,
+            Some(HandedLock {
+                fence: 7,
+                created_at: Timestamp::from_millis(5_000),
+                expires_at: None,
             })
         );
         assert_eq!(hint_of(&doc! { STORE: "" }), None, "a shard's seed");

@@ -159,7 +159,7 @@ impl MongoStore {
         // No hint: nothing is inserted, so uniqueness is not at stake, and a lock can still
         // be renewed and released after its unique index was dropped.
         self.ready(op).await?;
-        let projection = pipeline::with_now(&self.now_expr());
+        let projection = pipeline::with_now_and_floor(&self.now_expr(), &self.floor_expr());
         let started = Instant::now();
         loop {
             let result = self
@@ -212,7 +212,7 @@ impl MongoStore {
     }
 
     /// Sends the wakes of hand-overs, by resource (see [`wakes::replayed`]).
-    pub(crate) async fn wake_all(&self, handed: Vec<(Resource, Vec<String>)>) {
+    pub(crate) async fn wake_all(&self, handed: Vec<(Resource, Vec<wakes::Wake>)>) {
         for (resource, places) in handed {
             self.wakes.send(&resource, &places).await;
         }
@@ -231,6 +231,15 @@ pub(crate) enum Modified {
 }
 
 /// The `now` a one-lock operation ran at, from its projection.
+/// The fence floor a one-lock operation's reply says it ran at, if it says.
+fn floor_of(doc: &Document) -> Option<u64> {
+    match doc.get(pipeline::FLOOR_FIELD)? {
+        Bson::Int64(f) => u64::try_from(*f).ok(),
+        Bson::Int32(f) => u64::try_from(*f).ok(),
+        _ => None,
+    }
+}
+
 fn now_of(op: &'static str, doc: &Document) -> Result<Timestamp, Error> {
     match doc.get(pipeline::NOW_FIELD) {
         Some(Bson::DateTime(dt)) => u64::try_from(dt.timestamp_millis())
@@ -395,10 +404,20 @@ pub(crate) async fn unlock_one(
     let (name, state) = schema::decode(&doc)?;
     let mut table =
         LockTable::from_resources([(name.clone(), state)]).with_takeover_grace(store.grace);
+    // At the fence floor the command ran at, the replay takes the very fences it took, and
+    // its wakes say what they handed (without it, only whom).
+    let floor = floor_of(&doc);
+    if let Some(floor) = floor {
+        table = table.with_fence_floor(floor);
+    }
     let released = table.unlock_one(&name, lock_id, now);
     // The reply is the document before the release: the engine says what it handed over.
     store
-        .wake_all(wakes::replayed(&mut table, std::slice::from_ref(&doc)))
+        .wake_all(wakes::replayed(
+            &mut table,
+            std::slice::from_ref(&doc),
+            floor.is_some(),
+        ))
         .await;
     Ok(released)
 }

@@ -17,9 +17,11 @@
 //! died between its write and its insert, the insert failed, the cursor fell behind) costs
 //! time, never safety, for the waiter's next keep-place attempt claims what it was handed.
 //!
-//! A wake document holds the store's tag (`s`), the ticket's tag (`p`, 16 bits of a hash
-//! of the ticket, which reveal nothing of it) and the resource's name (`r`). No lock id or
-//! ticket is ever written there. A store lists the shards that exist once, and creates the
+//! A wake document holds the store's tag (`s`), the place's tag (`p`, 64 bits of a hash of
+//! the ticket: [`LockId::place_tag`]), the resource's name (`r`), and what the place was
+//! handed: the grant's fence (`f`), when it was handed (`c`) and when its claim lease ends
+//! (`e`, absent for a lock without a TTL). The waiter then holds the lock at once, without
+//! asking (the engine's `locker::fair`). No lock id or ticket is ever written there. A store lists the shards that exist once, and creates the
 //! others on first use (capped, 64 KiB each, with one document in them: a tailable cursor
 //! on an empty capped collection dies at once). Wakes are inserted with acknowledgement by
 //! the primary alone (`w: 1`): a wake that a failover loses is a wake lost.
@@ -32,7 +34,8 @@ use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::{Acknowledgment, WriteConcern};
 use mongodb::{Collection, Database};
 
-use lockwright_engine::{LockId, LockTable, Resource};
+use lockwright_engine::table::Handed;
+use lockwright_engine::{HandedLock, LockTable, Resource, StoredLock, Timestamp};
 
 use crate::failure::MongoFailure;
 use crate::schema::{self, QUEUE, TAG, TICKET, WAKE};
@@ -42,10 +45,22 @@ use crate::setup::command_code;
 pub(crate) const SHARDS: usize = 16;
 /// The size of each capped collection: some 600 wakes.
 const SHARD_BYTES: u64 = 64 * 1024;
-/// A wake's fields: the tag of the store that waits, of the place, the resource.
+/// A wake's fields: the tag of the store that waits, of the place, the resource, and the
+/// grant's fence, creation and expiry.
 pub(crate) const STORE: &str = "s";
 pub(crate) const PLACE: &str = "p";
 pub(crate) const RESOURCE: &str = "r";
+pub(crate) const FENCE: &str = "f";
+pub(crate) const CREATED: &str = "c";
+pub(crate) const EXPIRES: &str = "e";
+
+/// One wake to send: the place's tag (`<store>.<place>`, as the place records it) and what
+/// it was handed, when the writer knows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Wake {
+    pub(crate) place: String,
+    pub(crate) grant: Option<HandedLock>,
+}
 /// NamespaceExists: the shard was created by somebody else.
 const NAMESPACE_EXISTS: i32 = 48;
 
@@ -149,19 +164,24 @@ impl Wakes {
             .map(|_| ())
     }
 
-    /// Tells the processes of `places` (tags `<store>.<ticket>`, as a hand-over's `wake`
-    /// lists them) that they were handed `resource`'s lock: one insert per shard. Best
-    /// effort: a failure is logged, and the waiters' next keep-place attempts claim what
-    /// they were handed.
-    pub(crate) async fn send(&self, resource: &Resource, places: &[String]) {
+    /// Tells the processes of `wakes`' places that they were handed `resource`'s lock: one
+    /// insert per shard. Best effort: a failure is logged, and the waiters' next keep-place
+    /// attempts claim what they were handed.
+    pub(crate) async fn send(&self, resource: &Resource, wakes: &[Wake]) {
         let mut by_shard: [Vec<Document>; SHARDS] = Default::default();
-        for place in places {
-            let Some((store, ticket)) = place.split_once('.') else {
+        for wake in wakes {
+            let Some((store, place)) = wake.place.split_once('.') else {
                 continue;
             };
-            by_shard[shard_of(store)].push(doc! {
-                STORE: store, PLACE: ticket, RESOURCE: resource.as_str(),
-            });
+            let mut d = doc! { STORE: store, PLACE: place, RESOURCE: resource.as_str() };
+            if let Some(g) = &wake.grant {
+                d.insert(FENCE, i64::try_from(g.fence).unwrap_or(i64::MAX));
+                d.insert(CREATED, schema_date(g.created_at));
+                if let Some(e) = g.expires_at {
+                    d.insert(EXPIRES, schema_date(e));
+                }
+            }
+            by_shard[shard_of(store)].push(d);
         }
         for (k, docs) in by_shard.into_iter().enumerate() {
             if docs.is_empty() {
@@ -181,9 +201,10 @@ impl Wakes {
     }
 }
 
-/// The places the write with `nonce` handed the lock to, from the `wake` of the document
-/// it returned (after the write): none when the `wake` is an earlier write's, or missing.
-pub(crate) fn handed_in(doc: &Document, nonce: &str) -> Vec<String> {
+/// The wakes of the places the write with `nonce` handed the lock to, from the `wake` of
+/// the document it returned (after the write), each with the lock of its fence there: none
+/// when the `wake` is an earlier write's, or missing.
+pub(crate) fn handed_in(doc: &Document, nonce: &str) -> Vec<Wake> {
     let Ok(wake) = doc.get_str(WAKE) else {
         return Vec::new();
     };
@@ -191,48 +212,98 @@ pub(crate) fn handed_in(doc: &Document, nonce: &str) -> Vec<String> {
     if words.next() != Some(nonce) {
         return Vec::new();
     }
+    let state = schema::decode(doc).ok().map(|(_, state)| state);
     words
-        .filter(|w| w.contains('.'))
-        .map(str::to_owned)
-        .collect()
-}
-
-/// The places the engine handed the lock to while replaying a write on `table`, which was
-/// read from `docs` (as they were before the write), by resource.
-pub(crate) fn replayed(table: &mut LockTable, docs: &[Document]) -> Vec<(Resource, Vec<String>)> {
-    let mut by_resource: BTreeMap<Resource, Vec<LockId>> = BTreeMap::new();
-    for handed in table.take_handed() {
-        by_resource
-            .entry(handed.status.resource)
-            .or_default()
-            .push(handed.ticket);
-    }
-    by_resource
-        .into_iter()
-        .filter_map(|(resource, tickets)| {
-            let doc = docs
-                .iter()
-                .find(|d| d.get_str(schema::RESOURCE) == Ok(resource.as_str()))?;
-            let tags = tags_of(doc, &tickets);
-            (!tags.is_empty()).then_some((resource, tags))
+        .filter_map(|w| {
+            let (place, fence) = w.split_once('/').unwrap_or((w, ""));
+            if !place.contains('.') {
+                return None;
+            }
+            let fence = fence.parse::<u64>().ok();
+            let grant = state
+                .as_ref()
+                .zip(fence)
+                .and_then(|(state, f)| {
+                    state
+                        .exclusive
+                        .iter()
+                        .chain(&state.shared)
+                        .find(|l| l.fence == f)
+                })
+                .map(handed_lock);
+            Some(Wake {
+                place: place.to_owned(),
+                grant,
+            })
         })
         .collect()
 }
 
-/// The tags of the places of `tickets` in `doc` as it was before a write (the places the
-/// engine, replaying the write, says were handed the lock).
-pub(crate) fn tags_of(doc: &Document, tickets: &[LockId]) -> Vec<String> {
+/// What a wake says was handed: the lock's fence and times.
+fn handed_lock(lock: &StoredLock) -> HandedLock {
+    HandedLock {
+        fence: lock.fence,
+        created_at: lock.created_at,
+        expires_at: lock.expires_at,
+    }
+}
+
+fn schema_date(t: Timestamp) -> Bson {
+    Bson::DateTime(mongodb::bson::DateTime::from_millis(
+        i64::try_from(t.as_millis()).unwrap_or(i64::MAX),
+    ))
+}
+
+/// The wakes of the places the engine handed the lock to while replaying a write on
+/// `table`, which was read from `docs` (as they were before the write), by resource. With
+/// `exact` (the replay ran at the write's own `now` and fence floor, so it handed what the
+/// write did), each says what was handed; otherwise only whom.
+pub(crate) fn replayed(
+    table: &mut LockTable,
+    docs: &[Document],
+    exact: bool,
+) -> Vec<(Resource, Vec<Wake>)> {
+    let mut by_resource: BTreeMap<Resource, Vec<Handed>> = BTreeMap::new();
+    for handed in table.take_handed() {
+        by_resource
+            .entry(handed.status.resource.clone())
+            .or_default()
+            .push(handed);
+    }
+    by_resource
+        .into_iter()
+        .filter_map(|(resource, handed)| {
+            let doc = docs
+                .iter()
+                .find(|d| d.get_str(schema::RESOURCE) == Ok(resource.as_str()))?;
+            let wakes = wakes_of(doc, &handed, exact);
+            (!wakes.is_empty()).then_some((resource, wakes))
+        })
+        .collect()
+}
+
+/// The wakes of `handed` (what the engine, replaying a write, says it handed; with `exact`,
+/// what it handed too), with the tags of their places in `doc` as it was before the write.
+pub(crate) fn wakes_of(doc: &Document, handed: &[Handed], exact: bool) -> Vec<Wake> {
     let Ok(queue) = doc.get_array(QUEUE) else {
         return Vec::new();
     };
-    tickets
+    handed
         .iter()
-        .filter_map(|ticket| {
-            queue.iter().find_map(|place| match place {
-                Bson::Document(p) if p.get_str(TICKET) == Ok(ticket.as_str()) => {
+        .filter_map(|h| {
+            let place = queue.iter().find_map(|place| match place {
+                Bson::Document(p) if p.get_str(TICKET) == Ok(h.ticket.as_str()) => {
                     p.get_str(TAG).ok().map(str::to_owned)
                 }
                 _ => None,
+            })?;
+            Some(Wake {
+                place,
+                grant: exact.then_some(HandedLock {
+                    fence: h.status.fence,
+                    created_at: h.status.created_at,
+                    expires_at: h.status.expires_at,
+                }),
             })
         })
         .collect()
@@ -244,8 +315,9 @@ mod tests {
 
     #[test]
     fn a_wake_names_the_places_of_its_own_write_only() {
-        let doc = doc! { WAKE: "n1 65a1.3f9a - 65a2.0001" };
-        assert_eq!(handed_in(&doc, "n1"), ["65a1.3f9a", "65a2.0001"]);
+        let doc = doc! { WAKE: "n1 65a1.3f9a/3 -/4 65a2.0001/5" };
+        let places: Vec<String> = handed_in(&doc, "n1").into_iter().map(|w| w.place).collect();
+        assert_eq!(places, ["65a1.3f9a", "65a2.0001"]);
         assert!(handed_in(&doc, "n2").is_empty(), "an earlier write's wake");
         assert!(handed_in(&doc! {}, "n1").is_empty());
         assert!(handed_in(&doc! { WAKE: "65a1.3f9a:0.25" }, "n1").is_empty());
@@ -260,15 +332,44 @@ mod tests {
     }
 
     #[test]
-    fn the_tags_of_handed_tickets_are_read_from_the_places_before_the_write() {
-        let a = LockId::new("ticket-a").unwrap();
-        let b = LockId::new("ticket-b").unwrap();
+    fn a_replayed_hand_over_wakes_the_tagged_places_and_says_what_when_exact() {
+        use lockwright_engine::{LockId, LockOptions, LockRequest, Ticket};
+        use std::time::Duration;
+        let at = lockwright_engine::Timestamp::from_millis(1_000);
+        let details = LockOptions::new().ttl(Duration::from_secs(5));
+        let mut table = LockTable::new();
+        table
+            .lock(&LockRequest::new("r", "holder", &details).unwrap(), at)
+            .unwrap();
+        for (lock_id, ticket) in [("a", "ticket-a"), ("b", "ticket-b")] {
+            let ticket = Ticket::new(LockId::new(ticket).unwrap(), Duration::from_secs(3));
+            let fair = LockRequest::new("r", lock_id, &details)
+                .unwrap()
+                .fair(ticket.unwrap());
+            assert!(table.lock(&fair, at).is_err(), "queued");
+        }
+        table.unlock_one(
+            &Resource::new("r").unwrap(),
+            &LockId::new("holder").unwrap(),
+            at,
+        );
+        let handed = table.take_handed();
+        assert_eq!(handed.len(), 1, "the exclusive head alone");
         let doc = doc! { QUEUE: [
             { TICKET: "ticket-a", TAG: "65a1.3f9a" },
             { TICKET: "ticket-b" },
             "not a place",
         ] };
-        assert_eq!(tags_of(&doc, &[a.clone(), b]), ["65a1.3f9a"]);
-        assert!(tags_of(&doc! {}, &[a]).is_empty());
+        let wakes = wakes_of(&doc, &handed, true);
+        assert_eq!(wakes.len(), 1);
+        assert_eq!(wakes[0].place, "65a1.3f9a");
+        let grant = wakes[0].grant.expect("exact: what was handed");
+        assert_eq!(grant.fence, handed[0].status.fence);
+        assert_eq!(
+            grant.expires_at,
+            Some(lockwright_engine::Timestamp::from_millis(4_000))
+        );
+        assert_eq!(wakes_of(&doc, &handed, false)[0].grant, None);
+        assert!(wakes_of(&doc! {}, &handed, true).is_empty());
     }
 }

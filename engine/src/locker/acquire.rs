@@ -11,9 +11,9 @@ use crate::lease::LeaseKey;
 use crate::lock::LockRequest;
 use crate::mutants::{self, Mutant};
 use crate::names::LockId;
-use crate::status::Holder;
-use crate::time::LocalMs;
+use crate::status::{Holder, LockStatus};
 use crate::time::duration_millis;
+use crate::time::{LocalMs, Ttl};
 
 impl<R: RngCore> LockerCore<R> {
     pub(super) fn attempt(&mut self, key: LeaseKey, now: LocalMs) {
@@ -65,6 +65,41 @@ impl<R: RngCore> LockerCore<R> {
                 place.asked = true;
             }
         }
+    }
+
+    /// The acquire `key` holds `grant` (as `status`), trusted until `until`: it ends, and
+    /// the lease schedule renews the lock from now on. Its first lease is `first.0` from
+    /// local time `first.1` (a grant's TTL from its request's send time; a handed lock's
+    /// claim lease from its waiter's last refusal).
+    pub(super) fn hand_out(
+        &mut self,
+        key: LeaseKey,
+        grant: Grant,
+        status: LockStatus,
+        first: (Ttl, LocalMs),
+        until: LocalMs,
+    ) {
+        if let Some(a) = self.acquires.remove(&key)
+            && let Some(at) = a.retry_at
+        {
+            self.timers.remove(&(at, Timer::Attempt(key)));
+        }
+        let (lease, since) = first;
+        self.schedule
+            .insert_handed(key, grant.lock_id.clone(), grant.ttl, lease, since)
+            .unwrap_or_else(|e| {
+                unreachable!(
+                    "the caller checked that the lease is longer than the drift margin, \
+                     and the key is fresh: {e}"
+                )
+            });
+        self.held.insert(key, Held { grant, live: true });
+        self.stats.held += 1;
+        self.events.push_back(Event::Acquired {
+            key,
+            status,
+            trust_until: until,
+        });
     }
 
     /// The reply to an attempt whose acquire was cancelled, gave up or was shut down:
@@ -119,22 +154,7 @@ impl<R: RngCore> LockerCore<R> {
             Some(Reply::Granted(status))
                 if now < until || mutants::active(Mutant::LockerHandsOutStaleGrant) =>
             {
-                self.acquires.remove(&key);
-                self.schedule
-                    .insert(key, grant.lock_id.clone(), ttl, sent)
-                    .unwrap_or_else(|e| {
-                        unreachable!(
-                            "`acquire` checked that the TTL is longer than the drift margin, \
-                             and the key is fresh: {e}"
-                        )
-                    });
-                self.held.insert(key, Held { grant, live: true });
-                self.stats.held += 1;
-                self.events.push_back(Event::Acquired {
-                    key,
-                    status,
-                    trust_until: until,
-                });
+                self.hand_out(key, grant, status, (ttl, sent), until);
             }
             Some(Reply::Granted(_)) if fair => {
                 // Granted too late to trust: ask again at once, which claims the lock anew

@@ -22,6 +22,10 @@ pub struct LockerStats {
     /// Acquire attempts that failed or got no reply (the store was unreachable, slow or
     /// failing).
     pub acquire_failures: u64,
+    /// Locks the store handed a waiter's place and said so in a hint, which the waiter
+    /// held at once, without asking (see [`crate::Hint::First`]).
+    #[serde(default)]
+    pub handed_by_hint: u64,
 }
 
 /// How a Locker behaves. Start from [`LockerConfig::default`].

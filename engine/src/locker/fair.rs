@@ -33,16 +33,21 @@
 //!   releases its lock id (the store may have handed it the lock), best effort: a place
 //!   that stays lapses with its lease, and a handed lock with its claim lease.
 
+use std::time::Duration;
+
 use rand_core::RngCore;
 
 use super::{Acquire, Grant, LockerCore, Purpose, Request};
 use crate::access::Access;
+use crate::holder::trust_until;
+use crate::lease::LeaseKey;
 use crate::mutants::{self, Mutant};
 use crate::names::LockId;
+use crate::port::HandedLock;
 use crate::queue::Ticket;
-use crate::status::Queued;
+use crate::status::{Holder, LockStatus, Queued};
 
-use crate::time::{LocalMs, duration_millis};
+use crate::time::{LocalMs, Ttl, duration_millis};
 
 /// The most grant fences a waiter keeps while an attempt is in flight (more than a flight
 /// can see in practice; past it the count is corrected by the next attempt).
@@ -196,7 +201,7 @@ impl Place {
 
     /// Whether a hint naming the first place by `tag` (any place: `None`) may mean this one.
     pub(super) fn is_named(&self, tag: Option<&str>) -> bool {
-        tag.is_none_or(|t| t == self.ticket.tag())
+        tag.is_none_or(|t| t == self.ticket.place_tag())
     }
 
     /// Nobody is ahead, by the last refusal and the hints since.
@@ -333,6 +338,84 @@ impl<R: RngCore> LockerCore<R> {
             }
             _ => false,
         }
+    }
+
+    /// The store says (a hint) that it handed `grant` to the place of the waiting acquire
+    /// `key`: the waiter holds the lock at once, trusted as the reply to an attempt sent
+    /// when its last refusal was would be (the store answered that refusal before the
+    /// handoff), for the claim lease, and claims it for its TTL with its first renewal. So
+    /// a handover costs the release and the wake, not a request of the new holder too.
+    /// Only when that is sound; otherwise the hint only wakes the waiter, which claims the
+    /// lock with its next attempt:
+    /// - no attempt is in flight (its reply decides: a grant claims the lock, and a
+    ///   refusal may predate the handoff);
+    /// - the refusal kept the place near, with the claim lease (a place kept far back is
+    ///   handed nothing);
+    /// - the grant's fence is above every fence the refusal and the hints since accounted
+    ///   for: the handoff came after the refusal (a late hint of a handoff the place's
+    ///   waiter never claimed, before its place was taken anew, has a lower one);
+    /// - the trust left is longer than the renew margin (the claim must still be renewable).
+    ///
+    /// Returns whether the grant was handed out.
+    pub(super) fn take_handed(&mut self, key: LeaseKey, grant: &HandedLock, now: LocalMs) -> bool {
+        let Some(a) = self.acquires.get(&key) else {
+            return false;
+        };
+        let Some(place) = a.place.as_ref() else {
+            return false;
+        };
+        let Some(kept_at) = place.kept_at else {
+            return false;
+        };
+        if a.attempt.is_some() || place.kept_far || grant.fence <= place.fence {
+            return false;
+        }
+        // The claim lease (the place's, or what the store says it handed if shorter), and
+        // no longer than a grant of the acquire's own TTL would be trusted.
+        let mut lease = self.config.queue_ttl.min(a.ask.ttl.as_duration());
+        if let Some(expires) = grant.expires_at {
+            lease = lease.min(Duration::from_millis(
+                expires
+                    .as_millis()
+                    .saturating_sub(grant.created_at.as_millis()),
+            ));
+        }
+        let since = if mutants::active(Mutant::LockerTrustsWakeOnArrival) {
+            now
+        } else {
+            kept_at
+        };
+        let Ok(lease) = Ttl::new(lease) else {
+            return false;
+        };
+        let Some(until) = trust_until(since, lease, self.config.drift_margin) else {
+            return false;
+        };
+        if now.saturating_add(self.renew_margin) >= until {
+            return false;
+        }
+        let mode = a.ask.access.mode();
+        let status = LockStatus {
+            resource: a.ask.resource.clone(),
+            lock_id: place.lock_id.clone(),
+            mode,
+            holder: Holder::clone(&a.ask.who),
+            created_at: grant.created_at,
+            renewed_at: None,
+            expires_at: grant.expires_at,
+            ttl: grant.expires_at.map(|e| {
+                Duration::from_millis(e.as_millis().saturating_sub(grant.created_at.as_millis()))
+            }),
+            fence: grant.fence,
+        };
+        let handed = Grant {
+            resource: a.ask.resource.clone(),
+            lock_id: place.lock_id.clone(),
+            ttl: a.ask.ttl,
+        };
+        self.stats.handed_by_hint += 1;
+        self.hand_out(key, handed, status, (lease, since), until);
+        true
     }
 
     /// The acquire `a` stopped waiting: it gives its place up, if it may have one, and

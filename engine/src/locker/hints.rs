@@ -40,15 +40,22 @@ impl<R: RngCore> LockerCore<R> {
                 a.ask.fair && a.wait != Wait::No && resource.is_none_or(|r| *r == a.ask.resource)
             })
         };
-        let (resource, taken, fence, first) = match hint {
-            Hint::Freed(r) => (Some(r), false, None, None),
-            Hint::Taken(r, fence) => (Some(r), true, *fence, None),
+        let (resource, taken, fence, first, grant) = match hint {
+            Hint::Freed(r) => (Some(r), false, None, None, None),
+            Hint::Taken(r, fence) => (Some(r), true, *fence, None, None),
             Hint::First {
                 resource,
                 taken,
                 place,
-            } => (Some(resource), *taken, None, Some(place.as_deref())),
-            Hint::Missed => (None, false, None, None),
+                grant,
+            } => (
+                Some(resource),
+                *taken,
+                None,
+                Some(place.as_deref()),
+                grant.filter(|_| place.is_some() && !*taken),
+            ),
+            Hint::Missed => (None, false, None, None, None),
         };
         let keys: Vec<LeaseKey> = self
             .acquires
@@ -70,6 +77,12 @@ impl<R: RngCore> LockerCore<R> {
                 }
                 place.first();
                 let shared = matches!(a.ask.access, crate::access::Access::Shared(_));
+                // The store handed this place the lock and says what: held at once.
+                if let Some(grant) = &grant
+                    && self.take_handed(key, grant, now)
+                {
+                    continue;
+                }
                 if !taken || shared {
                     self.wake_one(key, now);
                 }

@@ -822,6 +822,7 @@ fn a_fair_waiter_told_it_is_first_acts_whatever_its_count() {
         resource: job(),
         taken,
         place: None,
+        grant: None,
     };
     // Exclusive, three ahead as last counted: the store wakes only the first waiter's
     // process, so the grants to those three were never heard.
@@ -867,8 +868,8 @@ fn of_two_fair_waiters_here_only_the_one_named_first_acts() {
     let t2 = acquire_fair(&mut c, 2, Wait::Forever, 0);
     let (k1, k2) = (ticket(&t1).unwrap(), ticket(&t2).unwrap());
     assert_ne!(
-        k1.tag(),
-        k2.tag(),
+        k1.place_tag(),
+        k2.place_tag(),
         "this seed draws tickets with distinct tags"
     );
     refuse_queued(&mut c, &t1, 4, 5);
@@ -877,7 +878,8 @@ fn of_two_fair_waiters_here_only_the_one_named_first_acts() {
         &Hint::First {
             resource: job(),
             taken: false,
-            place: Some(k2.tag()),
+            place: Some(k2.place_tag()),
+            grant: None,
         },
         ms(6),
     );
@@ -989,12 +991,13 @@ fn a_fair_waiter_far_back_in_a_slow_line_stops_listening_and_only_keeps_its_plac
         assert_eq!(c.poll_timeout(), Some(due));
     }
     // Told it is first (the store handed it the lock): it acts on that at once.
-    let tag = ticket(&t).unwrap().tag();
+    let tag = ticket(&t).unwrap().place_tag();
     c.handle_hint(
         &Hint::First {
             resource: job(),
             taken: false,
             place: Some(tag),
+            grant: None,
         },
         ms(3_300),
     );
@@ -1148,4 +1151,117 @@ fn a_fair_waiter_whose_keep_place_attempts_fail_backs_off() {
         "8 failed attempts in {} ms after the keep fell due",
         now - keep.as_millis()
     );
+}
+
+/// A hint that the store handed the place of `t`'s ticket the lock, with `fence`, at the
+/// store's `at` ms, with a claim lease of `lease` ms.
+fn handed(t: &Transmit, fence: u64, at: u64, lease: u64) -> Hint {
+    Hint::First {
+        resource: job(),
+        taken: false,
+        place: Some(ticket(t).unwrap().place_tag()),
+        grant: Some(crate::HandedLock {
+            fence,
+            created_at: Timestamp::from_millis(at),
+            expires_at: Some(Timestamp::from_millis(at + lease)),
+        }),
+    }
+}
+
+#[test]
+fn a_fair_waiter_a_hint_hands_the_lock_holds_it_at_once_and_claims_it_with_its_first_renewal() {
+    let mut c = core();
+    let t = acquire_fair(&mut c, 1, Wait::Forever, 10);
+    let lock_id = match &t.request {
+        Request::Lock { request } => request.lock_id.clone(),
+        _ => unreachable!(),
+    };
+    refuse_queued(&mut c, &t, 0, 15);
+    c.handle_hint(&handed(&t, 1, 1_000, 3_000), ms(400));
+    assert!(c.poll_transmit().is_none(), "held without asking");
+    let acquired = events(&mut c);
+    let [
+        Event::Acquired {
+            key: 1,
+            status,
+            trust_until,
+        },
+    ] = acquired.as_slice()
+    else {
+        panic!("{acquired:?}");
+    };
+    // Trusted from the refusal's send time, for the claim lease (here the acquire's TTL of
+    // 1 s, which is shorter), less the drift margin: the handoff came after the refusal.
+    assert_eq!(*trust_until, ms(10 + 1_000 - 100));
+    assert_eq!((status.fence, &status.lock_id), (1, &lock_id));
+    assert_eq!(status.created_at, Timestamp::from_millis(1_000));
+    assert_eq!(c.stats().handed_by_hint, 1);
+    assert_eq!(c.stats().held, 1);
+    // Its first renewal claims it for the TTL, at renew_fraction of that lease.
+    assert_eq!(c.poll_timeout(), Some(ms(10 + 500)));
+    c.handle_timeout(ms(510));
+    let renew = c.poll_transmit().expect("the claim");
+    match renew.request {
+        Request::Renew { lock, .. } => {
+            assert_eq!((lock.lock_id, lock.ttl), (lock_id, ttl()));
+        }
+        other => panic!("{other:?}"),
+    }
+    // The same hint again (duplicated) does nothing.
+    c.handle_hint(&handed(&t, 1, 1_000, 3_000), ms(520));
+    assert!(c.poll_transmit().is_none() && events(&mut c).is_empty());
+}
+
+#[test]
+fn a_hint_that_hands_the_lock_is_trusted_only_when_sound() {
+    // Each case: the waiter only asks at once (and its reply claims the lock).
+    let asks_instead = |c: &mut LockerCore<StdRng>, why: &str| {
+        assert!(events(c).is_empty(), "{why}: held on the hint");
+        assert_eq!(c.stats().handed_by_hint, 0, "{why}");
+        let t = c.poll_transmit();
+        assert!(
+            matches!(t.map(|t| t.request), Some(Request::Lock { .. })),
+            "{why}: it asks"
+        );
+    };
+    // A handoff older than the refusal (its fence is no higher than the refusal's): the
+    // place was taken anew since.
+    let mut c = core();
+    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
+    let reply = Reply::Refused(Error::AlreadyLocked {
+        resource: job(),
+        retry_in: None,
+        queued: Some(crate::Queued {
+            ahead: 0,
+            live_ahead: 0,
+            fence: 7,
+        }),
+    });
+    c.handle_reply(t.id, reply, ms(5));
+    c.handle_hint(&handed(&t, 7, 1_000, 3_000), ms(20));
+    asks_instead(&mut c, "an old handoff");
+    // So little trust left that the claim could not be renewed (the renew margin is 100 ms).
+    let mut c = core();
+    let t = acquire_fair(&mut c, 1, Wait::Until(ms(5_000)), 0);
+    refuse_queued(&mut c, &t, 0, 5);
+    c.handle_hint(&handed(&t, 1, 1_000, 3_000), ms(850));
+    asks_instead(&mut c, "too late");
+    // An attempt in flight: its reply decides.
+    let mut c = core();
+    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
+    refuse_queued(&mut c, &t, 0, 5);
+    c.handle_hint(&Hint::Missed, ms(6));
+    let second = c.poll_transmit().expect("asks once after Missed");
+    c.handle_hint(&handed(&t, 1, 1_000, 3_000), ms(7));
+    assert!(events(&mut c).is_empty() && c.stats().handed_by_hint == 0);
+    c.handle_reply(second.id, grant(&second), ms(8));
+    assert!(matches!(
+        events(&mut c).as_slice(),
+        [Event::Acquired { .. }]
+    ));
+    // No refusal yet: no place to have been handed anything from.
+    let mut c = core();
+    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
+    c.handle_hint(&handed(&t, 1, 1_000, 3_000), ms(7));
+    assert!(events(&mut c).is_empty() && c.stats().handed_by_hint == 0);
 }

@@ -49,6 +49,9 @@ pub struct LockTable {
     groups: HashMap<LockId, GroupResources, foldhash::fast::RandomState>,
     grace: Duration,
     fence_clock: u64,
+    /// The fence floor every write reads, in place of the one of its `now`
+    /// ([`LockTable::with_fence_floor`]).
+    fixed_floor: Option<u64>,
     /// The locks handed to heads of queues since a store last took them
     /// ([`LockTable::take_handed`]).
     handed: Vec<Handed>,
@@ -113,9 +116,20 @@ impl LockTable {
         self.fence_clock = self.fence_clock.max(floor);
     }
 
+    /// The same table, whose writes read the fence floor as `floor`, whatever their `now`:
+    /// for a store that replays a write of its own whose floor came from a clock of its own
+    /// (MongoDB's cluster time), read with the write's reply, so that the replay takes the
+    /// very fences the write took.
+    #[must_use]
+    pub fn with_fence_floor(mut self, floor: u64) -> Self {
+        self.fixed_floor = Some(floor);
+        self
+    }
+
     /// Moves the fence clock to `now` (never back), and returns it.
     pub(crate) fn tick(&mut self, now: Timestamp) -> u64 {
-        self.fence_clock = self.fence_clock.max(fence_floor(now));
+        let floor = self.fixed_floor.unwrap_or_else(|| fence_floor(now));
+        self.fence_clock = self.fence_clock.max(floor);
         self.fence_clock
     }
 

@@ -6,7 +6,7 @@ use mongodb::bson::{Bson, Document, doc};
 use lockwright_engine::{LockId, LockRequest, Mode, SharedLimit};
 
 use super::queue;
-use super::{NOW_FIELD, Readings, in_any_lock, is_held, literal, shared_locks, valid};
+use super::{FLOOR_FIELD, NOW_FIELD, Readings, in_any_lock, is_held, literal, shared_locks, valid};
 use crate::schema::{
     ACQUIRED, COMMENT, CREATED_AT, EXCLUSIVE, EXPIRES_AT, FENCE, HOST, LAST_FENCE, LAST_GRANT,
     LAST_LEAVE, LOCK_ID, OWNER, QUEUE, RENEWED_AT, RESOURCE, SHARED, WAKE, empty_exclusive,
@@ -406,4 +406,13 @@ pub(crate) fn with_now(now: &Bson) -> Document {
         NOW_FIELD: now.clone(), RESOURCE: 1, EXCLUSIVE: 1, SHARED: 1, LAST_FENCE: 1, QUEUE: 1,
         LAST_LEAVE: 1, WAKE: 1,
     }
+}
+
+/// [`with_now`], and the fence floor the command ran at (`$$NOW` and `$$CLUSTER_TIME` keep
+/// one value through a command, its projection included): a write replayed on the document
+/// as it was before (a release) then takes the very fences the pipeline took.
+pub(crate) fn with_now_and_floor(now: &Bson, floor: &Bson) -> Document {
+    let mut projection = with_now(now);
+    projection.insert(FLOOR_FIELD, floor.clone());
+    projection
 }

@@ -31,7 +31,7 @@ mod queue;
 
 pub(crate) use filter::status_prefilter;
 pub(crate) use grant::{
-    Ask, grant_projection, one_lock_filter, renew_one, slock, unlock_one, with_now, xlock,
+    Ask, grant_projection, one_lock_filter, renew_one, slock, unlock_one, with_now_and_floor, xlock,
 };
 pub(crate) use group::{
     batch_filter, deletable, expired_groups, group_filter, purge_batch, renew, renew_pairs, unlock,
@@ -118,8 +118,8 @@ pub(crate) fn ms(d: std::time::Duration) -> i64 {
 
 /// The field an aggregation adds to each document to report the `now` it ran at.
 pub(crate) const NOW_FIELD: &str = "__lockwright_now";
-
-/// The field an aggregation adds to each document to report the fence floor it ran at.
+/// The field an aggregation adds to each document to report the fence floor it ran at (and
+/// a one-lock operation's reply: [`with_now_and_floor`]).
 pub(crate) const FLOOR_FIELD: &str = "__lockwright_floor";
 
 pub(crate) fn date(t: Timestamp) -> Bson {

@@ -258,9 +258,10 @@ pub(super) fn enqueued(
 }
 
 /// `wake` after a write that handed the lock to `handed` (an expression: the places, in
-/// order): the command's nonce, then a space and the tag of each handed place (`-` for one
-/// without a tag). The nonce tells the writer, which reads the document back, that its own
-/// write set the field (see the `wakes` module).
+/// order, each with the fence of its grant as `f`): the command's nonce, then a space, the
+/// tag of each handed place (`-` for one without a tag), a `/` and its fence. The nonce
+/// tells the writer, which reads the document back, that its own write set the field; the
+/// fence, which lock of the document the place was handed (see the `wakes` module).
 fn wake(handed: Bson, readings: &Readings) -> Bson {
     Bson::Document(doc! { "$concat": [ readings.nonce.as_str(), { "$reduce": {
         "input": handed,
@@ -269,7 +270,7 @@ fn wake(handed: Bson, readings: &Readings) -> Bson {
             { "$eq": [ { "$type": format!("$$this.{TAG}") }, "string" ] },
             format!("$$this.{TAG}"),
             "-",
-        ] } ] },
+        ] }, "/", { "$toString": "$$this.f" } ] },
     } } ] })
 }
 
@@ -419,7 +420,9 @@ pub(crate) fn hand_over(readings: &Readings) -> Document {
                 SHARED: { "$cond": [ "$$ex", v(SHARED), { "$concatArrays": [ v(SHARED), [ "$$l" ] ] } ] },
                 "fence": "$$f",
                 "stop": v("stop"),
-                "handed": { "$concatArrays": [ v("handed"), [ "$$this" ] ] },
+                "handed": { "$concatArrays": [
+                    v("handed"), [ { "$mergeObjects": [ "$$this", { "f": "$$f" } ] } ],
+                ] },
             },
         } },
     } };

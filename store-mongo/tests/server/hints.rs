@@ -4,7 +4,7 @@
 //! a resource of its own, which the store hears: its cursor keeps the order of inserts).
 
 use futures_util::StreamExt;
-use lockwright_engine::{Hint, HintStream, Resource, Ticket};
+use lockwright_engine::{HandedLock, Hint, HintStream, Resource, Ticket};
 
 use super::*;
 
@@ -40,12 +40,35 @@ fn fair(resource: &str, lock_id: &str, ticket: &str) -> LockRequest {
     )
 }
 
-/// The hint that `ticket`'s place was handed `resource`'s lock.
+/// The hint that `ticket`'s place was handed `resource`'s lock, less what it says was
+/// handed (see [`next_handed`]).
 fn handed(resource: &str, ticket: &str) -> Hint {
     Hint::First {
         resource: Resource::new(resource).unwrap(),
         taken: false,
-        place: Some(id(ticket).tag()),
+        place: Some(id(ticket).place_tag()),
+        grant: None,
+    }
+}
+
+/// The next hint, less what it says was handed, and that.
+async fn next_handed(hints: &mut HintStream) -> (Hint, Option<HandedLock>) {
+    match next(hints).await {
+        Hint::First {
+            resource,
+            taken,
+            place,
+            grant,
+        } => (
+            Hint::First {
+                resource,
+                taken,
+                place,
+                grant: None,
+            },
+            grant,
+        ),
+        other => (other, None),
     }
 }
 
@@ -69,7 +92,11 @@ async fn marked(a: &MongoStore, s: &MongoStore, hints: &mut HintStream, name: &s
     a.unlock_one(&Resource::new(name).unwrap(), &id("marker"))
         .await
         .unwrap();
-    assert_eq!(next(hints).await, handed(name, "marker-ticket"), "{what}");
+    assert_eq!(
+        next_handed(hints).await.0,
+        handed(name, "marker-ticket"),
+        "{what}"
+    );
 }
 
 #[tokio::test]
@@ -88,18 +115,32 @@ async fn a_hand_over_wakes_the_store_of_the_place_it_was_handed_to_and_no_other(
     );
     assert_eq!(next(&mut hc).await, Hint::Missed);
 
-    // The holder releases (`unlock_one`: the engine replays the reply to find the
-    // hand-over): b is handed the lock, c hears nothing.
+    // The holder releases (`unlock_one`: the engine replays the reply, at the fence floor
+    // the command ran at, to find the hand-over): b is handed the lock, and told what it
+    // was handed; c hears nothing.
     a.unlock_one(&r, &id("holder")).await.unwrap();
-    assert_eq!(next(&mut hb).await, handed("r", "tb"), "b's turn");
+    let (hint, grant) = next_handed(&mut hb).await;
+    assert_eq!(hint, handed("r", "tb"), "b's turn");
+    let grant = grant.expect("a release's wake says what it handed");
+    let held = a.status(&Filter::new()).await.unwrap();
+    let held = held
+        .iter()
+        .find(|l| l.lock_id == id("wb"))
+        .expect("b's lock");
+    assert_eq!(
+        (grant.fence, grant.created_at, grant.expires_at),
+        (held.fence, held.created_at, held.expires_at),
+        "the wake says what the store holds"
+    );
     marked(&a, &c, &mut hc, "m1", "c heard nothing of r").await;
 
     // b claims it (a grant hands nothing over: nobody hears), then releases by group: c
-    // is handed the lock.
+    // is handed the lock (a group's release does not replay at the command's floor: its
+    // wake says only whom).
     b.lock(&fair("r", "wb", "tb")).await.unwrap();
     marked(&a, &c, &mut hc, "m2", "a claim wakes nobody").await;
     b.unlock(&id("wb")).await.unwrap();
-    assert_eq!(next(&mut hc).await, handed("r", "tc"), "c's turn");
+    assert_eq!(next_handed(&mut hc).await.0, handed("r", "tc"), "c's turn");
     marked(&a, &b, &mut hb, "m3", "b heard nothing of r").await;
 
     drop((hb, hc));
@@ -155,7 +196,10 @@ async fn group_releases_leaving_and_refusals_hand_over_and_wake() {
     b.lock(&fair("g1", "w1", "t1")).await.unwrap_err();
     b.lock(&fair("g2", "w2", "t2")).await.unwrap_err();
     assert_eq!(a.unlock(&id("group")).await.unwrap().len(), 2);
-    let mut two = [next(&mut hints).await, next(&mut hints).await];
+    let mut two = [
+        next_handed(&mut hints).await.0,
+        next_handed(&mut hints).await.0,
+    ];
     two.sort_by_key(|h| format!("{h:?}"));
     assert_eq!(two, [handed("g1", "t1"), handed("g2", "t2")], "the group");
 
@@ -172,7 +216,11 @@ async fn group_releases_leaving_and_refusals_hand_over_and_wake() {
             .await
             .unwrap()
     );
-    assert_eq!(next(&mut hints).await, handed("s", "tr"), "after a leave");
+    assert_eq!(
+        next_handed(&mut hints).await.0,
+        handed("s", "tr"),
+        "after a leave"
+    );
 
     a.lock(&request("x", "short", for_secs(1))).await.unwrap();
     b.lock(&fair("x", "wx", "tx")).await.unwrap_err();
@@ -180,7 +228,11 @@ async fn group_releases_leaving_and_refusals_hand_over_and_wake() {
     a.lock(&request("x", "racer", for_secs(30)))
         .await
         .unwrap_err();
-    assert_eq!(next(&mut hints).await, handed("x", "tx"), "after a refusal");
+    assert_eq!(
+        next_handed(&mut hints).await.0,
+        handed("x", "tx"),
+        "after a refusal"
+    );
 
     drop(hints);
     teardown(&a).await;
@@ -200,7 +252,11 @@ async fn a_wake_sent_before_the_cursor_opened_is_read_once() {
         .unwrap();
     let mut hints = b.hints().unwrap();
     assert_eq!(next(&mut hints).await, Hint::Missed);
-    assert_eq!(next(&mut hints).await, handed("r", "tb"), "read on opening");
+    assert_eq!(
+        next_handed(&mut hints).await.0,
+        handed("r", "tb"),
+        "read on opening"
+    );
     drop(hints);
     let mut hints = b.hints().unwrap();
     assert_eq!(next(&mut hints).await, Hint::Missed);
