@@ -181,9 +181,10 @@ fn main() -> ExitCode {
             report.tally.renew_batches, report.tally.batched_renewals, report.tally.largest_batch
         );
         println!(
-            "{} hints sent, {} heard, {} lost, {} duplicated, {} hint streams dropped",
+            "{} hints sent, {} heard ({} locks held on one), {} lost, {} duplicated, {} hint streams dropped",
             report.tally.hints_sent,
             report.tally.hints_heard,
+            report.tally.held_on_hint,
             report.faults.lost_hints,
             report.faults.duplicated_hints,
             report.faults.dropped_streams
@@ -305,9 +306,10 @@ fn main() -> ExitCode {
         summary.tally.batched_refusals
     );
     println!(
-        "{} hints sent, {} heard ({} lost, {} duplicated in {} seeds; {} hint streams dropped in {} seeds); {} subscriptions, {} dropped while waiting far back",
+        "{} hints sent, {} heard ({} locks held on one; {} lost, {} duplicated in {} seeds; {} hint streams dropped in {} seeds); {} subscriptions, {} dropped while waiting far back",
         summary.tally.hints_sent,
         summary.tally.hints_heard,
+        summary.tally.held_on_hint,
         summary.faults.lost_hints,
         summary.faults.duplicated_hints,
         summary.seeds_with[6],

@@ -142,6 +142,9 @@ pub struct Tally {
     /// Hints handed to a client's core (duplicates included; `Missed` after a stream ended
     /// included).
     pub hints_heard: u64,
+    /// Locks held at once on a hint that said what the store handed (the holder claims it
+    /// with its first renewal, or releases it first).
+    pub held_on_hint: u64,
     /// Releases at the store that left a resource free while clients waited for it, whose
     /// handover was checked (`handover_liveness`).
     pub handovers_checked: u64,
@@ -196,6 +199,7 @@ impl Tally {
         self.far_back_unsubscribed += other.far_back_unsubscribed;
         self.hints_sent += other.hints_sent;
         self.hints_heard += other.hints_heard;
+        self.held_on_hint += other.held_on_hint;
         self.handovers_checked += other.handovers_checked;
         self.takeovers_checked += other.takeovers_checked;
         self.slowest_handover_ms = self.slowest_handover_ms.max(other.slowest_handover_ms);

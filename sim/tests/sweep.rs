@@ -49,6 +49,10 @@ fn sweep_of_2000_seeds_finds_no_violation() {
         summary.tally.late_grants > 0,
         "no grant ever arrived after its trust deadline"
     );
+    assert!(
+        summary.tally.held_on_hint > 0,
+        "no lock was ever held on a hint that said what the store handed"
+    );
     // Seeds without faults that can cost a lease exist, so needless losses can be seen.
     assert!(
         summary.seeds_without_lease_faults > 0,

@@ -287,7 +287,10 @@ impl World {
         if ended {
             self.clients[client].core.hints_ended(LocalMs(local));
         } else {
+            let before = self.clients[client].core.stats().handed_by_hint;
             self.clients[client].core.handle_hint(&hint, LocalMs(local));
+            self.report.tally.held_on_hint +=
+                self.clients[client].core.stats().handed_by_hint - before;
         }
     }
 }
