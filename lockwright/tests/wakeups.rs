@@ -123,8 +123,10 @@ mod mongo {
         panic!("{name} not sent in a minute: {log:?}");
     }
 
-    /// A waiter in another process is granted the lock one request after the release:
-    /// the wake of the hand-over told it. Its backoff is an hour, so no poll did.
+    /// A waiter in another process holds the lock after the release without a request of
+    /// its own: the release handed its place the lock, and the wake said what. Its backoff
+    /// is an hour, so no poll did. Its first renewal would claim it; its release ends it
+    /// unclaimed.
     #[tokio::test]
     async fn a_release_wakes_a_waiter_in_another_process() {
         let store = fresh_store(None).await;
@@ -153,10 +155,33 @@ mod mongo {
         let after = log.take();
         assert_eq!(
             count(&after, "findAndModify"),
-            1,
-            "one request after the release, the granted one: {after:?}"
+            0,
+            "no request after the release: the wake carried the grant: {after:?}"
+        );
+        assert_eq!(waiter.stats().handed_by_hint, 1);
+        let stored = holder
+            .client()
+            .status(&lockwright::Filter::new())
+            .await
+            .unwrap();
+        assert_eq!(stored.len(), 1);
+        assert_eq!(
+            (guard.status().fence, &guard.status().created_at),
+            (stored[0].fence, &stored[0].created_at),
+            "the guard says what the store handed"
         );
         guard.release().await.unwrap();
+        let after = log.take();
+        assert_eq!(count(&after, "findAndModify"), 1, "the release: {after:?}");
+        assert!(
+            holder
+                .client()
+                .status(&lockwright::Filter::new())
+                .await
+                .unwrap()
+                .is_empty(),
+            "released unclaimed"
+        );
         teardown(holder.client().store()).await;
     }
 
