@@ -234,6 +234,18 @@ pub async fn worker_loop<F: Fleet, S: LockStore>(
         ));
     }
     tokio::time::sleep(window.warm_up).await;
+    // The warm-up lasts until every Locker was granted once (the first round's waits
+    // include the start: 64 Lockers opening their stores at once), or a window's length
+    // (a racing Locker may never be granted).
+    let warming = Instant::now();
+    while warming.elapsed() < window.measure {
+        let granted: std::collections::HashSet<usize> =
+            queue.lock().unwrap().grants.iter().map(|g| g.0).collect();
+        if granted.len() == n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let cpu_before = fleet.server_cpu().await;
     let before = counts.snapshot();
     let start = Instant::now();

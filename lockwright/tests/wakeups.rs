@@ -185,6 +185,61 @@ mod mongo {
         teardown(holder.client().store()).await;
     }
 
+    /// A lock held on a wake is claimed by its holder's first renewal: the store's lease,
+    /// the claim lease until then, becomes the lock's TTL, under the same fence.
+    #[tokio::test]
+    async fn a_lock_held_on_a_wake_is_claimed_by_its_first_renewal() {
+        let store = fresh_store(None).await;
+        let (theirs, log, _) = other_process(&store).await;
+        let holder = Locker::new(Client::new(store), LockerConfig::default()).unwrap();
+        // A claim lease of 10 s: the first renewal, at half of it, finds 5 s left, more
+        // than the renew margin (1 s) however loaded the machine.
+        let mut config = hint_only();
+        config.queue_ttl = Duration::from_secs(10);
+        let waiter = Locker::new(Client::new(theirs), config).unwrap();
+        let options = LockOptions::exclusive(Duration::from_secs(30));
+        let held = holder.acquire("job", &options).await.unwrap();
+        let waiting = {
+            let (waiter, options) = (waiter.clone(), options.clone());
+            tokio::spawn(async move { waiter.acquire("job", &options).await })
+        };
+        until_answered(&log, "findAndModify", 2).await;
+        held.release().await.unwrap();
+        let guard = tokio::time::timeout(Duration::from_secs(60), waiting)
+            .await
+            .expect("the release wakes the waiter")
+            .unwrap()
+            .unwrap();
+        assert_eq!(waiter.stats().handed_by_hint, 1, "held on the wake");
+        let handed = holder
+            .client()
+            .status(&lockwright::Filter::new())
+            .await
+            .unwrap();
+        for _ in 0..6_000 {
+            if waiter.stats().renewals >= 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(waiter.stats().renewals >= 1, "renewed within a minute");
+        let claimed = holder
+            .client()
+            .status(&lockwright::Filter::new())
+            .await
+            .unwrap();
+        assert_eq!((claimed.len(), handed.len()), (1, 1));
+        assert_eq!(claimed[0].fence, handed[0].fence, "the same grant");
+        assert!(claimed[0].renewed_at.is_some() && handed[0].renewed_at.is_none());
+        assert!(
+            claimed[0].expires_at > handed[0].expires_at,
+            "claimed for its TTL"
+        );
+        assert_eq!(waiter.stats().lost, 0);
+        guard.release().await.unwrap();
+        teardown(holder.client().store()).await;
+    }
+
     /// A racing waiter keeps no cursor: it is granted by polling on its backoff, and no
     /// `find` (no cursor) was sent by its process.
     #[tokio::test]

@@ -354,7 +354,8 @@ impl<R: RngCore> LockerCore<R> {
     /// - the grant's fence is above every fence the refusal and the hints since accounted
     ///   for: the handoff came after the refusal (a late hint of a handoff the place's
     ///   waiter never claimed, before its place was taken anew, has a lower one);
-    /// - the trust left is longer than the renew margin (the claim must still be renewable).
+    /// - the trust left is longer than the renew margin, and so is the lease left when the
+    ///   first renewal falls due (the claim must still be renewable).
     ///
     /// Returns whether the grant was handed out.
     pub(super) fn take_handed(&mut self, key: LeaseKey, grant: &HandedLock, now: LocalMs) -> bool {
@@ -385,6 +386,11 @@ impl<R: RngCore> LockerCore<R> {
         } else {
             kept_at
         };
+        // Its first renewal, due at `renew_fraction` of the lease, must find more than the
+        // renew margin left, or the store would refuse to renew (claim) it.
+        if lease.mul_f64(1.0 - self.config.renew_fraction) <= self.renew_margin {
+            return false;
+        }
         let Ok(lease) = Ttl::new(lease) else {
             return false;
         };

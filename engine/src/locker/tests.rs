@@ -1259,6 +1259,18 @@ fn a_hint_that_hands_the_lock_is_trusted_only_when_sound() {
         events(&mut c).as_slice(),
         [Event::Acquired { .. }]
     ));
+    // A claim lease so short that its first renewal, at half of it, would find less than
+    // the renew margin (100 ms) left: the store would refuse to renew it.
+    let config = LockerConfig {
+        queue_ttl: Duration::from_millis(150),
+        ..LockerConfig::default()
+    };
+    let mut c =
+        LockerCore::new(config, Duration::from_millis(100), StdRng::seed_from_u64(7)).unwrap();
+    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
+    refuse_queued(&mut c, &t, 0, 5);
+    c.handle_hint(&handed(&t, 1, 1_000, 150), ms(6));
+    asks_instead(&mut c, "a claim lease too short to renew");
     // No refusal yet: no place to have been handed anything from.
     let mut c = core();
     let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
