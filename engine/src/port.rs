@@ -116,6 +116,18 @@ pub struct HandedLock {
     pub expires_at: Option<Timestamp>,
 }
 
+impl HandedLock {
+    /// What a store that handed `lock` (as its status says) tells its waiter.
+    #[must_use]
+    pub fn of(lock: &LockStatus) -> Self {
+        HandedLock {
+            fence: lock.fence,
+            created_at: lock.created_at,
+            expires_at: lock.expires_at,
+        }
+    }
+}
+
 /// A subscription to a store's hints. See [`LockStore::hints`].
 pub type HintStream = Pin<Box<dyn Stream<Item = Hint> + Send>>;
 

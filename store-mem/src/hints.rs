@@ -53,11 +53,7 @@ impl Notifier {
                 resource: h.status.resource.clone(),
                 taken: false,
                 place: Some(h.ticket.place_tag()),
-                grant: Some(HandedLock {
-                    fence: h.status.fence,
-                    created_at: h.status.created_at,
-                    expires_at: h.status.expires_at,
-                }),
+                grant: Some(HandedLock::of(&h.status)),
             });
         }
     }

@@ -299,11 +299,7 @@ pub(crate) fn wakes_of(doc: &Document, handed: &[Handed], exact: bool) -> Vec<Wa
             })?;
             Some(Wake {
                 place,
-                grant: exact.then_some(HandedLock {
-                    fence: h.status.fence,
-                    created_at: h.status.created_at,
-                    expires_at: h.status.expires_at,
-                }),
+                grant: exact.then(|| HandedLock::of(&h.status)),
             })
         })
         .collect()

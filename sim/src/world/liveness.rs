@@ -5,8 +5,9 @@
 //!
 //! - A handoff: when the store hands a lock to the place of a fair waiter that still waits
 //!   (in a release, or any write that finds the resource free: see `world/queue.rs`), the
-//!   waiter claims it (or somebody is granted the resource) by the deadline a release
-//!   gives it, below: the store's `First` reaches it and it asks at once. A process whose
+//!   waiter holds it (or somebody is granted the resource) by the deadline a release
+//!   gives it, below: the store's `First` reaches it, and it holds the lock on it (the
+//!   hint says what was handed) or asks at once and claims it. A process whose
 //!   waiters are all far back in their lines keeps no subscription (`LockerCore::wants_hints`);
 //!   a waiter of such a process that is handed the lock claims it with the attempt that
 //!   keeps its place, within `renew_fraction` of `queue_ttl` (plus drift and latencies).
