@@ -103,8 +103,8 @@ fn calm_fair_waiters_are_granted_in_turn_and_in_time() {
         summary.failing_seeds
     );
     // Not vacuous: every seed checked fair waits, many behind others; the store handed
-    // locks to places and made grants past live places; waiters crashed and their places
-    // lapsed.
+    // locks to places (most held on the wake that said so, the rest claimed: a grant at the
+    // store) and made grants past live places; waiters crashed and their places lapsed.
     assert_eq!(summary.fair_seeds_checking_waits, 300);
     let t = &summary.tally;
     assert!(
@@ -114,7 +114,7 @@ fn calm_fair_waiters_are_granted_in_turn_and_in_time() {
         t.fair_waits_behind
     );
     assert!(
-        t.places_handed > 3_000 && t.grants_past_queue > 1_000,
+        t.places_handed > 3_000 && t.held_on_hint > 1_000 && t.grants_past_queue > 500,
         "{t:?}"
     );
     assert!(t.places_lapsed > 50 && summary.faults.crashes > 0, "{t:?}");
