@@ -15,6 +15,7 @@ mod connect;
 mod contention;
 mod doctor;
 mod durations;
+mod elect;
 mod exit;
 mod progress;
 mod purge;
@@ -26,6 +27,7 @@ mod wakeups;
 
 use connect::ConnArgs;
 use doctor::DoctorArgs;
+use elect::{ElectArgs, LeaderArgs};
 use exit::CliError;
 use purge::PurgeArgs;
 use run::RunArgs;
@@ -36,14 +38,16 @@ use unlock::UnlockArgs;
 const EXIT_CODES: &str = "\
 Exit codes:
   0    success
-  1    failure (unlock: no lock held under the lock id; a malformed stored lock)
+  1    failure (unlock: no lock held under the lock id; leader: nobody leads; a malformed
+       stored lock)
   2    usage error (bad flag, bad duration, bad argument)
   69   MongoDB unreachable or failing (EX_UNAVAILABLE)
   75   lock held and not waiting, or --wait-until gave up (EX_TEMPFAIL)
-  76   run: the lock was lost while CMD ran; CMD was terminated
+  76   run: the lock was lost while CMD ran (elect --once: the leadership); CMD was
+       terminated
   78   deployment misconfigured: no unique index, not a replica set (EX_CONFIG)
-  126  run: CMD could not be executed; 127: CMD not found
-  N    run: CMD's own exit code; 128+S when CMD died of signal S";
+  126  run, elect: CMD could not be executed; 127: CMD not found
+  N    run, elect: CMD's own exit code; 128+S when CMD died of signal S";
 
 /// Distributed locks in MongoDB from the command line.
 #[derive(Debug, Parser)]
@@ -87,6 +91,20 @@ enum Command {
     /// --wakeups takes and releases a probe lock.
     #[command(after_help = EXIT_CODES)]
     Doctor(DoctorArgs),
+    /// Campaign in ELECTION and run CMD while leading; campaign again when the leadership
+    /// is lost (unless --once).
+    ///
+    /// Candidates lead in the order they campaigned; the leader's --value is kept with its
+    /// lock for `lockwright leader`. CMD gets LOCKWRIGHT_FENCE, LOCKWRIGHT_RESOURCE (the
+    /// election) and LOCKWRIGHT_LEADER_VALUE, and is supervised as by `run`: signals are
+    /// forwarded, and a lost leadership sends SIGTERM, then SIGKILL after --kill-after. When
+    /// CMD exits, lockwright resigns (the next candidate leads) and exits with CMD's code.
+    #[command(after_help = EXIT_CODES)]
+    Elect(ElectArgs),
+    /// Who leads ELECTION: its value, fence and since when (exit 1 when nobody leads), or
+    /// each new leader as it comes with --watch.
+    #[command(after_help = EXIT_CODES)]
+    Leader(LeaderArgs),
 }
 
 fn main() -> ExitCode {
@@ -120,5 +138,7 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Purge(args) => purge::purge(&cli.conn, &args).await,
         Command::Unlock(args) => unlock::unlock(&cli.conn, &args).await,
         Command::Doctor(args) => doctor::doctor(&cli.conn, &args).await,
+        Command::Elect(args) => elect::elect(&cli.conn, args).await,
+        Command::Leader(args) => elect::leader(&cli.conn, &args).await,
     }
 }

@@ -92,7 +92,17 @@ pub async fn run(conn: &ConnArgs, args: RunArgs) -> Result<u8, CliError> {
             return Err(e);
         }
     };
-    let code = supervise(&args, &guard, &mut signals).await;
+    let spec = Supervised {
+        command: &args.command,
+        env: vec![
+            ("LOCKWRIGHT_FENCE", guard.fence().to_string()),
+            ("LOCKWRIGHT_RESOURCE", args.resource.clone()),
+        ],
+        foreground: args.foreground,
+        kill_after: args.kill_after,
+        what: format!("the lock on `{}`", Escaped(&args.resource)),
+    };
+    let code = supervise(&spec, guard.lost(), &mut signals).await;
     let released = tokio::time::timeout(RELEASE_TIMEOUT, guard.release()).await;
     if guard
         .ended()
@@ -265,19 +275,34 @@ fn describe(lock: &LockStatus) -> String {
     )
 }
 
-/// Runs CMD under `guard` until it exits; returns the exit code.
-async fn supervise(
-    args: &RunArgs,
-    guard: &LockGuard<MongoStore>,
+/// What [`supervise`] runs, and how.
+pub(crate) struct Supervised<'a> {
+    /// CMD and its arguments.
+    pub(crate) command: &'a [OsString],
+    /// What CMD finds in its environment besides lockwright's own.
+    pub(crate) env: Vec<(&'static str, String)>,
+    /// Run CMD in lockwright's process group; signals go to CMD alone.
+    pub(crate) foreground: bool,
+    /// After SIGTERM on a loss, how long CMD has before SIGKILL.
+    pub(crate) kill_after: Duration,
+    /// What may be lost, for the message: "the lock on `R`".
+    pub(crate) what: String,
+}
+
+/// Runs CMD until it exits, or until `lost` resolves (it is then terminated: exit 76);
+/// returns the exit code. Signals caught meanwhile are forwarded to CMD.
+pub(crate) async fn supervise(
+    spec: &Supervised<'_>,
+    lost: impl std::future::Future<Output = lockwright::Ended>,
     signals: &mut Signals,
 ) -> Result<u8, CliError> {
-    let program = &args.command[0];
+    let program = &spec.command[0];
     let mut command = tokio::process::Command::new(program);
-    command
-        .args(&args.command[1..])
-        .env("LOCKWRIGHT_FENCE", guard.fence().to_string())
-        .env("LOCKWRIGHT_RESOURCE", &args.resource);
-    if !args.foreground {
+    command.args(&spec.command[1..]);
+    for (name, value) in &spec.env {
+        command.env(name, value);
+    }
+    if !spec.foreground {
         // Its own group, so that signals reach CMD's children too.
         command.process_group(0);
     }
@@ -294,9 +319,8 @@ async fn supervise(
     };
     let target = Target {
         pid,
-        group: !args.foreground,
+        group: !spec.foreground,
     };
-    let lost = guard.lost();
     tokio::pin!(lost);
     loop {
         tokio::select! {
@@ -308,12 +332,11 @@ async fn supervise(
             }
             ended = &mut lost => {
                 eprintln!(
-                    "lockwright: the lock on `{}` was {ended}; sending SIGTERM to CMD \
-                     (SIGKILL in {})",
-                    Escaped(&args.resource),
-                    humantime::format_duration(args.kill_after)
+                    "lockwright: {} was {ended}; sending SIGTERM to CMD (SIGKILL in {})",
+                    spec.what,
+                    humantime::format_duration(spec.kill_after)
                 );
-                terminate(&mut child, &target, args.kill_after, signals).await;
+                terminate(&mut child, &target, spec.kill_after, signals).await;
                 return Ok(exit::LOST);
             }
             signal = signals.recv() => target.send(signal),

@@ -7,6 +7,8 @@ mod admin;
 mod contention;
 #[path = "cli/doctor.rs"]
 mod doctor;
+#[path = "cli/elect.rs"]
+mod elect;
 #[path = "cli/run.rs"]
 mod run;
 #[path = "cli/support.rs"]

@@ -40,12 +40,14 @@
 #![forbid(unsafe_code)]
 
 mod client;
+mod election;
 mod hostname;
 mod locker;
 pub mod metrics;
 mod purger;
 
 pub use client::{Client, DEFAULT_RENEW_MARGIN, generate_lock_id};
+pub use election::{Leader, Leadership};
 pub use locker::{Ended, LockGuard, Locker, LockerConfig, LockerStats};
 pub use purger::{Purger, PurgerHandle, PurgerReport};
 

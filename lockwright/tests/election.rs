@@ -1,0 +1,153 @@
+//! Leader election on both stores: candidates lead in the order they campaigned, the
+//! store hands the leadership over when the leader resigns (or drops its leadership), every
+//! leader has a higher fence than the one before, `leader()` says who leads in one read, and
+//! an observer sees each leader once, in fence order.
+
+// A test that cannot unwrap has failed: panicking is how it says so.
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use lockwright::{Client, Error, LockOptions, LockStore, Locker, LockerConfig};
+
+fn lease() -> LockOptions {
+    LockOptions::exclusive(Duration::from_secs(30))
+}
+
+/// Waits (a minute at most, never a timing assertion) until `client` says `value` leads.
+async fn until_leads<S: LockStore>(client: &Client<S>, election: &str, value: &str) {
+    for _ in 0..6_000 {
+        let leader = client.leader(election).await.unwrap();
+        if leader.is_some_and(|l| l.value.as_deref() == Some(value)) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{value} does not lead {election} within a minute");
+}
+
+/// Three candidates in three Lockers on `client`'s store: a leads, b and c wait in line in
+/// that order; a resigns and b leads, b's leadership is dropped and c leads; each with a
+/// higher fence, which an observer sees in order.
+async fn three_candidates<S: LockStore>(client: Client<S>) {
+    let election = "scheduler";
+    assert_eq!(client.leader(election).await.unwrap(), None, "nobody yet");
+    let lockers: Vec<Locker<S>> = (0..3)
+        .map(|_| Locker::new(client.clone(), LockerConfig::default()).unwrap())
+        .collect();
+    let mut observed = Box::pin(client.observe(election, Duration::from_millis(20)));
+    let a = lockers[0]
+        .campaign(election, "a:1", &lease())
+        .await
+        .unwrap();
+    assert_eq!(a.value(), Some("a:1"));
+    let leader = client.leader(election).await.unwrap().unwrap();
+    assert_eq!(
+        (leader.value.as_deref(), leader.fence),
+        (Some("a:1"), a.fence())
+    );
+    let first = observed.next().await.unwrap().unwrap();
+    assert_eq!(first.fence, a.fence(), "the observer sees a");
+
+    // b, then c, take their places in line.
+    let campaign = |i: usize, value: &'static str| {
+        let locker = lockers[i].clone();
+        tokio::spawn(async move { locker.campaign(election, value, &lease()).await })
+    };
+    let b = campaign(1, "b:1");
+    for _ in 0..6_000 {
+        if client
+            .store()
+            .waiters(&lockwright::Resource::new("scheduler").unwrap())
+            .await
+            .unwrap()
+            .len()
+            == 1
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let c = campaign(2, "c:1");
+    for _ in 0..6_000 {
+        if client
+            .store()
+            .waiters(&lockwright::Resource::new("scheduler").unwrap())
+            .await
+            .unwrap()
+            .len()
+            == 2
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let a_fence = a.fence();
+    a.resign().await.unwrap();
+    let b = b.await.unwrap().unwrap();
+    assert!(b.fence() > a_fence, "a later leader, a higher fence");
+    until_leads(&client, election, "b:1").await;
+    let second = observed.next().await.unwrap().unwrap();
+    assert_eq!(
+        (second.value.as_deref(), second.fence),
+        (Some("b:1"), b.fence())
+    );
+
+    let b_fence = b.fence();
+    drop(b); // dropping the leadership resigns
+    let c = c.await.unwrap().unwrap();
+    assert!(c.fence() > b_fence);
+    let third = observed.next().await.unwrap().unwrap();
+    assert_eq!(
+        (third.value.as_deref(), third.fence),
+        (Some("c:1"), c.fence())
+    );
+    assert!(c.is_held());
+    c.resign().await.unwrap();
+    for l in &lockers {
+        l.shutdown();
+    }
+}
+
+#[cfg(feature = "mem")]
+#[tokio::test]
+async fn candidates_lead_in_turn_in_memory() {
+    three_candidates(Client::new(lockwright::MemStore::new())).await;
+}
+
+#[cfg(feature = "mem")]
+#[tokio::test]
+async fn a_leader_is_alone_and_its_value_is_checked() {
+    let locker = Locker::new(
+        Client::new(lockwright::MemStore::new()),
+        LockerConfig::default(),
+    )
+    .unwrap();
+    let shared = LockOptions::shared(None, Duration::from_secs(30));
+    let refused = locker.campaign("e", "v", &shared).await;
+    assert!(
+        matches!(&refused, Err(Error::InvalidArgument { field, .. }) if *field == "access"),
+        "{refused:?}"
+    );
+    let empty = locker.campaign("e", "", &lease()).await;
+    assert!(
+        matches!(&empty, Err(Error::InvalidArgument { field, .. }) if *field == "comment"),
+        "{empty:?}"
+    );
+    assert_eq!(locker.client().leader("e").await.unwrap(), None);
+}
+
+#[cfg(feature = "mongo")]
+mod mongo {
+    use lockwright_testkit::mongo::fixture::{fresh_store, teardown};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn candidates_lead_in_turn_on_mongodb() {
+        let client = Client::new(fresh_store(None).await);
+        three_candidates(client.clone()).await;
+        teardown(client.store()).await;
+    }
+}
