@@ -34,6 +34,7 @@
 //!   locks or wait far back: see [`idle`].
 //! - `keep_place/P`: one keep-place write with P places in a line that does not move: see
 //!   [`keep`].
+//! - Leader election (`election_resign`, `election_killed`): see [`election`].
 //!
 //! Where the server reports its CPU time (MongoDB's `serverStatus` on Linux), the worker
 //! loops (`contended`, `contended_spread`, `fair_contended`, `idle_processes`) give the
@@ -44,6 +45,7 @@
 // A bench that cannot set up has failed: panicking is how it says so.
 #![allow(clippy::unwrap_used)]
 
+mod election;
 mod fair;
 mod fleets;
 mod idle;
@@ -196,6 +198,20 @@ async fn run_all<F: Fleet>(run: &Run<'_>, plan: &Plan, fleet: impl AsyncFn(Optio
                     f.finish().await;
                 }
             }
+        }
+    }
+    for &n in plan.candidates {
+        if run.wanted("election_resign", Some(n), ["fair", "fair"]) {
+            let f = fleet(None).await;
+            let line = election::resign(&f, n, plan.election_changes).await;
+            run.report("election_resign", Some(n), "fair", &line);
+            f.finish().await;
+        }
+        if run.wanted("election_killed", Some(n), ["fair", "fair"]) {
+            let f = fleet(Some(CRASH_GRACE)).await;
+            let line = election::killed(&f, n, plan.election_killed_rounds).await;
+            run.report("election_killed", Some(n), "fair", &line);
+            f.finish().await;
         }
     }
     for &w in plan.fair_dead {

@@ -80,6 +80,12 @@ pub struct Plan {
     pub keep_places: &'static [usize],
     /// Keep-place writes timed per `keep_place/P`.
     pub keep_rounds: usize,
+    /// Candidates of `election_resign/N` and `election_killed/N`.
+    pub candidates: &'static [usize],
+    /// Leadership changes timed per `election_resign/N`.
+    pub election_changes: usize,
+    /// Dead leaders waited out per `election_killed/N`.
+    pub election_killed_rounds: usize,
 }
 
 impl Plan {
@@ -118,6 +124,9 @@ impl Plan {
                 idle: window(50, 300, None),
                 keep_places: &[2],
                 keep_rounds: 4,
+                candidates: &[2],
+                election_changes: 3,
+                election_killed_rounds: 1,
             },
             Plan {
                 cycle_warm_up: 20,
@@ -140,6 +149,9 @@ impl Plan {
                 idle: window(3_000, 2_000, None),
                 keep_places: &[1, 128],
                 keep_rounds: 200,
+                candidates: &[8, 64],
+                election_changes: 100,
+                election_killed_rounds: 2,
             },
             Plan {
                 cycle_warm_up: 50,
@@ -162,6 +174,9 @@ impl Plan {
                 idle: window(3_000, 10_000, None),
                 keep_places: &[1, 16, 128],
                 keep_rounds: 1_000,
+                candidates: &[8, 64],
+                election_changes: 300,
+                election_killed_rounds: 5,
             },
         )
     }
