@@ -7,20 +7,6 @@
 //! reads it with the leader's fence and since-when in one read ([`Client::leader`]).
 //! Leadership is a [`LockGuard`]: renewed by the Locker's one task, lost (with its cause)
 //! as a lock is, and trusted until the holding rule's deadline.
-//!
-//! ```
-//! # use std::time::Duration;
-//! # use lockwright::{Client, LockOptions, Locker, LockerConfig, MemStore};
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), lockwright::Error> {
-//! let locker = Locker::new(Client::new(MemStore::new()), LockerConfig::default())?;
-//! let lease = LockOptions::exclusive(Duration::from_secs(10));
-//! let leading = locker.campaign("scheduler", "10.0.0.7:8080", &lease).await?;
-//! let leader = locker.client().leader("scheduler").await?.expect("somebody leads");
-//! assert_eq!((leader.value.as_deref(), leader.fence), (Some("10.0.0.7:8080"), leading.fence()));
-//! leading.resign().await?; // the next candidate in line is handed the leadership
-//! # Ok(()) }
-//! ```
 
 use std::time::Duration;
 
@@ -91,6 +77,21 @@ impl<S: LockStore> Locker<S> {
     /// Campaigns in `election` with `value` (the lock's comment, replacing any in
     /// `options`): waits in the election's line (fair, whatever `options` say) and returns
     /// the leadership once the store hands it over. Cancel-safe, as [`Locker::acquire`].
+    ///
+    #[cfg_attr(feature = "mem", doc = "```")]
+    #[cfg_attr(not(feature = "mem"), doc = "```ignore")]
+    /// # use std::time::Duration;
+    /// # use lockwright::{Client, LockOptions, Locker, LockerConfig, MemStore};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lockwright::Error> {
+    /// let locker = Locker::new(Client::new(MemStore::new()), LockerConfig::default())?;
+    /// let lease = LockOptions::exclusive(Duration::from_secs(10));
+    /// let leading = locker.campaign("scheduler", "10.0.0.7:8080", &lease).await?;
+    /// let leader = locker.client().leader("scheduler").await?.expect("somebody leads");
+    /// assert_eq!((leader.value.as_deref(), leader.fence), (Some("10.0.0.7:8080"), leading.fence()));
+    /// leading.resign().await?; // the next candidate in line is handed the leadership
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`Locker::acquire`]; `InvalidArgument` naming `access` when `options` ask for a

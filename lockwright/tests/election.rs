@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use lockwright::{Client, Error, LockOptions, LockStore, Locker, LockerConfig};
+use lockwright::{Client, LockOptions, LockStore, Locker, LockerConfig};
 
 fn lease() -> LockOptions {
     LockOptions::exclusive(Duration::from_secs(30))
@@ -119,6 +119,7 @@ async fn candidates_lead_in_turn_in_memory() {
 #[cfg(feature = "mem")]
 #[tokio::test]
 async fn a_leader_is_alone_and_its_value_is_checked() {
+    use lockwright::Error;
     let locker = Locker::new(
         Client::new(lockwright::MemStore::new()),
         LockerConfig::default(),

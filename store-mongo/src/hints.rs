@@ -44,6 +44,9 @@ const MAX_SEEN: usize = 4096;
 /// about one `getMore` per grant (10 s would save most of them, but a failed cursor is
 /// then noticed up to 10 s late).
 const AWAIT: Duration = Duration::from_secs(1);
+/// The server's error code for a tailable cursor on a collection that is not capped
+/// (BadValue).
+const NOT_CAPPED: i32 = 2;
 /// How long the store gives no subscription after finding the wakes unreadable.
 const UNAVAILABLE_FOR: Duration = Duration::from_secs(60);
 /// The first pause before reopening a failed cursor; it doubles up to `MAX_REOPEN_PAUSE`.
@@ -316,6 +319,12 @@ async fn run(
                 // Ends every subscription.
                 lock(&shared.sender).take();
                 return;
+            }
+            if command_code(&e) == Some(NOT_CAPPED) {
+                // The shard was dropped and made anew, plain, by a write: capped again.
+                if let Err(e) = wakes.recap(k).await {
+                    tracing::debug!(error = %MongoFailure::new(&e), "could not cap the wakes again");
+                }
             }
             tracing::debug!(error = %MongoFailure::new(&e), "the wakes cursor failed; reopening it");
         }

@@ -155,6 +155,19 @@ impl Wakes {
         Ok(())
     }
 
+    /// Makes shard `k` capped again (`convertToCapped`, to the shard's size, keeping its
+    /// newest wakes): it was dropped, and a write made it anew as a plain collection, on
+    /// which no tailable cursor opens and which would grow without bound.
+    pub(crate) async fn recap(&self, k: usize) -> Result<(), mongodb::error::Error> {
+        self.db
+            .run_command(doc! {
+                "convertToCapped": self.shard_name(k),
+                "size": i64::try_from(SHARD_BYTES).unwrap_or(i64::MAX),
+            })
+            .await
+            .map(|_| ())
+    }
+
     /// Puts a document no store listens for into shard `k`, so that a tailable cursor on
     /// it stays open.
     pub(crate) async fn seed(&self, k: usize) -> Result<(), mongodb::error::Error> {

@@ -3,7 +3,7 @@
 //! wakes anybody. Each silence is shown by the next hint being a marker's (a hand-over on
 //! a resource of its own, which the store hears: its cursor keeps the order of inserts).
 
-use futures_util::StreamExt;
+use futures_util::{StreamExt, TryStreamExt};
 use lockwright_engine::{HandedLock, Hint, HintStream, Resource, Ticket};
 
 use super::*;
@@ -261,6 +261,71 @@ async fn a_wake_sent_before_the_cursor_opened_is_read_once() {
     let mut hints = b.hints().unwrap();
     assert_eq!(next(&mut hints).await, Hint::Missed);
     marked(&a, &b, &mut hints, "m", "not passed on twice").await;
+    drop(hints);
+    teardown(&a).await;
+    cb.shutdown().await;
+}
+
+/// A wake shard dropped while a store listens on it is made anew, plain, by the next write
+/// to it; the listening store caps it again (a tailable cursor opens only on a capped
+/// collection, and a plain one would grow without bound), and its waiters are woken again.
+#[tokio::test]
+async fn a_dropped_wake_shard_is_capped_again_and_wakes_go_on() {
+    let a = fresh_store(None).await;
+    let (cb, b) = process(&a).await;
+    let mut hints = b.hints().unwrap();
+    assert_eq!(next(&mut hints).await, Hint::Missed);
+    // A hand-over first: the writer, a, now knows the shard exists, and after the drop its
+    // next wake makes it anew, plain.
+    marked(&a, &b, &mut hints, "before-drop", "the shard works").await;
+    let ns = a.collection().namespace();
+    let db = a.collection().client().database(&ns.db);
+    let shard = b.wake_collection();
+    db.collection::<mongodb::bson::Document>(&shard)
+        .drop()
+        .await
+        .unwrap();
+    // Hand-overs to b until one reaches it (the first ones may make the shard anew, plain,
+    // while b's cursor reopens); every hint but those is `Missed`.
+    let mut heard = false;
+    for round in 0..20 {
+        let name = format!("after-drop-{round}");
+        a.lock(&request(&name, "holder", for_secs(30)))
+            .await
+            .unwrap();
+        b.lock(&fair(&name, "waiter", &format!("ticket-{round}")))
+            .await
+            .unwrap_err();
+        a.unlock_one(&Resource::new(&name).unwrap(), &id("holder"))
+            .await
+            .unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+        while let Ok(Some(hint)) = tokio::time::timeout_at(deadline, hints.next()).await {
+            match hint {
+                Hint::Missed => {}
+                Hint::First { .. } => heard = true,
+                other => panic!("{other:?}"),
+            }
+        }
+        if heard {
+            break;
+        }
+    }
+    assert!(heard, "a hand-over reached b after its shard was dropped");
+    let listed = db
+        .list_collections()
+        .filter(mongodb::bson::doc! { "name": &shard })
+        .await
+        .unwrap()
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(
+        listed[0].options.capped,
+        Some(true),
+        "capped again: {listed:?}"
+    );
     drop(hints);
     teardown(&a).await;
     cb.shutdown().await;
