@@ -131,6 +131,15 @@ impl LockStore for Watched {
         renewed
     }
 
+    async fn set_comment(
+        &self,
+        resource: &Resource,
+        lock_id: &LockId,
+        comment: Option<&str>,
+    ) -> Result<LockStatus> {
+        self.inner.set_comment(resource, lock_id, comment).await
+    }
+
     async fn renew_many(
         &self,
         locks: &[Renewal],

@@ -61,6 +61,16 @@ impl<S: LockStore> LockStore for Tallied<S> {
         self.inner.renew_one(lock, margin).await
     }
 
+    async fn set_comment(
+        &self,
+        resource: &Resource,
+        lock_id: &LockId,
+        comment: Option<&str>,
+    ) -> Result<LockStatus> {
+        self.calls.add("set_comment");
+        self.inner.set_comment(resource, lock_id, comment).await
+    }
+
     async fn renew_many(
         &self,
         locks: &[Renewal],

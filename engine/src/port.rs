@@ -63,6 +63,16 @@ pub trait LockStore: Send + Sync + 'static {
         lock_id: &LockId,
     ) -> impl Future<Output = Result<Option<LockStatus>>> + Send;
 
+    /// Sets the comment of the one lock `lock_id` holds on `resource`, which must be held
+    /// ([`crate::LockTable::set_comment`]): a leader proclaims its value. One round trip
+    /// where the backend allows.
+    fn set_comment(
+        &self,
+        resource: &Resource,
+        lock_id: &LockId,
+        comment: Option<&str>,
+    ) -> impl Future<Output = Result<LockStatus>> + Send;
+
     /// Removes the place `ticket` holds in `resource`'s queue, and the places there whose
     /// lease ran out ([`crate::LockTable::leave_queue`]): a fair acquire that stopped
     /// waiting. `Ok(true)` when it had one. One round trip where the backend allows.

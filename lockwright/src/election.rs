@@ -35,6 +35,8 @@ pub struct Leader {
 #[derive(Debug)]
 pub struct Leadership<S: LockStore> {
     guard: LockGuard<S>,
+    client: Client<S>,
+    value: String,
 }
 
 impl<S: LockStore> Leadership<S> {
@@ -44,8 +46,31 @@ impl<S: LockStore> Leadership<S> {
     }
 
     /// The value proclaimed.
-    pub fn value(&self) -> Option<&str> {
-        self.guard.status().holder.comment.as_deref()
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+
+    /// Proclaims `value` in place of the one proclaimed, keeping the leadership (the same
+    /// lock, fence and lease, and no place given up): one write to the store.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming `comment` for a bad value; `NotRenewable` when the
+    /// leadership is no longer trusted here or no longer held at the store, `LockNotFound`
+    /// when it is gone; backend errors. The value proclaimed stays as it was.
+    pub async fn proclaim(&mut self, value: &str) -> Result<(), Error> {
+        LockOptions::new().comment(value).check()?;
+        let status = self.guard.status();
+        if !self.guard.is_held() {
+            return Err(Error::NotRenewable {
+                locks: vec![status.clone()],
+            });
+        }
+        self.client
+            .store()
+            .set_comment(&status.resource, &status.lock_id, Some(value))
+            .await?;
+        value.clone_into(&mut self.value);
+        Ok(())
     }
 
     /// Whether the leadership may be trusted now (see [`LockGuard::is_held`]).
@@ -111,7 +136,11 @@ impl<S: LockStore> Locker<S> {
         }
         let options = options.clone().comment(value).fair();
         let guard = self.acquire(election, &options).await?;
-        Ok(Leadership { guard })
+        Ok(Leadership {
+            guard,
+            client: self.client().clone(),
+            value: value.to_owned(),
+        })
     }
 }
 

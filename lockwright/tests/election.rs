@@ -37,11 +37,11 @@ async fn three_candidates<S: LockStore>(client: Client<S>) {
         .map(|_| Locker::new(client.clone(), LockerConfig::default()).unwrap())
         .collect();
     let mut observed = Box::pin(client.observe(election, Duration::from_millis(20)));
-    let a = lockers[0]
+    let mut a = lockers[0]
         .campaign(election, "a:1", &lease())
         .await
         .unwrap();
-    assert_eq!(a.value(), Some("a:1"));
+    assert_eq!(a.value(), "a:1");
     let leader = client.leader(election).await.unwrap().unwrap();
     assert_eq!(
         (leader.value.as_deref(), leader.fence),
@@ -49,6 +49,21 @@ async fn three_candidates<S: LockStore>(client: Client<S>) {
     );
     let first = observed.next().await.unwrap().unwrap();
     assert_eq!(first.fence, a.fence(), "the observer sees a");
+    // a proclaims a new value: the same leadership, the same fence (the observer, which
+    // yields leaders by fence, sees no new one).
+    a.proclaim("a:2").await.unwrap();
+    assert_eq!(a.value(), "a:2");
+    let leader = client.leader(election).await.unwrap().unwrap();
+    assert_eq!(
+        (leader.value.as_deref(), leader.fence),
+        (Some("a:2"), a.fence())
+    );
+    let bad = a.proclaim("").await;
+    assert!(
+        matches!(&bad, Err(lockwright::Error::InvalidArgument { field, .. }) if *field == "comment"),
+        "{bad:?}"
+    );
+    assert_eq!(a.value(), "a:2", "a refused value changes nothing");
 
     // b, then c, take their places in line.
     let campaign = |i: usize, value: &'static str| {

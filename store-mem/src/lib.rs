@@ -204,6 +204,22 @@ impl LockStore for MemStore {
         shard.renew_one(&r.resource, &r.lock_id, r.ttl, margin, self.clock.now())
     }
 
+    async fn set_comment(
+        &self,
+        resource: &Resource,
+        lock_id: &LockId,
+        comment: Option<&str>,
+    ) -> Result<LockStatus> {
+        let _span = tracing::debug_span!("mem.set_comment", resource = %resource).entered();
+        let mut shard = lock(self.shard_of(resource.as_str()));
+        shard.set_comment(
+            resource,
+            lock_id,
+            comment.map(str::to_owned),
+            self.clock.now(),
+        )
+    }
+
     async fn renew_many(
         &self,
         locks: &[Renewal],

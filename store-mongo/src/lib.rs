@@ -361,6 +361,20 @@ impl LockStore for MongoStore {
             .await
     }
 
+    #[tracing::instrument(name = "mongo.set_comment", skip_all, fields(resource = %resource))]
+    async fn set_comment(
+        &self,
+        resource: &Resource,
+        lock_id: &LockId,
+        comment: Option<&str>,
+    ) -> Result<LockStatus> {
+        self.bounded(
+            "set_comment",
+            one_lock::set_comment(self, resource, lock_id, comment),
+        )
+        .await
+    }
+
     #[tracing::instrument(name = "mongo.renew_many", skip_all, fields(locks = locks.len()))]
     async fn renew_many(
         &self,

@@ -375,6 +375,41 @@ pub(crate) async fn renew_one(
         .renew_one(&name, lock_id, ttl, margin, now)
 }
 
+/// `set_comment`: sets the comment of the one lock of `lock_id` on `resource`, if held.
+pub(crate) async fn set_comment(
+    store: &MongoStore,
+    resource: &Resource,
+    lock_id: &LockId,
+    comment: Option<&str>,
+) -> Result<LockStatus, Error> {
+    let op = "set_comment";
+    let update = pipeline::set_comment(lock_id, comment, &store.readings());
+    let filter = pipeline::one_lock_filter(resource.as_str(), lock_id);
+    let (doc, reread) = match store
+        .modify_one(op, resource, filter, update, ReturnDocument::Before)
+        .await?
+    {
+        Modified::Reply(doc) => (doc, false),
+        Modified::Reread(doc) => (doc, true),
+        Modified::Nothing => return Err(Error::LockNotFound),
+    };
+    let now = now_of(op, &doc)?;
+    let (name, state) = schema::decode(&doc)?;
+    if reread
+        && let Some((mode, lock)) = state.lock_of(lock_id)
+        && lock.holder.comment.as_deref() == comment
+        && lock.is_renewable(now, Duration::ZERO, store.grace)
+    {
+        // Read back after the command: it set the comment.
+        return Ok(lock.status(&name, mode, now));
+    }
+    // The document as the pipeline found it (or, read back, as it is): the engine says
+    // what the pipeline did, or why it did nothing.
+    LockTable::from_resources([(name.clone(), state)])
+        .with_takeover_grace(store.grace)
+        .set_comment(&name, lock_id, comment.map(str::to_owned), now)
+}
+
 /// `unlock_one`: removes the one lock of `lock_id` on `resource`.
 pub(crate) async fn unlock_one(
     store: &MongoStore,

@@ -75,6 +75,16 @@ pub trait Forward: Send + Sync + 'static {
         self.inner().renew_one(lock, margin)
     }
 
+    /// [`LockStore::set_comment`].
+    fn set_comment(
+        &self,
+        resource: &Resource,
+        lock_id: &LockId,
+        comment: Option<&str>,
+    ) -> impl Future<Output = Result<LockStatus>> + Send {
+        self.inner().set_comment(resource, lock_id, comment)
+    }
+
     /// [`LockStore::renew_many`].
     fn renew_many(
         &self,
@@ -184,6 +194,17 @@ macro_rules! forward_lock_store {
                 Output = $crate::__forward::Result<$crate::__forward::LockStatus>,
             > + Send {
                 $crate::Forward::renew_one(self, lock, margin)
+            }
+
+            fn set_comment(
+                &self,
+                resource: &$crate::__forward::Resource,
+                lock_id: &$crate::__forward::LockId,
+                comment: ::std::option::Option<&str>,
+            ) -> impl ::std::future::Future<
+                Output = $crate::__forward::Result<$crate::__forward::LockStatus>,
+            > + Send {
+                $crate::Forward::set_comment(self, resource, lock_id, comment)
             }
 
             fn renew_many(

@@ -79,6 +79,17 @@ impl LockStore for NonAtomicStore {
             .renew_one(&r.resource, &r.lock_id, r.ttl, margin, now)
     }
 
+    async fn set_comment(
+        &self,
+        resource: &Resource,
+        lock_id: &LockId,
+        comment: Option<&str>,
+    ) -> Result<LockStatus> {
+        let now = self.clock.now();
+        self.table()
+            .set_comment(resource, lock_id, comment.map(str::to_owned), now)
+    }
+
     async fn unlock_one(
         &self,
         resource: &Resource,

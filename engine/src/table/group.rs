@@ -118,6 +118,41 @@ impl LockTable {
         Ok(lock.status(resource, mode, now))
     }
 
+    /// Sets the comment of the one lock `lock_id` holds on `resource` (who holds it stays,
+    /// and so do its lease, fence and group): a leader proclaims its value this way. The
+    /// lock must be held, by the rule that lets a holder renew it with no margin:
+    /// `expires_at + grace > now`.
+    ///
+    /// # Errors
+    /// `LockNotFound` when `lock_id` holds no lock on `resource`; `NotRenewable` (nothing
+    /// changed) when its lease and grace are over.
+    pub fn set_comment(
+        &mut self,
+        resource: &Resource,
+        lock_id: &LockId,
+        comment: Option<String>,
+        now: Timestamp,
+    ) -> Result<LockStatus, Error> {
+        let state = self
+            .resources
+            .get_mut(resource)
+            .ok_or(Error::LockNotFound)?;
+        let (mode, lock) = state
+            .exclusive
+            .iter_mut()
+            .map(|l| (Mode::Exclusive, l))
+            .chain(state.shared.iter_mut().map(|l| (Mode::Shared, l)))
+            .find(|(_, l)| &l.lock_id == lock_id)
+            .ok_or(Error::LockNotFound)?;
+        if !lock.is_renewable(now, Duration::ZERO, self.grace) {
+            return Err(Error::NotRenewable {
+                locks: vec![lock.status(resource, mode, now)],
+            });
+        }
+        lock.holder.comment = comment;
+        Ok(lock.status(resource, mode, now))
+    }
+
     /// Removes the one lock `lock_id` holds on `resource`, live or expired, and no other
     /// lock of its group; returns it as it was just before removal, or `None` when there is
     /// none (already released, purged or taken over). For a holder that knows its group is

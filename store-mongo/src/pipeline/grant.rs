@@ -320,13 +320,44 @@ pub(crate) fn renew_one(
     readings: &Readings,
 ) -> Vec<Document> {
     let now = &readings.now;
-    let id = literal(lock_id.as_str());
     let ms = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     let margin_ms = if mutated!(PipelineRenewOneWithoutMargin) {
         0
     } else {
         margin_ms
     };
+    let fresh = doc! {
+        EXPIRES_AT: { "$add": [ now.clone(), ms(ttl_ms) ] },
+        RENEWED_AT: now.clone(),
+    };
+    renewable_one(lock_id, margin_ms, readings, fresh)
+}
+
+/// Sets the comment of the one lock of `lock_id` on the document (the filter names the
+/// resource) to `comment` (none: `null`) if it is held, `expiresAt + grace > now` (or it
+/// never expires), as the engine's `set_comment`; otherwise changes nothing.
+pub(crate) fn set_comment(
+    lock_id: &LockId,
+    comment: Option<&str>,
+    readings: &Readings,
+) -> Vec<Document> {
+    let comment = comment.map_or(Bson::Null, literal);
+    renewable_one(lock_id, 0, readings, doc! { COMMENT: comment })
+}
+
+/// Merges `fields` into the one lock of `lock_id` on the document if it is renewable with
+/// the margin `margin_ms`: `expiresAt + grace > now + margin` (or it never expires);
+/// otherwise changes nothing. The one renewal predicate of the engine
+/// (`StoredLock::is_renewable`), for `renew_one` and `set_comment`.
+fn renewable_one(
+    lock_id: &LockId,
+    margin_ms: u64,
+    readings: &Readings,
+    fields: Document,
+) -> Vec<Document> {
+    let now = &readings.now;
+    let id = literal(lock_id.as_str());
+    let ms = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     // `expiresAt <= now + margin - grace`: not renewable. The grace is the store's (an hour
     // at most) and the margin a validated one, so the difference is well inside i64.
     let deadline = Bson::Document(
@@ -346,19 +377,15 @@ pub(crate) fn renew_one(
         renewable("$exclusive"),
         { "$anyElementTrue": [ { "$map": { "input": shared_locks(), "in": renewable("$$this") } } ] },
     ] });
-    let fresh = doc! {
-        EXPIRES_AT: { "$add": [ now.clone(), ms(ttl_ms) ] },
-        RENEWED_AT: now.clone(),
-    };
     let shared = doc! { "locks": { "$map": { "input": shared_locks(), "in": { "$cond": [
         held_by("$$this", &id),
-        { "$mergeObjects": [ "$$this", fresh.clone() ] },
+        { "$mergeObjects": [ "$$this", fields.clone() ] },
         "$$this",
     ] } } } };
     one_lock(
         &id,
         decided,
-        Bson::Document(doc! { "$mergeObjects": [ "$exclusive", fresh ] }),
+        Bson::Document(doc! { "$mergeObjects": [ "$exclusive", fields ] }),
         Bson::Document(shared),
         Document::new(),
     )

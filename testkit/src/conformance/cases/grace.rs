@@ -148,6 +148,37 @@ cases! {
         cx.teardown().await;
     }
 
+    async fn set_comment_changes_only_the_comment_while_held(_cx) {
+        // A leader proclaims a new value: the comment changes, nothing else does; inside
+        // the grace its holder may still change it, past the grace it may not.
+        let cx = graced::<B>().await;
+        let granted = cx
+            .xlock("r", generate_lock_id(), &ttl(secs(1)))
+            .await
+            .expect("grant");
+        let (r, id) = (&granted.resource, &granted.lock_id);
+        let set = cx.store.set_comment(r, id, Some("v1")).await.expect("held");
+        assert_eq!(set.holder.comment.as_deref(), Some("v1"));
+        assert_eq!(
+            (set.fence, set.created_at, set.expires_at, &set.lock_id),
+            (granted.fence, granted.created_at, granted.expires_at, id)
+        );
+        let stored = all(&cx).await;
+        assert_eq!(stored.len(), 1);
+        assert_eq!(stored[0].holder.comment.as_deref(), Some("v1"));
+        cx.clock.advance(secs(1) + ms(500));
+        let cleared = cx.store.set_comment(r, id, None).await.expect("inside the grace");
+        assert_eq!(cleared.holder.comment, None);
+        cx.clock.advance(GRACE);
+        let late = cx.store.set_comment(r, id, Some("late")).await;
+        assert!(matches!(late, Err(Error::NotRenewable { .. })), "{late:?}");
+        assert_eq!(all(&cx).await[0].holder.comment, None, "nothing changed");
+        let nobody = generate_lock_id();
+        let missing = cx.store.set_comment(r, &nobody, Some("x")).await;
+        assert!(matches!(missing, Err(Error::LockNotFound)), "{missing:?}");
+        cx.teardown().await;
+    }
+
     async fn purge_waits_out_the_grace(_cx) {
         let cx = graced::<B>().await;
         let a = generate_lock_id();
