@@ -1,7 +1,6 @@
 //! `lockwright elect`: campaign in an election, run CMD while leader, and `lockwright
 //! leader`: who leads.
 
-use std::ffi::OsString;
 use std::time::Duration;
 
 use clap::Args;
@@ -12,7 +11,7 @@ use lockwright_engine::error::Escaped;
 use crate::connect::{ConnArgs, connect};
 use crate::exit::{self, CliError};
 use crate::progress;
-use crate::run::{Supervised, supervise};
+use crate::run::{CmdArgs, Supervised, supervise};
 use crate::signals::{self, Signals};
 
 /// `lockwright elect`.
@@ -31,16 +30,8 @@ pub struct ElectArgs {
     /// Campaign once: exit with 76 when the leadership is lost (by default, campaign again).
     #[arg(long)]
     once: bool,
-    /// After SIGTERM on a lost leadership, how long CMD has to exit before SIGKILL.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::durations::duration)]
-    kill_after: Duration,
-    /// Run CMD in lockwright's process group (signals go to CMD alone).
-    #[arg(long)]
-    foreground: bool,
-    /// The command to run while leading, after `--`.
-    #[arg(last = true, required = true, num_args = 1.., value_name = "CMD",
-          value_parser = clap::value_parser!(OsString))]
-    command: Vec<OsString>,
+    #[command(flatten)]
+    cmd: CmdArgs,
 }
 
 /// How long resigning after CMD exits may take before lockwright gives up (the leadership
@@ -94,14 +85,14 @@ pub async fn elect(conn: &ConnArgs, args: ElectArgs) -> Result<u8, CliError> {
             leading.fence()
         );
         let spec = Supervised {
-            command: &args.command,
+            command: &args.cmd.command,
             env: vec![
                 ("LOCKWRIGHT_FENCE", leading.fence().to_string()),
                 ("LOCKWRIGHT_RESOURCE", args.election.clone()),
                 ("LOCKWRIGHT_LEADER_VALUE", value.clone()),
             ],
-            foreground: args.foreground,
-            kill_after: args.kill_after,
+            foreground: args.cmd.foreground,
+            kill_after: args.cmd.kill_after,
             what: format!("the leadership of `{election}`"),
         };
         let code = supervise(&spec, leading.lost(), &mut signals).await;

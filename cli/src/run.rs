@@ -55,17 +55,25 @@ pub struct RunArgs {
     /// Free text stored with the lock [default: CMD's program name].
     #[arg(long, value_name = "TEXT")]
     comment: Option<String>,
-    /// After SIGTERM on a lost lock, how long CMD has to exit before SIGKILL.
+    #[command(flatten)]
+    cmd: CmdArgs,
+}
+
+/// How CMD runs, for `run` and `elect`.
+#[derive(Debug, Args)]
+pub struct CmdArgs {
+    /// After SIGTERM on a loss (of the lock, or of the leadership), how long CMD has to exit
+    /// before SIGKILL.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::durations::duration)]
-    kill_after: Duration,
+    pub(crate) kill_after: Duration,
     /// Run CMD in lockwright's process group, so that it can read from the terminal; signals
     /// are then forwarded to CMD alone, not to its children.
     #[arg(long)]
-    foreground: bool,
+    pub(crate) foreground: bool,
     /// The command to run, after `--`.
     #[arg(last = true, required = true, num_args = 1.., value_name = "CMD",
           value_parser = clap::value_parser!(OsString))]
-    command: Vec<OsString>,
+    pub(crate) command: Vec<OsString>,
 }
 
 /// How long releasing the lock after CMD exits may take before lockwright gives up (the
@@ -93,13 +101,13 @@ pub async fn run(conn: &ConnArgs, args: RunArgs) -> Result<u8, CliError> {
         }
     };
     let spec = Supervised {
-        command: &args.command,
+        command: &args.cmd.command,
         env: vec![
             ("LOCKWRIGHT_FENCE", guard.fence().to_string()),
             ("LOCKWRIGHT_RESOURCE", args.resource.clone()),
         ],
-        foreground: args.foreground,
-        kill_after: args.kill_after,
+        foreground: args.cmd.foreground,
+        kill_after: args.cmd.kill_after,
         what: format!("the lock on `{}`", Escaped(&args.resource)),
     };
     let code = supervise(&spec, guard.lost(), &mut signals).await;
@@ -144,7 +152,7 @@ fn lock_options(args: &RunArgs) -> LockOptions {
         options = options.owner(owner);
     }
     let comment = args.comment.clone().or_else(|| {
-        let program = Path::new(&args.command[0]).file_name()?;
+        let program = Path::new(&args.cmd.command[0]).file_name()?;
         Some(program.to_string_lossy().into_owned())
     });
     if let Some(comment) = comment.filter(|c| !c.is_empty()) {

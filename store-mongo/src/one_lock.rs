@@ -330,6 +330,46 @@ pub(crate) async fn lock(store: &MongoStore, request: &LockRequest) -> Result<Lo
         .await
 }
 
+/// What a one-lock write on a held lock (`renew_one`, `set_comment`) replied: the document
+/// as its pipeline found it, decoded, at the `now` it ran at; or, `reread`, the document as
+/// it is after the write (read back, with a later `now`).
+struct OneLockReply {
+    name: Resource,
+    state: lockwright_engine::ResourceState,
+    now: Timestamp,
+    reread: bool,
+}
+
+/// Runs `update` on the document of `resource` holding a lock of `lock_id`.
+///
+/// # Errors
+/// `LockNotFound` when no document holds one; backend and decoding errors.
+async fn modify_one_lock(
+    store: &MongoStore,
+    op: &'static str,
+    resource: &Resource,
+    lock_id: &LockId,
+    update: Vec<Document>,
+) -> Result<OneLockReply, Error> {
+    let filter = pipeline::one_lock_filter(resource.as_str(), lock_id);
+    let (doc, reread) = match store
+        .modify_one(op, resource, filter, update, ReturnDocument::Before)
+        .await?
+    {
+        Modified::Reply(doc) => (doc, false),
+        Modified::Reread(doc) => (doc, true),
+        Modified::Nothing => return Err(Error::LockNotFound),
+    };
+    let now = now_of(op, &doc)?;
+    let (name, state) = schema::decode(&doc)?;
+    Ok(OneLockReply {
+        name,
+        state,
+        now,
+        reread,
+    })
+}
+
 /// `renew_one`: renews the one lock of `lock_id` on `resource`.
 pub(crate) async fn renew_one(
     store: &MongoStore,
@@ -345,17 +385,12 @@ pub(crate) async fn renew_one(
     let op = "renew";
     let margin_ms = u64::try_from(margin.as_millis()).unwrap_or(u64::MAX);
     let update = pipeline::renew_one(lock_id, ttl.as_millis(), margin_ms, &store.readings());
-    let filter = pipeline::one_lock_filter(resource.as_str(), lock_id);
-    let (doc, reread) = match store
-        .modify_one(op, resource, filter, update, ReturnDocument::Before)
-        .await?
-    {
-        Modified::Reply(doc) => (doc, false),
-        Modified::Reread(doc) => (doc, true),
-        Modified::Nothing => return Err(Error::LockNotFound),
-    };
-    let now = now_of(op, &doc)?;
-    let (name, state) = schema::decode(&doc)?;
+    let OneLockReply {
+        name,
+        state,
+        now,
+        reread,
+    } = modify_one_lock(store, op, resource, lock_id, update).await?;
     if reread {
         // Read back after the command, with a later `now`: a lock still renewable was
         // renewed (the pipeline renews every renewable lock), and is reported as it is.
@@ -384,17 +419,12 @@ pub(crate) async fn set_comment(
 ) -> Result<LockStatus, Error> {
     let op = "set_comment";
     let update = pipeline::set_comment(lock_id, comment, &store.readings());
-    let filter = pipeline::one_lock_filter(resource.as_str(), lock_id);
-    let (doc, reread) = match store
-        .modify_one(op, resource, filter, update, ReturnDocument::Before)
-        .await?
-    {
-        Modified::Reply(doc) => (doc, false),
-        Modified::Reread(doc) => (doc, true),
-        Modified::Nothing => return Err(Error::LockNotFound),
-    };
-    let now = now_of(op, &doc)?;
-    let (name, state) = schema::decode(&doc)?;
+    let OneLockReply {
+        name,
+        state,
+        now,
+        reread,
+    } = modify_one_lock(store, op, resource, lock_id, update).await?;
     if reread
         && let Some((mode, lock)) = state.lock_of(lock_id)
         && lock.holder.comment.as_deref() == comment

@@ -97,6 +97,25 @@ impl LockTable {
         margin: Duration,
         now: Timestamp,
     ) -> Result<LockStatus, Error> {
+        let (mode, lock) = self.renewable_one(resource, lock_id, margin, now)?;
+        lock.expires_at = Some(now.saturating_add(ttl.as_duration()));
+        lock.renewed_at = Some(now);
+        Ok(lock.status(resource, mode, now))
+    }
+
+    /// The one lock `lock_id` holds on `resource`, and its mode, if it is
+    /// [renewable](StoredLock::is_renewable) at `now` with `margin`.
+    ///
+    /// # Errors
+    /// `LockNotFound` when there is none; `NotRenewable` when it is not renewable.
+    fn renewable_one(
+        &mut self,
+        resource: &Resource,
+        lock_id: &LockId,
+        margin: Duration,
+        now: Timestamp,
+    ) -> Result<(Mode, &mut StoredLock), Error> {
+        let grace = self.grace;
         let state = self
             .resources
             .get_mut(resource)
@@ -108,14 +127,12 @@ impl LockTable {
             .chain(state.shared.iter_mut().map(|l| (Mode::Shared, l)))
             .find(|(_, l)| &l.lock_id == lock_id)
             .ok_or(Error::LockNotFound)?;
-        if !lock.is_renewable(now, margin, self.grace) {
+        if !lock.is_renewable(now, margin, grace) {
             return Err(Error::NotRenewable {
                 locks: vec![lock.status(resource, mode, now)],
             });
         }
-        lock.expires_at = Some(now.saturating_add(ttl.as_duration()));
-        lock.renewed_at = Some(now);
-        Ok(lock.status(resource, mode, now))
+        Ok((mode, lock))
     }
 
     /// Sets the comment of the one lock `lock_id` holds on `resource` (who holds it stays,
@@ -133,22 +150,7 @@ impl LockTable {
         comment: Option<String>,
         now: Timestamp,
     ) -> Result<LockStatus, Error> {
-        let state = self
-            .resources
-            .get_mut(resource)
-            .ok_or(Error::LockNotFound)?;
-        let (mode, lock) = state
-            .exclusive
-            .iter_mut()
-            .map(|l| (Mode::Exclusive, l))
-            .chain(state.shared.iter_mut().map(|l| (Mode::Shared, l)))
-            .find(|(_, l)| &l.lock_id == lock_id)
-            .ok_or(Error::LockNotFound)?;
-        if !lock.is_renewable(now, Duration::ZERO, self.grace) {
-            return Err(Error::NotRenewable {
-                locks: vec![lock.status(resource, mode, now)],
-            });
-        }
+        let (mode, lock) = self.renewable_one(resource, lock_id, Duration::ZERO, now)?;
         lock.holder.comment = comment;
         Ok(lock.status(resource, mode, now))
     }
