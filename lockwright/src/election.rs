@@ -168,16 +168,22 @@ impl<S: LockStore> Client<S> {
     /// The leaders of `election` as they change, read every `every`: each item is a leader
     /// with a higher fence than the one before (never a lower one, whatever the reads
     /// return); an error of one read is an item, and the reads go on. An observer is not a
-    /// candidate and keeps no place. It may miss a leader that led for less than `every`.
+    /// candidate and keeps no place. It may miss a leader that led for less than `every`
+    /// (read as at least 1 ms). A bad election name is the one item, `InvalidArgument`
+    /// naming `resource`, and the stream ends.
     pub fn observe(
         &self,
         election: &str,
         every: Duration,
     ) -> impl Stream<Item = Result<Leader, Error>> + Send + 'static {
+        use futures_util::StreamExt as _;
+        if let Err(e) = lockwright_engine::Resource::new(election) {
+            return futures_util::stream::once(async move { Err(e.into()) }).left_stream();
+        }
         let client = self.clone();
         let election = election.to_owned();
         let every = every.max(Duration::from_millis(1));
-        poll_leaders(client, election, every)
+        poll_leaders(client, election, every).right_stream()
     }
 }
 

@@ -152,6 +152,14 @@ async fn a_leader_is_alone_and_its_value_is_checked() {
         "{empty:?}"
     );
     assert_eq!(locker.client().leader("e").await.unwrap(), None);
+    // A bad election name: one error, and the observer ends (no read every millisecond).
+    let mut observed = Box::pin(locker.client().observe("", Duration::ZERO));
+    let bad = observed.next().await;
+    assert!(
+        matches!(&bad, Some(Err(Error::InvalidArgument { field, .. })) if *field == "resource"),
+        "{bad:?}"
+    );
+    assert!(observed.next().await.is_none());
 }
 
 #[cfg(feature = "mongo")]
