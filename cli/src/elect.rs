@@ -129,6 +129,9 @@ fn default_value() -> String {
     format!("{host}:{}", std::process::id())
 }
 
+/// The shortest `leader --every`: each watching process reads the store once per interval.
+const MIN_EVERY: Duration = Duration::from_millis(100);
+
 /// `lockwright leader`.
 #[derive(Debug, Args)]
 pub struct LeaderArgs {
@@ -149,6 +152,13 @@ pub struct LeaderArgs {
 /// Runs `lockwright leader`: exit 0 when somebody leads, 1 when nobody does (without
 /// --watch).
 pub async fn leader(conn: &ConnArgs, args: &LeaderArgs) -> Result<u8, CliError> {
+    if args.every < MIN_EVERY {
+        return Err(CliError::usage(format!(
+            "--every {}: must be at least {} (every observer reads the store once per interval)",
+            humantime::format_duration(args.every),
+            humantime::format_duration(MIN_EVERY)
+        )));
+    }
     let client = Client::new(connect(conn).await?);
     if !args.watch {
         let leader = client.leader(&args.election).await?;

@@ -27,6 +27,17 @@ fn candidates_lead_in_turn_and_leader_says_who() {
         "{}",
         text(&out.stdout)
     );
+    let out = c.run(&["leader", "sched", "--watch", "--every", "1ms"]);
+    assert_eq!(
+        code(&out),
+        2,
+        "an interval that would hammer the store is refused"
+    );
+    assert!(
+        text(&out.stderr).contains("--every"),
+        "{}",
+        text(&out.stderr)
+    );
 
     let a_cmd = hold("a");
     let a = c.spawn(&["elect", "sched", "--value", "a:1", "--", "sh", "-c", &a_cmd]);
