@@ -34,6 +34,7 @@
 #![forbid(unsafe_code)]
 
 pub mod access;
+pub mod election;
 pub mod error;
 pub mod filter;
 pub mod holder;

@@ -92,11 +92,20 @@ pub enum Mutant {
     /// A claim revives a handed lock whose claim lease and grace are over, before the store
     /// hands it to the next live waiter.
     ClaimRevivesLapsed,
+    /// A release (a leader's resign) hands the lock to nobody: its place is left empty, and
+    /// the next live waiter in line gets it only when it asks again.
+    ResignLeavesPlace,
+    /// A proclaim sets the comment of the resource's lock whoever holds it: a deposed
+    /// leader's late proclaim changes the value of the leader that replaced it.
+    ProclaimChangesHolder,
+    /// An observer reports every leader whose fence differs from the last one reported: a
+    /// read that lags reports a stale leader after its successor.
+    ObserveReportsStaleLeader,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 29] = [
+    pub const ALL: [Mutant; 32] = [
         Mutant::PurgeIgnoresGroups,
         Mutant::PurgeIgnoresCreatedBefore,
         Mutant::RenewWithoutMargin,
@@ -126,6 +135,9 @@ impl Mutant {
         Mutant::HandoffPastConflict,
         Mutant::ClaimLeaseFromQueuedAt,
         Mutant::ClaimRevivesLapsed,
+        Mutant::ResignLeavesPlace,
+        Mutant::ProclaimChangesHolder,
+        Mutant::ObserveReportsStaleLeader,
     ];
 
     /// The mutant's name in snake case, as harnesses and the kill matrix spell it.
@@ -161,6 +173,9 @@ impl Mutant {
             Mutant::HandoffPastConflict => "handoff_past_conflict",
             Mutant::ClaimLeaseFromQueuedAt => "claim_lease_from_queued_at",
             Mutant::ClaimRevivesLapsed => "claim_revives_lapsed",
+            Mutant::ResignLeavesPlace => "resign_leaves_place",
+            Mutant::ProclaimChangesHolder => "proclaim_changes_holder",
+            Mutant::ObserveReportsStaleLeader => "observe_reports_stale_leader",
         }
     }
 
@@ -204,6 +219,18 @@ impl Mutant {
                 | Mutant::HandoffPastConflict
                 | Mutant::ClaimLeaseFromQueuedAt
                 | Mutant::ClaimRevivesLapsed
+                | Mutant::ResignLeavesPlace
+        )
+    }
+
+    /// Whether the mutant breaks a rule of leader election that only elections run: a
+    /// proclaim ([`crate::LockTable::set_comment`]) or an observer
+    /// ([`crate::election::Observer`]).
+    #[must_use]
+    pub fn is_election(self) -> bool {
+        matches!(
+            self,
+            Mutant::ProclaimChangesHolder | Mutant::ObserveReportsStaleLeader
         )
     }
 

@@ -11,23 +11,12 @@
 use std::time::Duration;
 
 use futures_util::Stream;
-use lockwright_engine::{Error, Filter, LockOptions, LockStore, Mode, Timestamp};
-use serde::{Deserialize, Serialize};
+pub use lockwright_engine::election::Leader;
+use lockwright_engine::election::{Observer, leader_of};
+use lockwright_engine::{Error, Filter, LockOptions, LockStore, Mode};
 
 use crate::client::Client;
 use crate::locker::{Ended, LockGuard, Locker};
-
-/// Who leads an election, as the store says.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[non_exhaustive]
-pub struct Leader {
-    /// The value the leader proclaimed (its lock's comment), if any.
-    pub value: Option<String>,
-    /// The fence of its leadership: a later leader's is higher.
-    pub fence: u64,
-    /// When it became leader (the store's clock).
-    pub since: Timestamp,
-}
 
 /// Leadership of an election: a held lock and the value proclaimed with it. Dropping it
 /// resigns.
@@ -153,16 +142,7 @@ impl<S: LockStore> Client<S> {
     /// `InvalidArgument` naming `resource` for a bad name; backend errors.
     pub async fn leader(&self, election: &str) -> Result<Option<Leader>, Error> {
         let filter = Filter::new().resource(election).mode(Mode::Exclusive);
-        let locks = self.status(&filter).await?;
-        Ok(locks
-            .into_iter()
-            .filter(|l| l.ttl.is_none_or(|t| !t.is_zero()))
-            .max_by_key(|l| l.fence)
-            .map(|l| Leader {
-                value: l.holder.comment,
-                fence: l.fence,
-                since: l.created_at,
-            }))
+        Ok(leader_of(&self.status(&filter).await?))
     }
 
     /// The leaders of `election` as they change, read every `every`: each item is a leader
@@ -193,22 +173,21 @@ fn poll_leaders<S: LockStore>(
     election: String,
     every: Duration,
 ) -> impl Stream<Item = Result<Leader, Error>> + Send + 'static {
-    let state = (client, election, every, 0u64, true);
+    let state = (client, election, every, Observer::new(), true);
     futures_util::stream::unfold(
         state,
-        |(client, election, every, mut last, mut first)| async move {
+        |(client, election, every, mut observer, mut first)| async move {
             loop {
                 if !first {
                     tokio::time::sleep(every).await;
                 }
                 first = false;
-                match client.leader(&election).await {
-                    Ok(Some(leader)) if leader.fence > last => {
-                        last = leader.fence;
-                        return Some((Ok(leader), (client, election, every, last, first)));
-                    }
-                    Ok(_) => {}
-                    Err(e) => return Some((Err(e), (client, election, every, last, first))),
+                let item = match client.leader(&election).await {
+                    Ok(leader) => leader.and_then(|l| observer.see(l)).map(Ok),
+                    Err(e) => Some(Err(e)),
+                };
+                if let Some(item) = item {
+                    return Some((item, (client, election, every, observer, first)));
                 }
             }
         },

@@ -162,6 +162,88 @@ async fn a_leader_is_alone_and_its_value_is_checked() {
     assert!(observed.next().await.is_none());
 }
 
+/// A store whose reads of status lag while `lag` is set: they return what `kept` holds (a
+/// read served by a member that lags, or one overtaken by a later one).
+#[cfg(feature = "mem")]
+struct Lagging {
+    inner: lockwright::MemStore,
+    lag: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    kept: std::sync::Arc<std::sync::Mutex<Vec<lockwright::LockStatus>>>,
+    /// Reads that lagged.
+    lagged: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+#[cfg(feature = "mem")]
+impl lockwright_testkit::Forward for Lagging {
+    type Inner = lockwright::MemStore;
+
+    fn inner(&self) -> &lockwright::MemStore {
+        &self.inner
+    }
+
+    async fn status(
+        &self,
+        filter: &lockwright::Filter,
+    ) -> Result<Vec<lockwright::LockStatus>, lockwright::Error> {
+        if self.lag.load(std::sync::atomic::Ordering::SeqCst) {
+            self.lagged
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            return Ok(self.kept.lock().unwrap().clone());
+        }
+        lockwright::LockStore::status(&self.inner, filter).await
+    }
+}
+
+#[cfg(feature = "mem")]
+lockwright_testkit::forward_lock_store!(Lagging);
+
+/// An observer whose reads lag (they return a leader older than one it reported) reports
+/// no leader twice and none out of order: a, then b, then (the reads lag, naming a) nothing,
+/// then c.
+#[cfg(feature = "mem")]
+#[tokio::test]
+async fn an_observer_never_reports_a_read_that_lags() {
+    use std::sync::atomic::Ordering;
+    let (lag, kept, lagged) = (Default::default(), Default::default(), Default::default());
+    let store = Lagging {
+        inner: lockwright::MemStore::new(),
+        lag: std::sync::Arc::clone(&lag),
+        kept: std::sync::Arc::clone(&kept),
+        lagged: std::sync::Arc::clone(&lagged),
+    };
+    let client = Client::new(store);
+    let locker = Locker::new(client.clone(), LockerConfig::default()).unwrap();
+    let mut observed = Box::pin(client.observe("e", Duration::from_millis(1)));
+    let a = locker.campaign("e", "a", &lease()).await.unwrap();
+    assert_eq!(observed.next().await.unwrap().unwrap().fence, a.fence());
+    *kept.lock().unwrap() = client.status(&lockwright::Filter::new()).await.unwrap();
+    a.resign().await.unwrap();
+    let b = locker.campaign("e", "b", &lease()).await.unwrap();
+    assert_eq!(observed.next().await.unwrap().unwrap().fence, b.fence());
+    // The reads lag: they name a again, for a few reads of the observer's.
+    lag.store(true, Ordering::SeqCst);
+    b.resign().await.unwrap();
+    let c = locker.campaign("e", "c", &lease()).await.unwrap();
+    let lagging = tokio::spawn(async move { observed.next().await.map(|l| l.map(|l| l.fence)) });
+    for _ in 0..60_000 {
+        if lagged.load(Ordering::SeqCst) >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert!(
+        lagged.load(Ordering::SeqCst) >= 3,
+        "the observer read while reads lagged"
+    );
+    lag.store(false, Ordering::SeqCst);
+    let next = lagging.await.unwrap().unwrap().unwrap();
+    assert_eq!(
+        next,
+        c.fence(),
+        "after b, the observer reports c (not a, which a lagging read named)"
+    );
+}
+
 #[cfg(feature = "mongo")]
 mod mongo {
     use lockwright_testkit::mongo::fixture::{fresh_store, teardown};

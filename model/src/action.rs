@@ -100,6 +100,20 @@ pub enum Action {
     /// The store fails over to a member whose clock is `skew` ahead of, or behind, the old
     /// primary's: the store's clock jumps, the clients' clocks do not.
     Failover,
+    /// The candidate proclaims its other value (`LockTable::set_comment` on `r0`): as a
+    /// leader, or late, a proclaim it sent while it led that arrives after.
+    Proclaim {
+        /// The client (index).
+        client: usize,
+    },
+    /// The observer reads who leads (`election::leader_of` of the store's status of `r0`);
+    /// the answer comes back later.
+    ObserveRead,
+    /// The answer of the observer's read in `slot` comes back, to `election::Observer`.
+    ObserveDeliver {
+        /// Which read in flight.
+        slot: usize,
+    },
 }
 
 impl Action {
@@ -119,8 +133,14 @@ impl Action {
             | Action::Deliver { client }
             | Action::Pause { client }
             | Action::Resume { client }
-            | Action::Crash { client } => Some(client),
-            Action::PurgeBegin | Action::PurgeFinish | Action::Tick | Action::Failover => None,
+            | Action::Crash { client }
+            | Action::Proclaim { client } => Some(client),
+            Action::PurgeBegin
+            | Action::PurgeFinish
+            | Action::Tick
+            | Action::Failover
+            | Action::ObserveRead
+            | Action::ObserveDeliver { .. } => None,
         }
     }
 
@@ -156,7 +176,13 @@ impl Action {
             Action::Pause { client } => Action::Pause { client: f(client) },
             Action::Resume { client } => Action::Resume { client: f(client) },
             Action::Crash { client } => Action::Crash { client: f(client) },
-            Action::PurgeBegin | Action::PurgeFinish | Action::Tick | Action::Failover => self,
+            Action::Proclaim { client } => Action::Proclaim { client: f(client) },
+            Action::PurgeBegin
+            | Action::PurgeFinish
+            | Action::Tick
+            | Action::Failover
+            | Action::ObserveRead
+            | Action::ObserveDeliver { .. } => self,
         }
     }
 }
@@ -192,6 +218,9 @@ impl fmt::Display for Action {
             Action::PurgeFinish => f.write_str("purge finishes"),
             Action::Tick => f.write_str("tick"),
             Action::Failover => f.write_str("failover"),
+            Action::Proclaim { client } => write!(f, "c{client} proclaims"),
+            Action::ObserveRead => f.write_str("the observer reads who leads"),
+            Action::ObserveDeliver { slot } => write!(f, "the observer's read #{slot} answers"),
         }
     }
 }
@@ -317,6 +346,27 @@ pub enum Effect {
         from: u64,
         /// The store's clock after, in ms.
         to: u64,
+    },
+    /// A proclaim: the value, and whether the store took it (else why not).
+    Proclaimed {
+        /// The value proclaimed.
+        value: u8,
+        /// What `set_comment` answered: the lock it changed, or the error's text.
+        outcome: Result<LockStatus, String>,
+    },
+    /// The observer's read: who led at the store's instant.
+    ObserveSent {
+        /// The leader, if any.
+        leader: Option<lockwright_engine::election::Leader>,
+    },
+    /// The answer of an observer's read arrived.
+    Observed {
+        /// The leader it named, if any.
+        read: Option<lockwright_engine::election::Leader>,
+        /// What the observer reported of it.
+        reported: Option<lockwright_engine::election::Leader>,
+        /// The highest fence reported before.
+        highest_before: Option<u64>,
     },
     /// A pause, a resume, or a tick: nothing for the store.
     Nothing,
@@ -475,6 +525,26 @@ impl fmt::Display for Effect {
                     from.abs_diff(*to)
                 )
             }
+            Effect::Proclaimed { value, outcome } => match outcome {
+                Ok(l) => write!(
+                    f,
+                    "{} on {} proclaims {} now",
+                    l.lock_id.as_str(),
+                    l.resource,
+                    crate::election::value_word(*value)
+                ),
+                Err(e) => write!(f, "refused: {e}"),
+            },
+            Effect::ObserveSent { leader } => match leader {
+                Some(l) => write!(f, "fence {} leads (value {:?})", l.fence, l.value),
+                None => f.write_str("nobody leads"),
+            },
+            Effect::Observed { read, reported, .. } => write!(
+                f,
+                "read {:?}, reported {:?}",
+                read.as_ref().map(|l| l.fence),
+                reported.as_ref().map(|l| l.fence)
+            ),
             Effect::Nothing => Ok(()),
         }
     }

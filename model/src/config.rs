@@ -173,6 +173,20 @@ pub struct Config {
     /// for real networks; the model's clock runs in TTL-sized steps of 1 ms): a place taken
     /// or refreshed at `t` lives while the store's clock is below `t + queue_ttl`.
     pub queue_ttl: Ttl,
+    /// Whether the clients are candidates of an election on `r0` (leader election on a fair
+    /// exclusive lock): they only campaign (fair exclusive requests whose comment is their
+    /// value), resign (unlock), renew, proclaim a new value
+    /// ([`Action::Proclaim`](crate::Action::Proclaim): `LockTable::set_comment`, also late,
+    /// by a candidate that no longer leads), leave or die while waiting; and an observer
+    /// reads who leads (`election::leader_of`) in two reads that may overlap and come back
+    /// in either order, and reports them through the engine's `election::Observer`.
+    pub election: bool,
+    /// Whether an election's candidates proclaim (once each: their second value).
+    pub proclaims: bool,
+    /// How many reads an election's observer makes in a run (a bound on the state space,
+    /// as time is; 0: no observer). Two in flight at once at most, answered once all are
+    /// sent, in any order.
+    pub observer_reads: u8,
 }
 
 impl Config {
@@ -205,6 +219,9 @@ impl Config {
             fair: false,
             queue_ttl: Ttl::new(Duration::from_millis(2))
                 .map_err(|e| ConfigError(e.to_string()))?,
+            election: false,
+            proclaims: false,
+            observer_reads: 0,
         };
         config.drift_margin = Duration::from_millis(config.required_drift_margin());
         config.validate()?;
@@ -285,6 +302,38 @@ impl Config {
         config.shared_limit = None;
         // As MongoDB's purge does (and a lock created after a purge began needs more time).
         config.purge_rechecks = true;
+        config
+    }
+
+    /// The configuration CI checks exhaustively for leader election's candidates: two slow
+    /// candidates that campaign on one resource, resign, proclaim once (also late: a
+    /// proclaim sent while leading that arrives after), leave or die while waiting (a leader
+    /// that dies is one that stops renewing: crashes add nothing the store sees); time up to
+    /// 4 ms, no pauses and no downstream writes, no observer (see
+    /// [`Config::ci_observe`]).
+    #[must_use]
+    pub fn ci_election() -> Self {
+        let mut config = Config::new(2, 1, 4).expect("the CI election configuration is valid");
+        config.pauses = false;
+        config.crashes = false;
+        config.writes = false;
+        config.fair = true;
+        config.election = true;
+        config.proclaims = true;
+        config.shared_limit = None;
+        config
+    }
+
+    /// The configuration CI checks exhaustively for an election's observer: the candidates
+    /// of [`Config::ci_election`] without proclaims, and an observer that reads who leads
+    /// twice, the reads in flight together and answered in either order; time up to 3 ms
+    /// (the observer's reads multiply the states some twentyfold).
+    #[must_use]
+    pub fn ci_observe() -> Self {
+        let mut config = Config::ci_election();
+        config.ticks = 3;
+        config.proclaims = false;
+        config.observer_reads = 2;
         config
     }
 
@@ -370,6 +419,16 @@ impl Config {
                 self.grace_ms(),
                 self.skew
             )));
+        }
+        if (self.proclaims || self.observer_reads > 0) && !self.election {
+            return Err(ConfigError(
+                "proclaims and observer reads are an election's: they need election".into(),
+            ));
+        }
+        if self.election && !self.fair {
+            return Err(ConfigError(
+                "election: candidates campaign with fair requests, so it needs fair".into(),
+            ));
         }
         Ok(())
     }

@@ -103,6 +103,7 @@
 
 pub mod action;
 pub mod config;
+pub mod election;
 pub mod model;
 pub mod props;
 pub mod state;

@@ -13,6 +13,7 @@ use lockwright_engine::{
 
 use crate::action::{Action, Effect};
 use crate::config::Config;
+use crate::election::value_word;
 use crate::state::{
     Belief, FenceClockKey, LockKey, LockState, PendingPurge, Wait, Write, lock_id, resource, ticket,
 };
@@ -323,6 +324,9 @@ impl LockModel {
                 }
                 Effect::Nothing
             }
+            Action::Proclaim { .. } | Action::ObserveRead | Action::ObserveDeliver { .. } => {
+                self.apply_election(next, action, now)
+            }
             Action::Failover => {
                 let from = next.store_now();
                 next.offset = if next.offset == 0 {
@@ -388,7 +392,17 @@ impl LockModel {
         let request = if access == request.access && wait.is_none() {
             request
         } else {
-            let mut r = request.clone().with_access(access);
+            let mut r = if self.config.election {
+                // A candidate campaigns with its value as the lock's comment.
+                let value = value_word(next.clients[client].value);
+                let details = LockOptions::new()
+                    .ttl(self.config.ttl.as_duration())
+                    .comment(value);
+                Self::request(client, incarnation, r, &details)
+            } else {
+                request.clone()
+            }
+            .with_access(access);
             if let Some(w) = wait {
                 // The claim lease is the place's lease: every live place is fresh (places
                 // kept rarely, with a shorter claim lease, are not modelled).
@@ -505,11 +519,16 @@ impl LockModel {
                     let fair = config.fair && !state.has_live_place_of_client(client);
                     for (resource, &may) in may_grant.iter().enumerate() {
                         if may && c.beliefs[resource].is_none() {
-                            actions.push(Action::XLock { client, resource });
-                            actions.push(Action::SLock { client, resource });
+                            // A candidate only campaigns: fair and exclusive.
+                            if !config.election {
+                                actions.push(Action::XLock { client, resource });
+                                actions.push(Action::SLock { client, resource });
+                            }
                             if fair {
                                 actions.push(Action::FairXLock { client, resource });
-                                actions.push(Action::FairSLock { client, resource });
+                                if !config.election {
+                                    actions.push(Action::FairSLock { client, resource });
+                                }
                             }
                         }
                     }
@@ -529,6 +548,11 @@ impl LockModel {
                             actions.push(Action::Write { client, resource });
                         }
                     }
+                }
+                // A candidate proclaims its second value once, as the leader or late (a
+                // proclaim it sent while it led may arrive at any time after).
+                if config.proclaims && c.value == 0 {
+                    actions.push(Action::Proclaim { client });
                 }
                 // Pausing matters only to a client that holds something.
                 if config.pauses && trusts {
@@ -552,6 +576,11 @@ impl LockModel {
         }
         if config.skew > 0 && state.failovers < config.failovers {
             actions.push(Action::Failover);
+        }
+        if config.observer_reads > 0 {
+            state
+                .observing
+                .possible_actions(config.observer_reads, actions);
         }
     }
 }

@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 use lockwright_engine::{LockId, LockTable, Mode, QueueEntry, Resource, StoredLock};
 
 use crate::config::{MAX_CLIENTS, MAX_RESOURCES, Rate};
+use crate::election::Observing;
 pub use crate::verdict::Verdict;
 
 /// A lock a client believes it holds (while it trusts its group, see
@@ -67,6 +68,10 @@ pub struct ClientState {
     /// The fair request it is waiting on (refused at least once, not yet granted, left or
     /// given up): it asks again with the same ticket.
     pub wait: Option<Wait>,
+    /// As a candidate of an election, the value it proclaims (its campaigns' comment,
+    /// [`value_word`](crate::election::value_word)): 0, or what its last proclaim that the
+    /// store took set. Always 0 outside elections.
+    pub value: u8,
 }
 
 impl ClientState {
@@ -135,6 +140,8 @@ pub struct LockState {
     /// Per resource, the highest fence ever granted. Kept by the model because the store
     /// forgets a resource when a purge deletes its empty document.
     pub fence_history: Vec<Option<u64>>,
+    /// The election's observer (untouched outside elections).
+    pub observing: Observing,
     /// Which properties the last transition broke, and which interesting situations it
     /// produced (empty and empty in most states, so equal situations stay equal states).
     pub last: Verdict,
@@ -274,11 +281,13 @@ impl LockState {
                     paused: false,
                     write: None,
                     wait: None,
+                    value: 0,
                 })
                 .collect(),
             purge: None,
             downstream: vec![None; resources],
             fence_history: vec![None; resources],
+            observing: Observing::default(),
             last: Verdict::default(),
         }
     }
@@ -416,6 +425,9 @@ impl fmt::Display for LockState {
                     w.ticket
                 )?;
             }
+            if c.value > 0 {
+                write!(f, "; proclaims {}", crate::election::value_word(c.value))?;
+            }
             if let Some(w) = c.write {
                 write!(
                     f,
@@ -436,6 +448,9 @@ impl fmt::Display for LockState {
                 write!(f, " no locks")?;
             }
             for (mode, lock) in state.locks() {
+                if let Some(value) = &lock.holder.comment {
+                    write!(f, " (value {value})")?;
+                }
                 write!(
                     f,
                     " {} {} fence {} created {} expires {}{}",
@@ -488,6 +503,21 @@ impl fmt::Display for LockState {
             .collect();
         if !accepted.is_empty() {
             writeln!(f, "  downstream accepted: {}", accepted.join(", "))?;
+        }
+        let o = &self.observing;
+        if o.highest.is_some() || o.reads.iter().any(Option::is_some) {
+            let reads: Vec<String> = (o.reads.iter().flatten())
+                .map(|r| {
+                    r.as_ref()
+                        .map_or("nobody".into(), |fence| format!("fence {fence}"))
+                })
+                .collect();
+            writeln!(
+                f,
+                "  observer: reported up to fence {}; reads in flight: [{}]",
+                o.highest.map_or("-".into(), |h| h.to_string()),
+                reads.join(", ")
+            )?;
         }
         Ok(())
     }

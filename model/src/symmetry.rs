@@ -134,6 +134,7 @@ impl Rewrite<ClientId> for LockState {
             }),
             downstream: self.downstream.clone(),
             fence_history: self.fence_history.clone(),
+            observing: self.observing.clone(),
             last: self.last,
         }
     }

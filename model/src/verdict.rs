@@ -63,11 +63,20 @@ pub enum Check {
     HandedOver,
     /// A waiter claimed a lock handed to it.
     ClaimedHandoff,
+    /// [`observer_monotonic`](crate::props::observer_monotonic) was broken.
+    ObserverMonotonic,
+    /// A proclaim set its leader's value.
+    Proclaimed,
+    /// A proclaim by a candidate that does not hold the lock was refused while another
+    /// one held it.
+    LateProclaimRefused,
+    /// An observer's read came back naming a leader older than one it reported.
+    StaleReadSkipped,
 }
 
 impl Check {
     /// Every check, in bit order.
-    pub const ALL: [Check; 25] = [
+    pub const ALL: [Check; 29] = [
         Check::SharedLimit,
         Check::PurgeSafety,
         Check::RenewAfterPurge,
@@ -93,6 +102,10 @@ impl Check {
         Check::Handoff,
         Check::HandedOver,
         Check::ClaimedHandoff,
+        Check::ObserverMonotonic,
+        Check::Proclaimed,
+        Check::LateProclaimRefused,
+        Check::StaleReadSkipped,
     ];
 
     /// The property name this check stands for.
@@ -124,6 +137,10 @@ impl Check {
             Check::Handoff => "handoff",
             Check::HandedOver => "sometimes_handed_over",
             Check::ClaimedHandoff => "sometimes_claimed_handoff",
+            Check::ObserverMonotonic => "observer_monotonic",
+            Check::Proclaimed => "sometimes_proclaimed",
+            Check::LateProclaimRefused => "sometimes_late_proclaim_refused",
+            Check::StaleReadSkipped => "sometimes_stale_read_skipped",
         }
     }
 }

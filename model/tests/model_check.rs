@@ -38,6 +38,12 @@ const CI_FAIR_UNIQUE_STATES: usize = 60_481;
 /// The unique states of an exhaustive search of [`Config::ci_handoff`].
 const CI_HANDOFF_UNIQUE_STATES: usize = 155_343;
 
+/// The unique states of an exhaustive search of [`Config::ci_election`].
+const CI_ELECTION_UNIQUE_STATES: usize = 43_071;
+
+/// The unique states of an exhaustive search of [`Config::ci_observe`].
+const CI_OBSERVE_UNIQUE_STATES: usize = 80_665;
+
 /// Switches on the engine mutant named by `LOCKWRIGHT_MUTANT`, if any (kill-matrix runs).
 fn setup() {
     #[cfg(lockwright_mutants)]
@@ -184,6 +190,24 @@ fn properties_hold_ci_handoff() {
     let outcome = bfs(&config);
     assert_all_hold(&config, &outcome);
     assert_eq!(outcome.unique, CI_HANDOFF_UNIQUE_STATES);
+}
+
+#[test]
+fn properties_hold_ci_election() {
+    setup();
+    let config = Config::ci_election();
+    let outcome = bfs(&config);
+    assert_all_hold(&config, &outcome);
+    assert_eq!(outcome.unique, CI_ELECTION_UNIQUE_STATES);
+}
+
+#[test]
+fn properties_hold_ci_observe() {
+    setup();
+    let config = Config::ci_observe();
+    let outcome = bfs(&config);
+    assert_all_hold(&config, &outcome);
+    assert_eq!(outcome.unique, CI_OBSERVE_UNIQUE_STATES);
 }
 
 /// The holder's counterexample for `property` in `config`, rendered; fails when there is none.

@@ -5,7 +5,7 @@
 //! lockwright-sim --seed S [--svg FILE]             replay one seed, print its timeline
 //! options: --clients C --resources R --ttl MS --margin MS --drift-ppm P --duration MS --no-fencing
 //!          --grace-ms MS --clock-jump-ms MS --calm --fair-seeds PCT --fair-clients PCT
-//!          --queue-ttl MS --fair
+//!          --queue-ttl MS --fair --election
 //! ```
 //!
 //! Run `lockwright-sim --help` for the options and their defaults.
@@ -88,6 +88,11 @@ struct Args {
     /// Every client of every seed acquires fairly (--fair-seeds 100 --fair-clients 100).
     #[arg(long, conflicts_with_all = ["fair_seeds", "fair_clients"])]
     fair: bool,
+    /// An election on one resource: every client a candidate (fair) that proclaims values
+    /// and resigns, and an observer that reads who leads (with --resources 1, and every
+    /// client fair).
+    #[arg(long)]
+    election: bool,
     /// The lease of a fair waiter's place in a queue, in ms (100 to 600000).
     #[arg(long, value_name = "MS", default_value_t = Options::default().queue_ttl_ms)]
     queue_ttl: u64,
@@ -97,6 +102,7 @@ impl Args {
     /// The simulation options, or exits with a usage error (status 2) when the arguments
     /// are out of range or do not fit together.
     fn options(&self) -> Options {
+        let d = Options::default();
         let problem = if self.clients < 2 || self.clients > 16 {
             Some("--clients must be between 2 and 16")
         } else if self.resources == 0 || self.resources > 64 {
@@ -117,6 +123,8 @@ impl Args {
             Some("--fair-seeds and --fair-clients are percentages (0-100)")
         } else if !(100..=600_000).contains(&self.queue_ttl) {
             Some("--queue-ttl must be between 100 and 600000 ms")
+        } else if self.election && self.resources != 1 && self.resources != d.resources {
+            Some("--election runs one resource: --resources must be 1")
         } else if self.seeds == 0 {
             Some("--seeds must be at least 1")
         } else {
@@ -127,9 +135,10 @@ impl Args {
                 .error(clap::error::ErrorKind::ValueValidation, problem)
                 .exit();
         }
+        let fair = self.fair || self.election;
         Options {
             clients: self.clients,
-            resources: self.resources,
+            resources: if self.election { 1 } else { self.resources },
             ttl_ms: self.ttl,
             drift_margin_ms: self.margin,
             renew_margin_ms: self.renew_margin,
@@ -139,9 +148,10 @@ impl Args {
             grace_ms: self.grace_ms,
             clock_jump_ms: self.clock_jump_ms,
             calm: self.calm,
-            fair_seeds_pct: if self.fair { 100 } else { self.fair_seeds },
-            fair_clients_pct: if self.fair { 100 } else { self.fair_clients },
+            fair_seeds_pct: if fair { 100 } else { self.fair_seeds },
+            fair_clients_pct: if fair { 100 } else { self.fair_clients },
             queue_ttl_ms: self.queue_ttl,
+            election: self.election,
         }
     }
 }

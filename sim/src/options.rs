@@ -40,6 +40,9 @@ pub struct Options {
     pub fair_clients_pct: u32,
     /// The lease of a fair waiter's place in a queue (`LockerConfig::queue_ttl`), in ms.
     pub queue_ttl_ms: u64,
+    /// An election on `r0` (see [`Options::election`]): every client is a candidate, and an
+    /// observer reads who leads.
+    pub election: bool,
 }
 
 impl Default for Options {
@@ -68,11 +71,25 @@ impl Default for Options {
             fair_seeds_pct: 50,
             fair_clients_pct: 75,
             queue_ttl_ms: 1_000,
+            election: false,
         }
     }
 }
 
 impl Options {
+    /// An election: the default options with one resource, every client of every seed a
+    /// candidate (fair), leaders that proclaim and resign, and an observer.
+    #[must_use]
+    pub fn election() -> Self {
+        Options {
+            resources: 1,
+            fair_seeds_pct: 100,
+            fair_clients_pct: 100,
+            election: true,
+            ..Options::default()
+        }
+    }
+
     /// The command-line flags that reproduce these options.
     #[must_use]
     pub fn flags(&self) -> String {
@@ -140,6 +157,9 @@ impl Options {
         }
         if self.calm {
             out.push_str(" --calm");
+        }
+        if self.election {
+            out.push_str(" --election");
         }
         out
     }

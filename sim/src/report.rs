@@ -38,6 +38,12 @@ pub enum ViolationKind {
     Leaked,
     /// A lock was left after every client stopped and every lease ran out.
     Stuck,
+    /// An election's observer reported a leader whose fence was at or below one it had
+    /// reported.
+    ObserverWentBack,
+    /// An election's leader, as a read of the store found it, had a value its own lock id
+    /// never proclaimed (another candidate's proclaim changed it).
+    LeaderValue,
 }
 
 /// One violation, at a virtual instant.
@@ -178,6 +184,17 @@ pub struct Tally {
     pub longest_fair_wait_ms: u64,
     /// The most time a checked fair waiter waited while its resource was free, in ms.
     pub most_free_wait_ms: u64,
+    /// Proclaims election leaders sent.
+    pub proclaims_sent: u64,
+    /// Proclaims the store refused (their sender no longer led when they arrived).
+    pub proclaims_refused: u64,
+    /// Reads the election's observer made at the store.
+    pub observer_reads: u64,
+    /// Leaders the observer reported.
+    pub leaders_observed: u64,
+    /// Answers that reached the observer naming a leader older than one it had reported
+    /// (reads overtaken by later ones), which it must not report.
+    pub stale_reads_skipped: u64,
 }
 
 impl Tally {
@@ -215,5 +232,10 @@ impl Tally {
         self.fair_waits_behind += other.fair_waits_behind;
         self.longest_fair_wait_ms = self.longest_fair_wait_ms.max(other.longest_fair_wait_ms);
         self.most_free_wait_ms = self.most_free_wait_ms.max(other.most_free_wait_ms);
+        self.proclaims_sent += other.proclaims_sent;
+        self.proclaims_refused += other.proclaims_refused;
+        self.observer_reads += other.observer_reads;
+        self.leaders_observed += other.leaders_observed;
+        self.stale_reads_skipped += other.stale_reads_skipped;
     }
 }

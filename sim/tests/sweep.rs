@@ -142,6 +142,49 @@ fn sweep_of_2000_seeds_finds_no_violation() {
     );
 }
 
+#[test]
+fn election_sweep_finds_no_violation() {
+    #[cfg(lockwright_mutants)]
+    lockwright_engine::mutants::activate_from_env();
+    let summary = sweep(&Options::election(), 0, 500, |_| {});
+    assert_eq!(
+        summary.violation_count(),
+        0,
+        "{:?}; failing seeds {:?}",
+        summary.violations,
+        summary.failing_seeds
+    );
+    // Non-vacuity: leaders were crashed, paused and cut off (lost requests and replies)
+    // and resigned, and the leadership was handed over and taken over within the bounds
+    // of the calm seeds; proclaims arrived late and were refused; the observer's reads
+    // overtook one another.
+    let (f, t) = (&summary.faults, &summary.tally);
+    assert!(
+        f.crashes > 0 && f.pauses > 0 && f.lost_requests > 0 && f.lost_replies > 0,
+        "{f:?}"
+    );
+    assert!(
+        summary.seeds_checking_handovers > 0 && t.handovers_checked > 0 && t.takeovers_checked > 0,
+        "{} seeds checked for handovers: {} handovers, {} takeovers",
+        summary.seeds_checking_handovers,
+        t.handovers_checked,
+        t.takeovers_checked
+    );
+    assert!(t.places_handed > 0 && t.held_on_hint > 0, "{t:?}");
+    assert!(
+        t.proclaims_sent > 0 && t.proclaims_refused > 0,
+        "{} proclaims, {} refused",
+        t.proclaims_sent,
+        t.proclaims_refused
+    );
+    assert!(
+        t.leaders_observed > 0 && t.stale_reads_skipped > 0,
+        "{} leaders observed, {} stale reads skipped",
+        t.leaders_observed,
+        t.stale_reads_skipped
+    );
+}
+
 /// Violations of `kind` in a sweep.
 fn count(summary: &lockwright_sim::SweepSummary, kind: ViolationKind) -> u64 {
     summary.violations.get(&kind).copied().unwrap_or(0)

@@ -82,6 +82,12 @@ catalogue! {
     /// A claim ignores whether the handed lock is still held, and runs before the
     /// hand-over stage: a lapsed handoff is revived.
     PipelineClaimRevivesLapsed => "pipeline_claim_revives_lapsed",
+    /// The one-lock release's pipeline hands the freed lock to nobody (a leader's resign
+    /// leaves its place empty): the next in line gets it only when it asks again.
+    PipelineResignLeavesPlace => "pipeline_resign_leaves_place",
+    /// The proclaim pipeline (`set_comment`) sets the comment of the document's exclusive
+    /// lock whoever holds it: a deposed leader's proclaim changes its successor's value.
+    PipelineProclaimChangesHolder => "pipeline_proclaim_changes_holder",
     /// The fenced writes to the user's collections drop the fence condition: a stale
     /// holder's write overwrites its successor's.
     FencedWriteUnconditional => "fenced_write_unconditional",
@@ -102,7 +108,8 @@ impl Mutant {
             | Mutant::PipelineStalePlaceCounts
             | Mutant::PipelineHandoffPastConflict
             | Mutant::PipelineClaimLeaseFromQueuedAt
-            | Mutant::PipelineClaimRevivesLapsed => "pipeline_queue",
+            | Mutant::PipelineClaimRevivesLapsed
+            | Mutant::PipelineResignLeavesPlace => "pipeline_queue",
             Mutant::FencedWriteUnconditional => "fenced_write",
             _ => "pipeline",
         }

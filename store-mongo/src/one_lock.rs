@@ -348,10 +348,9 @@ async fn modify_one_lock(
     store: &MongoStore,
     op: &'static str,
     resource: &Resource,
-    lock_id: &LockId,
+    filter: Document,
     update: Vec<Document>,
 ) -> Result<OneLockReply, Error> {
-    let filter = pipeline::one_lock_filter(resource.as_str(), lock_id);
     let (doc, reread) = match store
         .modify_one(op, resource, filter, update, ReturnDocument::Before)
         .await?
@@ -385,12 +384,13 @@ pub(crate) async fn renew_one(
     let op = "renew";
     let margin_ms = u64::try_from(margin.as_millis()).unwrap_or(u64::MAX);
     let update = pipeline::renew_one(lock_id, ttl.as_millis(), margin_ms, &store.readings());
+    let filter = pipeline::one_lock_filter(resource.as_str(), lock_id);
     let OneLockReply {
         name,
         state,
         now,
         reread,
-    } = modify_one_lock(store, op, resource, lock_id, update).await?;
+    } = modify_one_lock(store, op, resource, filter, update).await?;
     if reread {
         // Read back after the command, with a later `now`: a lock still renewable was
         // renewed (the pipeline renews every renewable lock), and is reported as it is.
@@ -419,12 +419,13 @@ pub(crate) async fn set_comment(
 ) -> Result<LockStatus, Error> {
     let op = "set_comment";
     let update = pipeline::set_comment(lock_id, comment, &store.readings());
+    let filter = pipeline::set_comment_filter(resource.as_str(), lock_id);
     let OneLockReply {
         name,
         state,
         now,
         reread,
-    } = modify_one_lock(store, op, resource, lock_id, update).await?;
+    } = modify_one_lock(store, op, resource, filter, update).await?;
     if reread
         && let Some((mode, lock)) = state.lock_of(lock_id)
         && lock.holder.comment.as_deref() == comment

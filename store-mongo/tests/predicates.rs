@@ -6,7 +6,7 @@
 //! around the end of a takeover grace, with and without a TTL and a fence, with a fence counter below, at or above the floor, in
 //! our shape and in the Go library's), writes them as documents, and runs one request on the
 //! real server at a fixed instant, on a store with no takeover grace or with [`GRACE`]: `xlock`, `slock` with and without a limit, `purge`, or
-//! `renew_one` (with margins around the locks' expiry) and `unlock_one` of one lock id, or
+//! `renew_one` (with margins around the locks' expiry), `unlock_one` and `set_comment` of one lock id, or
 //! `renew_many` of several lock ids' locks on the resource (and perhaps the second
 //! resource's lock), each with its own TTL; the grants also fair (with a ticket that may
 //! hold a place, or whose lock id holds a lock to claim), on a resource whose queue holds
@@ -120,6 +120,12 @@ enum Op {
     /// `unlock_one` of `id`'s lock on the resource.
     UnlockOne {
         id: usize,
+    },
+    /// `set_comment` of `id`'s lock on the resource (a leader's proclaim), to a comment or
+    /// none.
+    SetComment {
+        id: usize,
+        comment: bool,
     },
     /// `renew_many` of the locks of `locks` (distinct lock ids) on the resource, each for
     /// its own TTL in seconds, then (when `elsewhere`) of the lock the second resource's
@@ -252,6 +258,7 @@ fn case() -> impl Strategy<Value = Case> {
         )
             .prop_map(|(id, margin_ms)| Op::RenewOne { id, margin_ms }),
         (0..IDS.len()).prop_map(|id| Op::UnlockOne { id }),
+        (0..IDS.len(), any::<bool>()).prop_map(|(id, comment)| Op::SetComment { id, comment }),
         (
             prop::collection::vec((0..IDS.len(), 1_u64..30), 0..5),
             any::<bool>(),
@@ -564,6 +571,19 @@ async fn check(stores: &[MongoStore; 2], c: &Case) -> Result<(), TestCaseError> 
                     .await
                     .map(|l| l.into_iter().collect()),
                 Ok(table.unlock_one(&r, &lock_id, NOW).into_iter().collect()),
+            )
+        }
+        Op::SetComment { id, comment } => {
+            let (r, lock_id) = (resource(), LockId::new(IDS[*id]).unwrap());
+            let comment = comment.then_some("proclaimed");
+            (
+                store
+                    .set_comment(&r, &lock_id, comment)
+                    .await
+                    .map(|l| vec![l]),
+                table
+                    .set_comment(&r, &lock_id, comment.map(str::to_owned), NOW)
+                    .map(|l| vec![l]),
             )
         }
         Op::RenewMany { .. } => unreachable!("handled above"),

@@ -48,7 +48,9 @@ impl LockTable {
         if !names.is_empty() {
             self.groups.insert(lock_id, names);
         }
-        self.hand_over_after(now, out, first);
+        if !(release && crate::mutants::active(crate::mutants::Mutant::ResignLeavesPlace)) {
+            self.hand_over_after(now, out, first);
+        }
     }
 
     /// Hands over on every resource that `out[first..]` (locks just removed) names.
@@ -150,6 +152,14 @@ impl LockTable {
         comment: Option<String>,
         now: Timestamp,
     ) -> Result<LockStatus, Error> {
+        if crate::mutants::active(crate::mutants::Mutant::ProclaimChangesHolder)
+            && let Some(lock) = (self.resources.get_mut(resource))
+                .and_then(|state| state.exclusive.as_mut())
+                .filter(|l| &l.lock_id != lock_id)
+        {
+            lock.holder.comment = comment;
+            return Ok(lock.status(resource, Mode::Exclusive, now));
+        }
         let (mode, lock) = self.renewable_one(resource, lock_id, Duration::ZERO, now)?;
         lock.holder.comment = comment;
         Ok(lock.status(resource, mode, now))
@@ -174,7 +184,9 @@ impl LockTable {
                 self.groups.remove(lock_id);
             }
         }
-        self.hand_over(resource, now);
+        if !crate::mutants::active(crate::mutants::Mutant::ResignLeavesPlace) {
+            self.hand_over(resource, now);
+        }
         Some(lock.status(resource, mode, now))
     }
 

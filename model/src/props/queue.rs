@@ -162,11 +162,17 @@ fn written_queue(tr: &Transition<'_>, r: usize) -> Vec<QueueEntry> {
             let mut q = live_at(now);
             let config = tr.model.config();
             let lapses = Timestamp::from_millis(now + config.queue_ttl_ms());
-            // The place records the request's lock for a handoff.
+            // The place records the request's lock for a handoff (a candidate's with its
+            // value).
             let handoff = tr.action.client().map(|c| {
+                let mut holder = Holder::default();
+                if config.election {
+                    let value = crate::election::value_word(tr.before.clients[c].value);
+                    holder.comment = Some(value.to_owned());
+                }
                 Handoff::new(
                     tr.before.lock_id_of(c).clone(),
-                    Holder::default(),
+                    holder,
                     limit_of(tr.model, *mode),
                     config.queue_ttl,
                 )

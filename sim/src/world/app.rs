@@ -6,9 +6,9 @@ use std::collections::BTreeSet;
 
 use lockwright_engine::Access;
 use lockwright_engine::LocalMs;
-use lockwright_engine::LockOptions;
 use lockwright_engine::lease::LeaseKey;
 use lockwright_engine::locker::{Ask, Ended, Event as CoreEvent, Wait, Who};
+use lockwright_engine::{LockId, LockOptions};
 use lockwright_testkit::Verdict;
 use rand::Rng;
 
@@ -37,9 +37,11 @@ pub(super) enum App {
 }
 
 /// A guard the application was handed and still holds (no `Ended` for it yet).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct Hold {
     pub(super) key: LeaseKey,
+    /// The lock id of its lock (an election's leader proclaims with it).
+    pub(super) lock_id: LockId,
     pub(super) resource: usize,
     pub(super) fence: u64,
     /// Local time.
@@ -72,6 +74,7 @@ impl World {
                 }
                 self.clients[client].holds.push(Hold {
                     key,
+                    lock_id: status.lock_id.clone(),
                     resource,
                     fence: status.fence,
                     trust_until,
@@ -163,6 +166,7 @@ impl World {
 
     /// Starts acquiring `resource` for the job under way.
     pub(super) fn start_acquire(&mut self, client: usize, resource: usize, local: u64) {
+        let who = Who::new(self.campaign_options(client).holder);
         let c = &mut self.clients[client];
         c.next_key += 1;
         c.wake_hints = 0;
@@ -171,7 +175,7 @@ impl World {
             resource: self.resources[resource].clone(),
             access: Access::Exclusive,
             ttl: self.ttl,
-            who: Who::new(LockOptions::new().owner(format!("client-{client}")).holder),
+            who,
             fair: self.mix.is_fair(client),
         };
         c.core.acquire(key, ask, Wait::Forever, LocalMs(local));
@@ -182,6 +186,17 @@ impl World {
             ""
         };
         self.note(Some(client), format!("acquires r{resource}{how}"));
+    }
+
+    /// The holder details of `client`'s requests: its name and, in an election, the value
+    /// it campaigns with (a new one each time).
+    fn campaign_options(&mut self, client: usize) -> LockOptions {
+        let options = LockOptions::new().owner(format!("client-{client}"));
+        if self.opts.election {
+            options.comment(self.new_value())
+        } else {
+            options
+        }
     }
 
     /// Drops every guard the application holds (each released by the core) and forgets
@@ -271,6 +286,20 @@ impl World {
                     .filter(|h| !c.crashed && local < h.trust_until)
                     .map(|h| (h.resource, h.fence))
                     .collect();
+                if self.opts.election {
+                    // A leader proclaims a new value now and then (while it trusts its
+                    // leadership, as `Leadership::proclaim` does).
+                    let c = &self.clients[client];
+                    let leading: Vec<LockId> = (c.holds.iter())
+                        .filter(|h| !c.crashed && local < h.trust_until)
+                        .map(|h| h.lock_id.clone())
+                        .collect();
+                    for lock_id in leading {
+                        if self.rng.random_bool(0.3) {
+                            self.send_proclaim(client, lock_id);
+                        }
+                    }
+                }
                 if writes.is_empty() {
                     return true;
                 }

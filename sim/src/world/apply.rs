@@ -18,6 +18,11 @@ impl World {
         let store_now = self.store_now();
         self.clock.set(store_now);
         let unlocks_held = self.unlocks_a_held_lock(request);
+        if let Request::Lock { request, .. } = request {
+            // A campaign's value (a handoff hands the lock with the comment of the request
+            // that took the place).
+            self.record_value(&request.lock_id, request.holder.comment.as_deref());
+        }
         let reply = at_once(request.send_to(&self.store));
         // The hints the operation gave the subscribers leave for their clients (store-mem
         // sends them for grants, releases and handoffs, which any lock request may make;

@@ -37,7 +37,7 @@ impl World {
                 .holds
                 .iter()
                 .filter(|h| local >= h.trust_until && !c.reported_past.contains(&h.key))
-                .copied()
+                .cloned()
                 .collect();
             for Hold {
                 key,

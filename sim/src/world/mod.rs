@@ -10,6 +10,7 @@ mod app;
 mod apply;
 mod checks;
 mod client;
+mod election;
 mod hints;
 mod liveness;
 mod network;
@@ -102,6 +103,20 @@ enum Event {
         sub: u64,
         hint: hints::InFlightHint,
     },
+    /// A leader's proclaim reaches the store (an election's).
+    Proclaim {
+        client: usize,
+        lock_id: LockId,
+        value: String,
+    },
+    /// The election's observer sends a read.
+    ObserveTick,
+    /// The observer's read reaches the store.
+    ObserveAtStore,
+    /// The answer of the observer's read reaches it.
+    ObserveAnswer {
+        leader: Option<lockwright_engine::election::Leader>,
+    },
 }
 
 /// One simulated run.
@@ -157,6 +172,8 @@ pub(crate) struct World {
     queues: queue::Queues,
     /// `holder_safety`'s buffer: the first client believing it holds each resource.
     believers: Vec<Option<usize>>,
+    /// The election, in an election's seeds.
+    election: election::Election,
     pub(crate) report: SeedReport,
     record: bool,
 }
@@ -235,6 +252,7 @@ impl World {
                 mix.checks_handovers() && mix.fair_clients != 0,
             ),
             believers: Vec::new(),
+            election: election::Election::default(),
             report,
             record,
         };
@@ -277,6 +295,7 @@ impl World {
             world.schedule_wake(c);
         }
         world.schedule_failover();
+        world.start_election();
         world
     }
 
@@ -473,6 +492,14 @@ impl World {
                 sub,
                 hint,
             } => return self.hint_arrives(client, incarnation, sub, hint),
+            Event::Proclaim {
+                client,
+                lock_id,
+                value,
+            } => self.proclaim_at_store(client, &lock_id, &value),
+            Event::ObserveTick => self.observe_tick(),
+            Event::ObserveAtStore => self.observe_at_store(),
+            Event::ObserveAnswer { leader } => self.observe_answer(leader),
             Event::Restart { client } => {
                 let core = self.new_core();
                 let until = self.rng.random_range(0..self.opts.ttl_ms);

@@ -342,7 +342,20 @@ pub(crate) fn set_comment(
     readings: &Readings,
 ) -> Vec<Document> {
     let comment = comment.map_or(Bson::Null, literal);
+    if mutated!(PipelineProclaimChangesHolder) {
+        let held = doc! { "$eq": [ "$exclusive.acquired", true ] };
+        let set = doc! { "$mergeObjects": [ "$exclusive", { COMMENT: comment } ] };
+        return vec![doc! { "$set": { EXCLUSIVE: { "$cond": [ held, set, "$exclusive" ] } } }];
+    }
     renewable_one(lock_id, 0, readings, doc! { COMMENT: comment })
+}
+
+/// The filter of a proclaim (`set_comment`): [`one_lock_filter`].
+pub(crate) fn set_comment_filter(resource: &str, lock_id: &LockId) -> Document {
+    if mutated!(PipelineProclaimChangesHolder) {
+        return doc! { RESOURCE: resource };
+    }
+    one_lock_filter(resource, lock_id)
 }
 
 /// Merges `fields` into the one lock of `lock_id` on the document if it is renewable with
@@ -406,7 +419,9 @@ pub(crate) fn unlock_one(lock_id: &LockId, readings: &Readings) -> Vec<Document>
         Bson::Document(shared),
         doc! { QUEUE: queue::without_lock_id(lock_id) },
     );
-    stages.push(queue::hand_over(readings));
+    if !mutated!(PipelineResignLeavesPlace) {
+        stages.push(queue::hand_over(readings));
+    }
     stages
 }
 

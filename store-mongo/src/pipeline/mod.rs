@@ -31,8 +31,8 @@ mod queue;
 
 pub(crate) use filter::status_prefilter;
 pub(crate) use grant::{
-    Ask, grant_projection, one_lock_filter, renew_one, set_comment, slock, unlock_one,
-    with_now_and_floor, xlock,
+    Ask, grant_projection, one_lock_filter, renew_one, set_comment, set_comment_filter, slock,
+    unlock_one, with_now_and_floor, xlock,
 };
 pub(crate) use group::{
     batch_filter, deletable, expired_groups, group_filter, purge_batch, renew, renew_pairs, unlock,

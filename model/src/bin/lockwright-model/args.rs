@@ -83,6 +83,12 @@ pub(crate) enum Preset {
     /// requests (places in the queue live 2 ms), leaving the queue, dying while waiting
     /// (checked in CI).
     Fair,
+    /// 2 candidates of an election on 1 resource, 4 ticks: campaigns (fair exclusive
+    /// requests), resigns, proclaims (late ones too), no crashes (checked in CI).
+    Election,
+    /// The candidates of `election` without proclaims, 3 ticks, and an observer that reads
+    /// who leads twice, answered in either order (checked in CI).
+    Observe,
 }
 
 /// A shared limit, or none.
@@ -216,6 +222,8 @@ impl ModelArgs {
             Preset::Three => Config::three_clients(),
             Preset::Skew => Config::ci_skew(),
             Preset::Fair => Config::ci_fair(),
+            Preset::Election => Config::ci_election(),
+            Preset::Observe => Config::ci_observe(),
         };
         if let Some(n) = self.clients {
             config.rates = vec![Rate::SLOW; n];

@@ -166,6 +166,11 @@ cases! {
         let stored = all(&cx).await;
         assert_eq!(stored.len(), 1);
         assert_eq!(stored[0].holder.comment.as_deref(), Some("v1"));
+        // Who does not hold the lock (a deposed leader whose proclaim arrives late) changes
+        // nothing: the holder's value stays.
+        let deposed = cx.store.set_comment(r, &generate_lock_id(), Some("usurper")).await;
+        assert!(matches!(deposed, Err(Error::LockNotFound)), "{deposed:?}");
+        assert_eq!(all(&cx).await, stored, "a proclaim by who does not hold it");
         cx.clock.advance(secs(1) + ms(500));
         let cleared = cx.store.set_comment(r, id, None).await.expect("inside the grace");
         assert_eq!(cleared.holder.comment, None);

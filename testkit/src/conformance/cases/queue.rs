@@ -94,6 +94,12 @@ cases! {
         let b_lock = cx.xlock_fair("r", &b, &fair(&tb, LEASE)).await.expect("b's turn");
         assert!(b_lock.fence > handed[0].fence);
         assert_eq!(waiting(cx, "r").await, vec![]);
+        // A one-lock release (a leader's resign) hands the lock over in the same write too.
+        let (c, tc) = (generate_lock_id(), generate_lock_id());
+        assert_eq!(queued(cx.xlock_fair("r", &c, &fair(&tc, LEASE)).await), Some(0));
+        let resigned = cx.store.unlock_one(&b_lock.resource, &b);
+        assert!(resigned.await.expect("unlock_one").is_some(), "b's lock");
+        assert_eq!(pairs(&all(cx).await), vec![pair("r", &c)]);
     }
 
     async fn a_write_that_finds_the_holder_gone_hands_the_lock_over(cx) {
