@@ -228,4 +228,9 @@ pub struct Faults {
     /// Subscriptions to hints that ended under a client (the store dropped the stream, or
     /// the subscription never reached it).
     pub dropped_streams: u64,
+    /// Partitions (elections only): a client cut off from the store for a while, every
+    /// request, reply, hint and proclaim of its lost meanwhile.
+    pub partitions: u64,
+    /// Messages lost to partitions.
+    pub partitioned_messages: u64,
 }

@@ -77,6 +77,19 @@
 //! except those of client incarnations that crashed (a crash forgets its locks; they
 //! expire). Then `stuck`: once every lease has run out, a purge leaves no lock.
 //!
+//! Elections (`Options::election`, `--election`): every client is a candidate on one
+//! resource (fair), leading while it holds the lock, proclaiming new values now and then
+//! (over the faulty network, so a proclaim may arrive after its sender was deposed) and
+//! resigning when its work is done; leaders are also cut off from the store for a while
+//! (partitions: every message of theirs lost), besides the crashes, pauses and lost
+//! messages of every seed. An observer reads who leads every half latency, its reads
+//! overlapping. Checked besides the above: `observer_went_back` (the engine's
+//! `election::Observer` never reports a fence at or below one it reported) and
+//! `leader_value` (a leader's value is one its own lock id proclaimed); and a release that
+//! left its resource free while a fresh place waited is a `Handoff` violation in every
+//! seed. Failover is bounded by `handover_liveness` and `bounded_waiting`, which calm
+//! elections check in every seed. See `world/election.rs`.
+//!
 //! The fault mix is derived from the seed (swarm testing): each seed enables its own subset
 //! of faults at its own intensities, and the same seed always replays the same run.
 //!

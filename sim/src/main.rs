@@ -156,6 +156,21 @@ impl Args {
     }
 }
 
+/// What an election's leaders and observer did.
+fn election_line(f: &lockwright_sim::Faults, t: &lockwright_sim::Tally) -> String {
+    format!(
+        "election: {} partitions ({} messages lost to them); {} proclaims ({} refused, their sender deposed); the observer read {} times, \
+         reported {} leaders and skipped {} reads overtaken by later ones",
+        f.partitions,
+        f.partitioned_messages,
+        t.proclaims_sent,
+        t.proclaims_refused,
+        t.observer_reads,
+        t.leaders_observed,
+        t.stale_reads_skipped
+    )
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let opts = args.options();
@@ -227,6 +242,9 @@ fn main() -> ExitCode {
                     report.tally.most_free_wait_ms
                 );
             }
+        }
+        if opts.election {
+            println!("{}", election_line(&report.faults, &report.tally));
         }
         if let Some(path) = &args.svg {
             if let Err(e) = std::fs::write(path, timeline_svg(&opts, &report)) {
@@ -355,6 +373,9 @@ fn main() -> ExitCode {
         summary.tally.longest_fair_wait_ms,
         summary.tally.most_free_wait_ms
     );
+    if opts.election {
+        println!("{}", election_line(&summary.faults, &summary.tally));
+    }
     if summary.violation_count() == 0 {
         println!("no violation in {} seeds ({:.1} s)", summary.seeds, secs);
         ExitCode::SUCCESS

@@ -50,6 +50,8 @@ impl SweepSummary {
         self.faults.lost_hints += r.faults.lost_hints;
         self.faults.duplicated_hints += r.faults.duplicated_hints;
         self.faults.dropped_streams += r.faults.dropped_streams;
+        self.faults.partitions += r.faults.partitions;
+        self.faults.partitioned_messages += r.faults.partitioned_messages;
         for (i, on) in [
             r.mix.lost_reply_pct > 0,
             r.mix.pause_permille > 0,

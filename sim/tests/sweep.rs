@@ -160,7 +160,12 @@ fn election_sweep_finds_no_violation() {
     // overtook one another.
     let (f, t) = (&summary.faults, &summary.tally);
     assert!(
-        f.crashes > 0 && f.pauses > 0 && f.lost_requests > 0 && f.lost_replies > 0,
+        f.crashes > 0
+            && f.pauses > 0
+            && f.lost_requests > 0
+            && f.lost_replies > 0
+            && f.partitions > 0
+            && f.partitioned_messages > 0,
         "{f:?}"
     );
     assert!(
@@ -182,6 +187,30 @@ fn election_sweep_finds_no_violation() {
         "{} leaders observed, {} stale reads skipped",
         t.leaders_observed,
         t.stale_reads_skipped
+    );
+    // Bounded failover: in calm elections (crashes, drift and duplicated hints only) every
+    // seed is checked for it: a resigning leader's successor leads within the handover
+    // bound, a crashed leader's once its lease and grace are over (`handover_liveness`),
+    // and every candidate within its place's share of them (`bounded_waiting`).
+    let calm = Options {
+        calm: true,
+        ..Options::election()
+    };
+    let summary = sweep(&calm, 0, 100, |_| {});
+    assert_eq!(
+        summary.violation_count(),
+        0,
+        "calm: {:?}; failing seeds {:?}",
+        summary.violations,
+        summary.failing_seeds
+    );
+    let t = &summary.tally;
+    assert!(
+        summary.seeds_checking_handovers == 100
+            && t.handovers_checked > 0
+            && t.takeovers_checked > 0
+            && t.fair_waits_checked > 0,
+        "{t:?}"
     );
 }
 

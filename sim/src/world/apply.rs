@@ -18,6 +18,17 @@ impl World {
         let store_now = self.store_now();
         self.clock.set(store_now);
         let unlocks_held = self.unlocks_a_held_lock(request);
+        // A release that removes a lock (a resign, in an election) must hand it over.
+        let releases = match request {
+            Request::Unlock { resource, lock_id } => {
+                let r = self.resource_index(resource);
+                self.locks_on(r)
+                    .iter()
+                    .any(|l| l.lock_id == *lock_id)
+                    .then_some(r)
+            }
+            _ => None,
+        };
         if let Request::Lock { request, .. } = request {
             // A campaign's value (a handoff hands the lock with the comment of the request
             // that took the place).
@@ -86,6 +97,9 @@ impl World {
             _ => {}
         }
         self.queue_after(client, incarnation, request, &reply, store_now);
+        if let Some(r) = releases {
+            self.check_release_handed_over(r, store_now);
+        }
         self.locks_changed(request);
         self.handovers_after(client, incarnation, request, &reply, unlocks_held);
         reply

@@ -55,6 +55,8 @@ pub(super) struct Client {
     pub(super) wake_token: u64,
     /// The leases already reported past their trust deadline (each reported once).
     pub(super) reported_past: BTreeSet<LeaseKey>,
+    /// Cut off from the store until this real instant (a partition, in elections).
+    pub(super) cut_off_until: Option<u64>,
 }
 
 impl Client {

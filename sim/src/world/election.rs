@@ -48,9 +48,9 @@ impl World {
         if !self.opts.election {
             return;
         }
-        // Reads every quarter of a mean latency: they overlap, and come back out of order.
+        // Reads every half of a mean latency: they overlap, and come back out of order.
         let (lo, hi) = self.mix.latency_ms;
-        self.election.every = ((lo + hi) / 8).max(1);
+        self.election.every = ((lo + hi) / 4).max(1);
         self.push(self.election.every, Event::ObserveTick);
     }
 
@@ -76,7 +76,9 @@ impl World {
         self.record_value(&lock_id, Some(&value));
         self.report.tally.proclaims_sent += 1;
         self.note(Some(client), format!("proclaims {value}"));
-        if !self.healing && self.rng.random_range(0..100) < self.mix.lost_request_pct {
+        if self.partitioned(client)
+            || !self.healing && self.rng.random_range(0..100) < self.mix.lost_request_pct
+        {
             return;
         }
         let at = self.now + self.latency();

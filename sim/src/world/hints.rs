@@ -178,6 +178,10 @@ impl World {
             return;
         };
         let mut hint = hint;
+        if hint.is_some() && self.partitioned(client) {
+            self.report.tally.hints_sent += 1;
+            return;
+        }
         if hint.is_some() {
             self.report.tally.hints_sent += 1;
             if !self.healing

@@ -284,6 +284,7 @@ impl World {
                 wake_at: None,
                 wake_token: 0,
                 reported_past: BTreeSet::new(),
+                cut_off_until: None,
             };
             let start = world.rng.random_range(0..opts.ttl_ms);
             client.app = App::Idle {

@@ -41,6 +41,18 @@ impl World {
             id: t.id,
         };
         let lock_deadline = matches!(t.request, Request::Lock { .. }).then_some(t.deadline.0);
+        if self.partitioned(client) {
+            let what = self.describe(&t.request);
+            self.note(
+                Some(client),
+                format!("request {what} lost to the partition"),
+            );
+            if let Request::Unlock { lock_id, .. } = &t.request {
+                self.lost_unlocks.insert(lock_id.clone());
+            }
+            self.maybe_connection_error(route, &t.request, lock_deadline);
+            return;
+        }
         if !self.healing && self.rng.random_range(0..100) < self.mix.lost_request_pct {
             self.report.faults.lost_requests += 1;
             let what = self.describe(&t.request);
@@ -88,7 +100,20 @@ impl World {
     pub(super) fn at_store(&mut self, route: Route, request: Request, deadline: u64) {
         let reply = self.apply(route.client, route.incarnation, &request);
         let lock_deadline = matches!(request, Request::Lock { .. }).then_some(deadline);
-        if !self.healing && self.rng.random_range(0..100) < self.mix.lost_reply_pct {
+        let partitioned = self.partitioned(route.client);
+        if partitioned || !self.healing && self.rng.random_range(0..100) < self.mix.lost_reply_pct {
+            if partitioned {
+                let what = self.describe(&request);
+                self.note(
+                    Some(route.client),
+                    format!("reply to {what} lost to the partition"),
+                );
+                if let (Request::Lock { request, .. }, Reply::Granted(_)) = (&request, &reply) {
+                    self.lost_grants.insert(request.lock_id.clone());
+                }
+                self.maybe_connection_error(route, &request, lock_deadline);
+                return;
+            }
             self.report.faults.lost_replies += 1;
             let what = self.describe(&request);
             self.note(Some(route.client), format!("reply to {what} lost"));
@@ -165,8 +190,37 @@ impl World {
         self.schedule_failover();
     }
 
+    /// Whether `client` is cut off from the store now (faults on): a message of its is
+    /// lost, counted as lost to the partition.
+    pub(super) fn partitioned(&mut self, client: usize) -> bool {
+        let cut = !self.healing
+            && self.clients[client]
+                .cut_off_until
+                .is_some_and(|t| self.now < t);
+        if cut {
+            self.report.faults.partitioned_messages += 1;
+        }
+        cut
+    }
+
     pub(super) fn maybe_fault(&mut self, client: usize) {
         let roll = self.rng.random_range(0..1000);
+        let (pause, crash) = (
+            u32::from(self.mix.pause_permille),
+            u32::from(self.mix.crash_permille),
+        );
+        if self.opts.election && (pause + crash..2 * pause + crash).contains(&roll) {
+            // Elections: as often as a pause, a partition cuts the client off from the
+            // store, for half a TTL to two TTLs.
+            let ttl = self.opts.ttl_ms;
+            let until = self.now + self.rng.random_range(ttl / 2..ttl * 2);
+            self.clients[client].cut_off_until = Some(until);
+            self.report.faults.partitions += 1;
+            self.note(
+                Some(client),
+                format!("is cut off from the store until {until}"),
+            );
+        }
         if roll < u32::from(self.mix.pause_permille) {
             self.pause(client, "");
         } else if roll < u32::from(self.mix.pause_permille) + u32::from(self.mix.crash_permille) {
