@@ -199,11 +199,14 @@ lockwright_testkit::forward_lock_store!(Lagging);
 
 /// An observer whose reads lag (they return a leader older than one it reported) reports
 /// no leader twice and none out of order: a, then b, then (the reads lag, naming a) nothing,
-/// then c.
+/// then c. The kill matrix runs it (harness `election`) against the election mutants.
 #[cfg(feature = "mem")]
 #[tokio::test]
 async fn an_observer_never_reports_a_read_that_lags() {
     use std::sync::atomic::Ordering;
+    // The kill matrix's harness `election`: the mutant named by `LOCKWRIGHT_MUTANT`, if any.
+    #[cfg(lockwright_mutants)]
+    lockwright_testkit::activate_mutant();
     let (lag, kept, lagged) = (Default::default(), Default::default(), Default::default());
     let store = Lagging {
         inner: lockwright::MemStore::new(),

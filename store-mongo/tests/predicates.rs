@@ -121,6 +121,9 @@ enum Op {
     UnlockOne {
         id: usize,
     },
+    /// `unlock_one` of the lock the resource's exclusive holder holds (a leader's resign:
+    /// it hands the lock over when a place can take it), or of `IDS[0]`'s when none.
+    Resign,
     /// `set_comment` of `id`'s lock on the resource (a leader's proclaim), to a comment or
     /// none.
     SetComment {
@@ -258,6 +261,8 @@ fn case() -> impl Strategy<Value = Case> {
         )
             .prop_map(|(id, margin_ms)| Op::RenewOne { id, margin_ms }),
         (0..IDS.len()).prop_map(|id| Op::UnlockOne { id }),
+        Just(Op::Resign),
+        Just(Op::Resign),
         (0..IDS.len(), any::<bool>()).prop_map(|(id, comment)| Op::SetComment { id, comment }),
         (
             prop::collection::vec((0..IDS.len(), 1_u64..30), 0..5),
@@ -563,8 +568,13 @@ async fn check(stores: &[MongoStore; 2], c: &Case) -> Result<(), TestCaseError> 
                     .map(|l| vec![l]),
             )
         }
-        Op::UnlockOne { id } => {
-            let (r, lock_id) = (resource(), LockId::new(IDS[*id]).unwrap());
+        Op::UnlockOne { .. } | Op::Resign => {
+            let id = match (&c.op, &c.held) {
+                (Op::UnlockOne { id }, _) => *id,
+                (_, Held::Exclusive(l)) => l.id,
+                _ => 0,
+            };
+            let (r, lock_id) = (resource(), LockId::new(IDS[id]).unwrap());
             (
                 store
                     .unlock_one(&r, &lock_id)
