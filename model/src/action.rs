@@ -531,7 +531,7 @@ impl fmt::Display for Effect {
                     "{} on {} proclaims {} now",
                     l.lock_id.as_str(),
                     l.resource,
-                    crate::election::value_word(*value)
+                    crate::state::value_word(*value)
                 ),
                 Err(e) => write!(f, "refused: {e}"),
             },

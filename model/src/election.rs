@@ -1,50 +1,15 @@
-//! What an election adds to the model's state: each candidate's value ([`value_word`]) and
-//! the observer ([`Observing`]).
+//! An election's own transitions: a proclaim, the observer's reads and their answers
+//! (the state they act on, each candidate's value and the observer, is in
+//! [`crate::state`]: [`value_word`], [`Observing`]).
 
-use lockwright_engine::election::{Leader, Observer, leader_of};
+use lockwright_engine::election::{Leader, leader_of};
 use lockwright_engine::{Filter, Timestamp};
 
 use crate::action::{Action, Effect};
 use crate::model::LockModel;
-use crate::state::{LockState, resource};
-
-/// How many reads the observer may have in flight at once: two, so that they may come back
-/// in either order (a poll and a wake-up's read overlap; a member that lags answers late).
-pub const READS: usize = 2;
-
-/// The comment a candidate's lock carries for its value `value`: `v<value>`.
-///
-/// # Panics
-/// For a value other than 0 or 1 (a candidate proclaims the other of two values).
-#[must_use]
-pub fn value_word(value: u8) -> &'static str {
-    ["v0", "v1"][usize::from(value)]
-}
-
-/// The observer of the election on `r0`: the engine's [`Observer`], the reads it has in
-/// flight (each what the store said at its instant: a leader or nobody) and, kept by the
-/// model for the property, the highest fence it has reported.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Observing {
-    /// What the observer has reported, as the engine keeps it.
-    pub observer: Observer,
-    /// The reads in flight: `Some(answer)` once sent, the answer (the leader's fence, or
-    /// nobody) fixed at the store's instant. Only the fence is kept: what the observer
-    /// reports depends on nothing else, and values and instants would multiply states.
-    pub reads: [Option<Option<u64>>; READS],
-    /// The highest fence reported so far (the property's own record).
-    pub highest: Option<u64>,
-    /// The reads made so far.
-    pub sent: u8,
-}
+use crate::state::{LockState, Observing, READS, resource, value_word};
 
 impl Observing {
-    /// The first slot with no read in flight.
-    #[must_use]
-    pub fn free_slot(&self) -> Option<usize> {
-        self.reads.iter().position(Option::is_none)
-    }
-
     /// The observer's possible actions: a read when a slot is free (the first free one:
     /// slots are alike), and the answer of each read in flight.
     pub(crate) fn possible_actions(&self, reads: u8, actions: &mut Vec<Action>) {

@@ -13,7 +13,7 @@ use lockwright_engine::{
 
 use crate::action::{Action, Effect};
 use crate::config::Config;
-use crate::election::value_word;
+use crate::state::value_word;
 use crate::state::{
     Belief, FenceClockKey, LockKey, LockState, PendingPurge, Wait, Write, lock_id, resource, ticket,
 };

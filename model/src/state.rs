@@ -10,8 +10,8 @@ use std::sync::OnceLock;
 use lockwright_engine::{LockId, LockTable, Mode, QueueEntry, Resource, StoredLock};
 
 use crate::config::{MAX_CLIENTS, MAX_RESOURCES, Rate};
-use crate::election::Observing;
 pub use crate::verdict::Verdict;
+use lockwright_engine::election::Observer;
 
 /// A lock a client believes it holds (while it trusts its group, see
 /// [`ClientState::trust_until`]).
@@ -69,7 +69,7 @@ pub struct ClientState {
     /// given up): it asks again with the same ticket.
     pub wait: Option<Wait>,
     /// As a candidate of an election, the value it proclaims (its campaigns' comment,
-    /// [`value_word`](crate::election::value_word)): 0, or what its last proclaim that the
+    /// [`value_word`]): 0, or what its last proclaim that the
     /// store took set. Always 0 outside elections.
     pub value: u8,
 }
@@ -145,6 +145,44 @@ pub struct LockState {
     /// Which properties the last transition broke, and which interesting situations it
     /// produced (empty and empty in most states, so equal situations stay equal states).
     pub last: Verdict,
+}
+
+/// How many reads the observer may have in flight at once: two, so that they may come back
+/// in either order (a poll and a wake-up's read overlap; a member that lags answers late).
+pub const READS: usize = 2;
+
+/// The comment a candidate's lock carries for its value `value`: `v<value>`.
+///
+/// # Panics
+/// For a value other than 0 or 1 (a candidate proclaims the other of two values).
+#[must_use]
+pub fn value_word(value: u8) -> &'static str {
+    ["v0", "v1"][usize::from(value)]
+}
+
+/// The observer of the election on `r0`: the engine's [`Observer`], the reads it has in
+/// flight (each what the store said at its instant: a leader or nobody) and, kept by the
+/// model for the property, the highest fence it has reported.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Observing {
+    /// What the observer has reported, as the engine keeps it.
+    pub observer: Observer,
+    /// The reads in flight: `Some(answer)` once sent, the answer (the leader's fence, or
+    /// nobody) fixed at the store's instant. Only the fence is kept: what the observer
+    /// reports depends on nothing else, and values and instants would multiply states.
+    pub reads: [Option<Option<u64>>; READS],
+    /// The highest fence reported so far (the property's own record).
+    pub highest: Option<u64>,
+    /// The reads made so far.
+    pub sent: u8,
+}
+
+impl Observing {
+    /// The first slot with no read in flight.
+    #[must_use]
+    pub fn free_slot(&self) -> Option<usize> {
+        self.reads.iter().position(Option::is_none)
+    }
 }
 
 /// The most incarnations of one client the model names (a client's lock ids in use at once
@@ -426,7 +464,7 @@ impl fmt::Display for LockState {
                 )?;
             }
             if c.value > 0 {
-                write!(f, "; proclaims {}", crate::election::value_word(c.value))?;
+                write!(f, "; proclaims {}", value_word(c.value))?;
             }
             if let Some(w) = c.write {
                 write!(

@@ -6,9 +6,9 @@
 //! `queue_places` and `handoff`: a candidate is a client with fair exclusive requests.
 
 use crate::action::Effect;
-use crate::election::value_word;
 use crate::model::LockModel;
 use crate::props::Transition;
+use crate::state::value_word;
 use crate::state::{LockState, parse_lock_id};
 use crate::verdict::{Check, PropSet};
 

@@ -167,7 +167,7 @@ fn written_queue(tr: &Transition<'_>, r: usize) -> Vec<QueueEntry> {
             let handoff = tr.action.client().map(|c| {
                 let mut holder = Holder::default();
                 if config.election {
-                    let value = crate::election::value_word(tr.before.clients[c].value);
+                    let value = crate::state::value_word(tr.before.clients[c].value);
                     holder.comment = Some(value.to_owned());
                 }
                 Handoff::new(

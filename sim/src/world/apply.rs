@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use lockwright_engine::Timestamp;
 use lockwright_engine::locker::{Reply, Request};
 use lockwright_engine::table::fence_floor;
 
@@ -103,5 +104,18 @@ impl World {
         self.locks_changed(request);
         self.handovers_after(client, incarnation, request, &reply, unlocks_held);
         reply
+    }
+
+    /// After a release that removed a lock on `r`, once the queue has followed the store's
+    /// answer: when `r` is left free, no fresh place waits (the release handed the lock to
+    /// the first one in the same write: `Handoff`).
+    fn check_release_handed_over(&mut self, r: usize, store_now: Timestamp) {
+        let fresh = self.fresh_places(r, store_now);
+        if fresh > 0 && self.locks_on(r).is_empty() {
+            self.violation(
+                ViolationKind::Handoff,
+                format!("a release left r{r} free while {fresh} fresh place(s) waited"),
+            );
+        }
     }
 }

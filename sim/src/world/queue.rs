@@ -15,9 +15,8 @@
 //!   write (other than the grant the write answered) was handed it by that write. It must
 //!   have been the first fresh place, past no fresh place, and its lock must run the place's
 //!   claim lease from the handoff (`Handoff`); it leaves the queue, and its wait ends there. The
-//!   world reads the locks from the store, and judges them by its own copy of the queue. A
-//!   release that removed a lock and left its resource free must leave no fresh place (it
-//!   hands the lock to the first in the same write).
+//!   world reads the locks from the store, and judges them by its own copy of the queue; a
+//!   release that left its resource free must leave no fresh place waiting.
 //! - `fifo` (every seed, whatever its faults): the store grants nobody while a fresh place is
 //!   ahead of the grantee's own live place (every fresh place is ahead of a request without
 //!   one: a request that is not fair, or a fair one before its first refusal). Every
@@ -411,21 +410,6 @@ impl World {
         }
     }
 
-    /// After a release that removed a lock on `r`, once the queue has followed the store's
-    /// answer: when `r` is left free, no fresh place waits (the release handed the lock to
-    /// the first one in the same write: `Handoff`).
-    pub(super) fn check_release_handed_over(&mut self, r: usize, store_now: Timestamp) {
-        let fresh = (self.queues.places[r].iter())
-            .filter(|p| store_now < p.expires && store_now < p.fresh_until)
-            .count();
-        if fresh > 0 && self.locks_on(r).is_empty() {
-            self.violation(
-                ViolationKind::Handoff,
-                format!("a release left r{r} free while {fresh} fresh place(s) waited"),
-            );
-        }
-    }
-
     /// After the store applied `request`: the free clocks of the resources whose locks it
     /// may have changed move on.
     pub(super) fn locks_changed(&mut self, request: &Request) {
@@ -573,6 +557,14 @@ impl World {
                 i += 1;
             }
         }
+    }
+
+    /// How many places of `r`'s queue are fresh at the store's instant `now`.
+    pub(super) fn fresh_places(&self, r: usize, now: Timestamp) -> usize {
+        let places = self.queues.places[r].iter();
+        places
+            .filter(|p| now < p.expires && now < p.fresh_until)
+            .count()
     }
 
     /// How long dead places hold back a handover of resource `r` that came free at `since`:
