@@ -133,6 +133,41 @@ impl<S: LockStore> Locker<S> {
     }
 }
 
+impl<S: LockStore> Locker<S> {
+    /// [`Locker::campaign`], telling `on_leader` who leads while this candidate waits (a
+    /// follower's hook, as client-go's `OnNewLeader`): each leader an observer of the
+    /// election reading every `every` sees ([`Client::observe`]: in fence order, never one
+    /// twice), until this candidate leads. A read that fails is not reported; the campaign
+    /// goes on. Cancel-safe, as [`Locker::campaign`].
+    ///
+    /// # Errors
+    /// As [`Locker::campaign`].
+    pub async fn campaign_following(
+        &self,
+        election: &str,
+        value: &str,
+        options: &LockOptions,
+        every: Duration,
+        mut on_leader: impl FnMut(Leader) + Send,
+    ) -> Result<Leadership<S>, Error> {
+        use futures_util::StreamExt as _;
+        let campaign = self.campaign(election, value, options);
+        let mut leaders = std::pin::pin!(self.client().observe(election, every));
+        tokio::pin!(campaign);
+        loop {
+            tokio::select! {
+                biased;
+                leadership = &mut campaign => return leadership,
+                Some(leader) = leaders.next() => {
+                    if let Ok(leader) = leader {
+                        on_leader(leader);
+                    }
+                }
+            }
+        }
+    }
+}
+
 impl<S: LockStore> Client<S> {
     /// Who leads `election` now, from one read of the store: the holder of its exclusive
     /// lock, unless that lock has expired (none while it is free, or expired and in its

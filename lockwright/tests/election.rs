@@ -162,6 +162,40 @@ async fn a_leader_is_alone_and_its_value_is_checked() {
     assert!(observed.next().await.is_none());
 }
 
+/// A follower's hook: b campaigns while a leads, and is told a leads (its value and fence);
+/// when a resigns, b leads.
+#[cfg(feature = "mem")]
+#[tokio::test]
+async fn a_waiting_candidate_is_told_who_leads() {
+    let client = Client::new(lockwright::MemStore::new());
+    let lockers: Vec<Locker<_>> = (0..2)
+        .map(|_| Locker::new(client.clone(), LockerConfig::default()).unwrap())
+        .collect();
+    let a = lockers[0].campaign("e", "a:1", &lease()).await.unwrap();
+    let a_fence = a.fence();
+    let (told_tx, mut told) = tokio::sync::mpsc::unbounded_channel();
+    let b_locker = lockers[1].clone();
+    let b = tokio::spawn(async move {
+        let every = Duration::from_millis(5);
+        b_locker
+            .campaign_following("e", "b:1", &lease(), every, move |l| {
+                told_tx.send(l).unwrap();
+            })
+            .await
+    });
+    let first = told.recv().await.unwrap();
+    assert_eq!(
+        (first.value.as_deref(), first.fence),
+        (Some("a:1"), a_fence)
+    );
+    a.resign().await.unwrap();
+    let b = b.await.unwrap().unwrap();
+    assert!(b.fence() > a_fence);
+    while let Ok(l) = told.try_recv() {
+        assert!(l.fence > a_fence && l.fence <= b.fence(), "{l:?}");
+    }
+}
+
 /// A store whose reads of status lag while `lag` is set: they return what `kept` holds (a
 /// read served by a member that lags, or one overtaken by a later one).
 #[cfg(feature = "mem")]

@@ -21,6 +21,8 @@ pub fn mongodb_uri() -> String {
 
 /// A uniquely named lock collection, dropped (with its database's entry) on drop.
 pub struct Coll {
+    /// The deployment's URI.
+    pub uri: String,
     /// `lockwright_test.cli_<hex>`.
     pub namespace: String,
     pub client: Client<MongoStore>,
@@ -55,7 +57,19 @@ impl Coll {
 
     /// A collection that does not exist yet.
     pub fn missing() -> Self {
-        let uri = mongodb_uri();
+        Self::missing_on(mongodb_uri())
+    }
+
+    /// A fresh collection, with the unique index in place, on the deployment at `uri` (a
+    /// replica set of the test's own).
+    pub fn on(uri: &str) -> Self {
+        let coll = Self::missing_on(uri.to_owned());
+        coll.block_on(coll.client.create_indexes())
+            .expect("create_indexes");
+        coll
+    }
+
+    fn missing_on(uri: String) -> Self {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -66,6 +80,7 @@ impl Coll {
             .block_on(MongoStore::connect(&uri, "lockwright_test", &name))
             .expect("connect");
         Coll {
+            uri,
             namespace: format!("lockwright_test.{name}"),
             client: Client::new(store),
             runtime,
@@ -80,7 +95,7 @@ impl Coll {
     /// `lockwright` with the URI and collection in its environment.
     pub fn lw(&self) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockwright"));
-        cmd.env("LOCKWRIGHT_URI", mongodb_uri())
+        cmd.env("LOCKWRIGHT_URI", &self.uri)
             .env("LOCKWRIGHT_COLLECTION", &self.namespace)
             .current_dir(self.dir.path())
             .stdin(Stdio::null());
