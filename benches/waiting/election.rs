@@ -9,6 +9,11 @@
 //!   lease of [`CRASH_TTL`], never renewed or released, on stores with a takeover grace of
 //!   [`CRASH_GRACE`]) and N candidates in line: the first leader's `campaign` returning,
 //!   against its lease and the grace (from half the dead grant's round trip).
+//! - `election_observed/N`: [`CANDIDATES`] candidates lead in turn for [`OBSERVED_LEAD`]
+//!   each while N processes (each a client of its own) observe the election
+//!   (`Client::observe`, a read every [`OBSERVE_EVERY`]). Sample: the server's CPU time
+//!   and the commands per leader change, and how many changes the observers reported. An
+//!   observer polls, so what it costs grows with the observers and with `lead / every`.
 
 use std::time::{Duration, Instant};
 
@@ -20,11 +25,18 @@ use tokio::task::JoinSet;
 
 use crate::fleets::Fleet;
 use crate::measures::{bare_xlock, lockers, ms, request, signed_ms};
-use crate::tally::{Counter, Counts};
+use crate::tally::{Counter, Counts, Tallied};
 use crate::{CRASH_GRACE, CRASH_TTL, TTL};
 
 /// How long each leader leads before it resigns.
 const LEAD: Duration = Duration::from_millis(5);
+/// The candidates of `election_observed/N`.
+const CANDIDATES: usize = 8;
+/// How long each leader leads in `election_observed/N`: long enough for an observer to
+/// see it.
+const OBSERVED_LEAD: Duration = Duration::from_millis(200);
+/// How often each observer of `election_observed/N` reads who leads.
+const OBSERVE_EVERY: Duration = Duration::from_millis(50);
 
 /// `election_resign/N`: see the module's docs.
 pub async fn resign<F: Fleet>(fleet: &F, n: usize, changes: usize) -> String {
@@ -128,5 +140,83 @@ pub async fn killed<F: Fleet>(fleet: &F, n: usize, rounds: usize) -> String {
         max(&delays),
         quantile(&rtts, 0.5),
         counts.line(F::COMMANDS, (&before, &after), rounds as f64, "round"),
+    )
+}
+
+/// `election_observed/N`: see the module's docs.
+pub async fn observed<F: Fleet>(fleet: &F, n: usize, changes: usize) -> String {
+    use futures_util::StreamExt as _;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let counts = Counts::default();
+    let all = lockers(fleet, &counts, CANDIDATES, true).await;
+    let election = format!("election_observed/{n}");
+    let reported = Arc::new(AtomicU64::new(0));
+    let mut tasks = JoinSet::new();
+    for _ in 0..n {
+        let client = lockwright::Client::new(Tallied {
+            inner: fleet.store(&counts.commands).await,
+            calls: counts.calls.clone(),
+        });
+        let (election, reported) = (election.clone(), Arc::clone(&reported));
+        tasks.spawn(async move {
+            let mut leaders = Box::pin(client.observe(&election, OBSERVE_EVERY));
+            while let Some(leader) = leaders.next().await {
+                leader.unwrap();
+                reported.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
+    let (led_tx, mut led) = mpsc::unbounded_channel();
+    for l in &all {
+        let (l, election, led_tx) = (l.clone(), election.clone(), led_tx.clone());
+        tasks.spawn(async move {
+            let lease = LockOptions::exclusive(TTL);
+            loop {
+                let leading = l.campaign(&election, "bench", &lease).await.unwrap();
+                if led_tx.send(()).is_err() {
+                    return;
+                }
+                tokio::time::sleep(OBSERVED_LEAD).await;
+                leading.resign().await.unwrap();
+            }
+        });
+    }
+    // Two leaders first: every observer is reading by then.
+    for _ in 0..2 {
+        led.recv().await;
+    }
+    let (before, cpu_before, seen_before) = (
+        counts.snapshot(),
+        fleet.server_cpu().await,
+        reported.load(Ordering::Relaxed),
+    );
+    for _ in 0..changes {
+        led.recv().await;
+    }
+    let (after, cpu_after, seen) = (
+        counts.snapshot(),
+        fleet.server_cpu().await,
+        reported.load(Ordering::Relaxed) - seen_before,
+    );
+    drop(led);
+    tasks.abort_all();
+    while tasks.join_next().await.is_some() {}
+    all.iter().for_each(lockwright::Locker::shutdown);
+    let cpu = cpu_before.zip(cpu_after).map_or_else(
+        || "server CPU n/a".to_string(),
+        |(b, a)| {
+            format!(
+                "server CPU {:.3} ms",
+                ms(a.saturating_sub(b)) / changes as f64
+            )
+        },
+    );
+    format!(
+        "{n} observing process(es) reading every {OBSERVE_EVERY:?}, leaders of {OBSERVED_LEAD:?}: \
+         {cpu} per leader change; the observers reported {:.2} of each change (each \
+         observer 1 at most); {}",
+        seen as f64 / (changes * n.max(1)) as f64,
+        counts.line(F::COMMANDS, (&before, &after), changes as f64, "change"),
     )
 }

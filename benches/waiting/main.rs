@@ -34,7 +34,8 @@
 //!   locks or wait far back: see [`idle`].
 //! - `keep_place/P`: one keep-place write with P places in a line that does not move: see
 //!   [`keep`].
-//! - Leader election (`election_resign`, `election_killed`): see [`election`].
+//! - Leader election (`election_resign`, `election_killed`, `election_observed`): see
+//!   [`election`].
 //!
 //! Where the server reports its CPU time (MongoDB's `serverStatus` on Linux), the worker
 //! loops (`contended`, `contended_spread`, `fair_contended`, `idle_processes`) give the
@@ -211,6 +212,14 @@ async fn run_all<F: Fleet>(run: &Run<'_>, plan: &Plan, fleet: impl AsyncFn(Optio
             let f = fleet(Some(CRASH_GRACE)).await;
             let line = election::killed(&f, n, plan.election_killed_rounds).await;
             run.report("election_killed", Some(n), "fair", &line);
+            f.finish().await;
+        }
+    }
+    for &n in plan.observers {
+        if run.wanted("election_observed", Some(n), ["fair", "fair"]) {
+            let f = fleet(None).await;
+            let line = election::observed(&f, n, plan.observed_changes).await;
+            run.report("election_observed", Some(n), "fair", &line);
             f.finish().await;
         }
     }

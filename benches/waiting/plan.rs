@@ -86,6 +86,10 @@ pub struct Plan {
     pub election_changes: usize,
     /// Dead leaders waited out per `election_killed/N`.
     pub election_killed_rounds: usize,
+    /// Observing processes of `election_observed/N`.
+    pub observers: &'static [usize],
+    /// Leadership changes measured per `election_observed/N`.
+    pub observed_changes: usize,
 }
 
 impl Plan {
@@ -127,6 +131,8 @@ impl Plan {
                 candidates: &[2],
                 election_changes: 3,
                 election_killed_rounds: 1,
+                observers: &[1],
+                observed_changes: 2,
             },
             Plan {
                 cycle_warm_up: 20,
@@ -152,6 +158,8 @@ impl Plan {
                 candidates: &[8, 64],
                 election_changes: 100,
                 election_killed_rounds: 2,
+                observers: &[1, 10, 100],
+                observed_changes: 10,
             },
             Plan {
                 cycle_warm_up: 50,
@@ -177,6 +185,8 @@ impl Plan {
                 candidates: &[8, 64],
                 election_changes: 300,
                 election_killed_rounds: 5,
+                observers: &[1, 10, 100],
+                observed_changes: 30,
             },
         )
     }

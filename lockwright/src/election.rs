@@ -131,9 +131,7 @@ impl<S: LockStore> Locker<S> {
             value: value.to_owned(),
         })
     }
-}
 
-impl<S: LockStore> Locker<S> {
     /// [`Locker::campaign`], telling `on_leader` who leads while this candidate waits (a
     /// follower's hook, as client-go's `OnNewLeader`): each leader an observer of the
     /// election reading every `every` sees ([`Client::observe`]: in fence order, never one

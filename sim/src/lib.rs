@@ -82,7 +82,7 @@
 //! (over the faulty network, so a proclaim may arrive after its sender was deposed) and
 //! resigning when its work is done; leaders are also cut off from the store for a while
 //! (partitions: every message of theirs lost), besides the crashes, pauses and lost
-//! messages of every seed. An observer reads who leads every half latency, its reads
+//! messages of every seed. An observer reads who leads every mean latency, its reads
 //! overlapping. Checked besides the above: `observer_went_back` (the engine's
 //! `election::Observer` never reports a fence at or below one it reported) and
 //! `leader_value` (a leader's value is one its own lock id proclaimed); and a release that

@@ -146,7 +146,7 @@ fn sweep_of_2000_seeds_finds_no_violation() {
 fn election_sweep_finds_no_violation() {
     #[cfg(lockwright_mutants)]
     lockwright_engine::mutants::activate_from_env();
-    let summary = sweep(&Options::election(), 0, 500, |_| {});
+    let summary = sweep(&Options::election(), 0, 300, |_| {});
     assert_eq!(
         summary.violation_count(),
         0,
@@ -196,7 +196,7 @@ fn election_sweep_finds_no_violation() {
         calm: true,
         ..Options::election()
     };
-    let summary = sweep(&calm, 0, 100, |_| {});
+    let summary = sweep(&calm, 0, 60, |_| {});
     assert_eq!(
         summary.violation_count(),
         0,
@@ -206,7 +206,7 @@ fn election_sweep_finds_no_violation() {
     );
     let t = &summary.tally;
     assert!(
-        summary.seeds_checking_handovers == 100
+        summary.seeds_checking_handovers == 60
             && t.handovers_checked > 0
             && t.takeovers_checked > 0
             && t.fair_waits_checked > 0,

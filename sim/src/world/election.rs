@@ -48,9 +48,10 @@ impl World {
         if !self.opts.election {
             return;
         }
-        // Reads every half of a mean latency: they overlap, and come back out of order.
+        // Reads every mean latency: a read's round trip takes two latencies, so reads
+        // overlap, and come back out of order.
         let (lo, hi) = self.mix.latency_ms;
-        self.election.every = ((lo + hi) / 4).max(1);
+        self.election.every = ((lo + hi) / 2).max(1);
         self.push(self.election.every, Event::ObserveTick);
     }
 
