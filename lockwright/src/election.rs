@@ -135,8 +135,8 @@ impl<S: LockStore> Locker<S> {
     /// [`Locker::campaign`], telling `on_leader` who leads while this candidate waits (a
     /// follower's hook, as client-go's `OnNewLeader`): each leader an observer of the
     /// election reading every `every` sees ([`Client::observe`]: in fence order, never one
-    /// twice), until this candidate leads. A read that fails is not reported; the campaign
-    /// goes on. Cancel-safe, as [`Locker::campaign`].
+    /// twice), until this candidate leads. A read that fails is logged (`tracing`, at warn)
+    /// and not reported; the campaign goes on. Cancel-safe, as [`Locker::campaign`].
     ///
     /// # Errors
     /// As [`Locker::campaign`].
@@ -156,11 +156,13 @@ impl<S: LockStore> Locker<S> {
             tokio::select! {
                 biased;
                 leadership = &mut campaign => return leadership,
-                Some(leader) = leaders.next() => {
-                    if let Ok(leader) = leader {
-                        on_leader(leader);
-                    }
-                }
+                Some(leader) = leaders.next() => match leader {
+                    Ok(leader) => on_leader(leader),
+                    Err(e) => tracing::warn!(
+                        error = %e,
+                        "a read of who leads failed; the campaign goes on"
+                    ),
+                },
             }
         }
     }
