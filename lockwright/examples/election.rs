@@ -41,17 +41,21 @@ where
         .map(|_| Locker::new(client.clone(), LockerConfig::default()))
         .collect::<Result<_, _>>()?;
     let mut observer = Box::pin(client.observe(ELECTION, Duration::from_millis(10)));
-    // Each candidate campaigns once the one before it is in line (or leads).
+    // Each candidate campaigns once the ones before it lead or are in line (else a later
+    // one could lead first, and the loop below, which takes them in order, would wait on
+    // the first while the later one leads).
     let mut campaigns = Vec::new();
+    let resource = lockwright::Resource::new(ELECTION)?;
     for (locker, value) in lockers.iter().zip(CANDIDATES) {
         let (locker, lease) = (locker.clone(), lease.clone());
         campaigns.push(tokio::spawn(async move {
             locker.campaign(ELECTION, value, &lease).await
         }));
-        let resource = lockwright::Resource::new(ELECTION)?;
-        while campaigns.len() > 1
-            && client.store().waiters(&resource).await?.len() < campaigns.len() - 1
-        {
+        loop {
+            let leads = usize::from(client.leader(ELECTION).await?.is_some());
+            if leads + client.store().waiters(&resource).await?.len() >= campaigns.len() {
+                break;
+            }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
