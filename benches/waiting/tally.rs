@@ -121,6 +121,14 @@ impl<S: LockStore> LockStore for Tallied<S> {
             .add(if hints.is_some() { "hints" } else { "no_hints" });
         hints
     }
+
+    fn announce_leaders(&self, election: &Resource) {
+        self.inner.announce_leaders(election);
+    }
+
+    fn leaders(&self) -> Option<lockwright_engine::election::LeaderStream> {
+        self.inner.leaders()
+    }
 }
 
 /// How a command (MongoDB) or a store call (memory) counts towards the herd target.

@@ -20,10 +20,15 @@
 //! assert_eq!(observer.see(leader(6)).map(|l| l.fence), Some(6));
 //! ```
 
+use std::pin::Pin;
+
+use futures_core::Stream;
 use serde::{Deserialize, Serialize};
 
 use crate::access::Mode;
+use crate::lock::StoredLock;
 use crate::mutants::{self, Mutant};
+use crate::names::Resource;
 use crate::status::LockStatus;
 use crate::time::Timestamp;
 
@@ -59,7 +64,35 @@ impl Leader {
             since: lock.created_at,
         }
     }
+
+    /// The leadership a stored exclusive `lock` carries.
+    #[must_use]
+    pub fn of_stored(lock: &StoredLock) -> Self {
+        Leader {
+            value: lock.holder.comment.clone(),
+            fence: lock.fence,
+            since: lock.created_at,
+        }
+    }
 }
+
+/// What a store tells observers of elections ([`LockStore::leaders`](crate::LockStore::leaders)).
+/// Only news: it may be late, lost, duplicated or reordered, so an observer passes a leader
+/// it hears of through its [`Observer`] as it does one it read, and reads the store after
+/// [`LeaderNews::Missed`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LeaderNews {
+    /// `leader` was granted the election's exclusive lock (by a request, or handed it in
+    /// the line).
+    Leads(Resource, Leader),
+    /// News may have been lost (the subscription began, or its stream reopened or fell
+    /// behind): who leads is to be read.
+    Missed,
+}
+
+/// A subscription to a store's news of leaders. See
+/// [`LockStore::leaders`](crate::LockStore::leaders).
+pub type LeaderStream = Pin<Box<dyn Stream<Item = LeaderNews> + Send>>;
 
 /// Who leads, given the locks a status read of the election's resource returned: the
 /// holder of its exclusive lock, unless that lock has expired (none while it is free, or

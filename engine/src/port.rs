@@ -7,6 +7,7 @@ use std::time::Duration;
 use futures_core::Stream;
 use serde::{Deserialize, Serialize};
 
+use crate::election::LeaderStream;
 use crate::error::Result;
 use crate::filter::Filter;
 use crate::lock::LockRequest;
@@ -109,6 +110,26 @@ pub trait LockStore: Send + Sync + 'static {
     /// store stops sending hints. Must be called within the runtime that polls the
     /// stream. Dropping the stream unsubscribes.
     fn hints(&self) -> Option<HintStream> {
+        None
+    }
+
+    /// From now on, tells the store's observers ([`LockStore::leaders`]) of each leader of
+    /// `election` that this store makes: each grant of its exclusive lock to a request
+    /// sent here, and each hand-over of it to the next place in line that a write sent
+    /// here made. A candidate's store is told so before it campaigns. The default (and a
+    /// store that can tell observers of every grant anyway) does nothing.
+    fn announce_leaders(&self, election: &Resource) {
+        let _ = election;
+    }
+
+    /// Subscribes to the news of who leads the elections on this store (see
+    /// [`LeaderNews`](crate::election::LeaderNews)), one subscription for all of them: `None` where the store sends none
+    /// (the default) or knows them unavailable, so observers only poll. Like hints, news
+    /// is never the source of truth: the stream starts with
+    /// [`LeaderNews::Missed`](crate::election::LeaderNews::Missed) and
+    /// ends when the store stops sending news. Must be called within the runtime that
+    /// polls the stream. Dropping the stream unsubscribes.
+    fn leaders(&self) -> Option<LeaderStream> {
         None
     }
 }

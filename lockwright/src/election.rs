@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use futures_util::Stream;
 pub use lockwright_engine::election::Leader;
-use lockwright_engine::election::{Observer, leader_of};
-use lockwright_engine::{Error, Filter, LockOptions, LockStore, Mode};
+use lockwright_engine::election::{LeaderNews, LeaderStream, Observer, leader_of};
+use lockwright_engine::{Error, Filter, LockOptions, LockStore, Mode, Resource};
+use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::locker::{Ended, LockGuard, Locker};
@@ -124,6 +125,9 @@ impl<S: LockStore> Locker<S> {
             ));
         }
         let options = options.clone().comment(value).fair();
+        self.client()
+            .store()
+            .announce_leaders(&Resource::new(election)?);
         let guard = self.acquire(election, &options).await?;
         Ok(Leadership {
             guard,
@@ -180,51 +184,112 @@ impl<S: LockStore> Client<S> {
         Ok(leader_of(&self.status(&filter).await?))
     }
 
-    /// The leaders of `election` as they change, read every `every`: each item is a leader
-    /// with a higher fence than the one before (never a lower one, whatever the reads
-    /// return); an error of one read is an item, and the reads go on. An observer is not a
-    /// candidate and keeps no place. It may miss a leader that led for less than `every`
-    /// (read as at least 1 ms). A bad election name is the one item, `InvalidArgument`
-    /// naming `resource`, and the stream ends.
+    /// The leaders of `election` as they change: each item is a leader with a higher fence
+    /// than the one before (never a lower one, whatever the reads and news say); an error
+    /// of one read is an item, and the observer goes on. An observer is not a candidate and
+    /// keeps no place.
+    ///
+    /// Where the store sends news of leaders ([`LockStore::leaders`]: MongoDB and memory
+    /// do), the observer hears of each new leader from the store, about half a round trip
+    /// after the write that made it (one subscription per store, whatever the number of
+    /// elections observed), and reads who leads once at the start, after news may have
+    /// been lost, and whenever `every` passes with no news of the election. Elsewhere it
+    /// reads every `every`. Either way it may miss a leader that led for less than `every`
+    /// (read as at least 1 ms) whose news was lost: on MongoDB, news is sent by the
+    /// candidates' stores ([`Locker::campaign`] tells its store to), so a leader handed
+    /// the lock by a write no candidate made (an administrator's unlock, a purge) is only
+    /// read. A bad election name is the one item, `InvalidArgument` naming `resource`, and
+    /// the stream ends.
     pub fn observe(
         &self,
         election: &str,
         every: Duration,
     ) -> impl Stream<Item = Result<Leader, Error>> + Send + 'static {
         use futures_util::StreamExt as _;
-        if let Err(e) = lockwright_engine::Resource::new(election) {
-            return futures_util::stream::once(async move { Err(e.into()) }).left_stream();
-        }
-        let client = self.clone();
-        let election = election.to_owned();
-        let every = every.max(Duration::from_millis(1));
-        poll_leaders(client, election, every).right_stream()
+        let election = match Resource::new(election) {
+            Ok(election) => election,
+            Err(e) => {
+                return futures_util::stream::once(async move { Err(e.into()) }).left_stream();
+            }
+        };
+        let watch = Watch {
+            news: self.store().leaders(),
+            client: self.clone(),
+            election,
+            every: every.max(Duration::from_millis(1)),
+            observer: Observer::new(),
+            read_at: Instant::now(),
+        };
+        futures_util::stream::unfold(watch, |mut watch| async move {
+            let item = watch.next().await;
+            Some((item, watch))
+        })
+        .right_stream()
     }
 }
 
-/// The polling loop behind [`Client::observe`].
-fn poll_leaders<S: LockStore>(
+/// What an observer does next.
+enum Step {
+    /// Pass a leader the store's news told of through the observer.
+    Heard(Leader),
+    /// Read who leads.
+    Read,
+}
+
+/// An observer's state between the items of [`Client::observe`].
+struct Watch<S: LockStore> {
     client: Client<S>,
-    election: String,
+    election: Resource,
     every: Duration,
-) -> impl Stream<Item = Result<Leader, Error>> + Send + 'static {
-    let state = (client, election, every, Observer::new(), true);
-    futures_util::stream::unfold(
-        state,
-        |(client, election, every, mut observer, mut first)| async move {
-            loop {
-                if !first {
-                    tokio::time::sleep(every).await;
+    observer: Observer,
+    /// The store's news of leaders, while it sends them.
+    news: Option<LeaderStream>,
+    /// When the next read is due, unless news comes first.
+    read_at: Instant,
+}
+
+impl<S: LockStore> Watch<S> {
+    /// The next leader to report (or a read's error): from the news where the store sends
+    /// them, from reads every `every` (and after news may have been lost) otherwise.
+    async fn next(&mut self) -> Result<Leader, Error> {
+        use futures_util::StreamExt as _;
+        loop {
+            let news = async {
+                match self.news.as_mut() {
+                    Some(news) => news.next().await,
+                    None => std::future::pending().await,
                 }
-                first = false;
-                let item = match client.leader(&election).await {
-                    Ok(leader) => leader.and_then(|l| observer.see(l)).map(Ok),
-                    Err(e) => Some(Err(e)),
-                };
-                if let Some(item) = item {
-                    return Some((item, (client, election, every, observer, first)));
+            };
+            let step = tokio::select! {
+                biased;
+                heard = news => match heard {
+                    Some(LeaderNews::Leads(election, leader)) if election == self.election => {
+                        self.read_at = Instant::now() + self.every;
+                        Step::Heard(leader)
+                    }
+                    Some(LeaderNews::Leads(..)) => continue,
+                    Some(LeaderNews::Missed) => Step::Read,
+                    None => {
+                        // The store stopped sending news: reads alone from now on.
+                        self.news = None;
+                        Step::Read
+                    }
+                },
+                () = tokio::time::sleep_until(self.read_at) => Step::Read,
+            };
+            let leader = match step {
+                Step::Heard(leader) => leader,
+                Step::Read => {
+                    self.read_at = Instant::now() + self.every;
+                    match self.client.leader(self.election.as_str()).await? {
+                        Some(leader) => leader,
+                        None => continue,
+                    }
                 }
+            };
+            if let Some(leader) = self.observer.see(leader) {
+                return Ok(leader);
             }
-        },
-    )
+        }
+    }
 }

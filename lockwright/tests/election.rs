@@ -215,6 +215,11 @@ impl lockwright_testkit::Forward for Lagging {
         &self.inner
     }
 
+    /// No news: the observer polls, and its reads are what lags.
+    fn leaders(&self) -> Option<lockwright_engine::election::LeaderStream> {
+        None
+    }
+
     async fn status(
         &self,
         filter: &lockwright::Filter,
@@ -281,11 +286,138 @@ async fn an_observer_never_reports_a_read_that_lags() {
     );
 }
 
+/// A store that counts its status reads (who leads is one).
+struct Reads<S> {
+    inner: S,
+    reads: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl<S: LockStore> lockwright_testkit::Forward for Reads<S> {
+    type Inner = S;
+
+    fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    async fn status(
+        &self,
+        filter: &lockwright::Filter,
+    ) -> Result<Vec<lockwright::LockStatus>, lockwright::Error> {
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.status(filter).await
+    }
+}
+
+lockwright_testkit::forward_lock_store!(impl<S: LockStore> Reads<S>);
+
+/// The next leader `observed` reports: a minute at most (its reads are an hour apart, so
+/// only the store's news of leaders can bring it in time).
+async fn heard(
+    observed: &mut (impl futures_util::Stream<Item = Result<lockwright::Leader, lockwright::Error>>
+              + Unpin),
+    what: &str,
+) -> lockwright::Leader {
+    tokio::time::timeout(Duration::from_secs(60), observed.next())
+        .await
+        .unwrap_or_else(|_| panic!("no news of {what} within a minute"))
+        .unwrap()
+        .unwrap()
+}
+
+/// Observers woken by the store: candidates on `candidates`' store; an observer on
+/// `observer`'s (another process's, where the backend has processes) reads every hour, and
+/// still reports a, b (handed the leadership when a resigns) and c (granted it, free) as
+/// they lead, in fence order: it read who leads once (at the start: the news' stream was
+/// open already).
+async fn observers_hear_the_store<S: LockStore, O: LockStore>(
+    candidates: Client<S>,
+    observer: Client<Reads<O>>,
+) {
+    use std::sync::atomic::Ordering;
+    let reads = std::sync::Arc::clone(&observer.store().reads);
+    let hour = Duration::from_secs(3_600);
+    // The news' stream is open once its first item, `Missed`, comes; kept open throughout.
+    let mut open = observer.store().leaders().expect("the store sends news of leaders");
+    assert_eq!(open.next().await, Some(lockwright_engine::election::LeaderNews::Missed));
+    let mut observed = Box::pin(observer.observe("news", hour));
+    let locker = Locker::new(candidates.clone(), LockerConfig::default()).unwrap();
+    let other = Locker::new(candidates.clone(), LockerConfig::default()).unwrap();
+    let a = locker.campaign("news", "a", &lease()).await.unwrap();
+    let seen = heard(&mut observed, "a").await;
+    assert_eq!((seen.value.as_deref(), seen.fence), (Some("a"), a.fence()));
+    let b = {
+        let other = other.clone();
+        tokio::spawn(async move { other.campaign("news", "b", &lease()).await })
+    };
+    let resource = lockwright::Resource::new("news").unwrap();
+    for _ in 0..6_000 {
+        if candidates.store().waiters(&resource).await.unwrap().len() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    a.resign().await.unwrap();
+    let seen = heard(&mut observed, "b, handed the leadership").await;
+    let b = b.await.unwrap().unwrap();
+    assert_eq!((seen.value.as_deref(), seen.fence), (Some("b"), b.fence()));
+    b.resign().await.unwrap();
+    let c = locker.campaign("news", "c", &lease()).await.unwrap();
+    let seen = heard(&mut observed, "c, granted the leadership").await;
+    assert_eq!((seen.value.as_deref(), seen.fence), (Some("c"), c.fence()));
+    assert_eq!(
+        reads.load(Ordering::SeqCst),
+        1,
+        "one read, at the start: the observer heard b and c from the store"
+    );
+    drop(open);
+    c.resign().await.unwrap();
+    locker.shutdown();
+    other.shutdown();
+}
+
+#[cfg(feature = "mem")]
+#[tokio::test]
+async fn observers_hear_the_store_in_memory() {
+    let client = Client::new(Reads {
+        inner: lockwright::MemStore::new(),
+        reads: std::sync::Arc::default(),
+    });
+    observers_hear_the_store(client.clone(), client).await;
+}
+
 #[cfg(feature = "mongo")]
 mod mongo {
-    use lockwright_testkit::mongo::fixture::{fresh_store, teardown};
+    use lockwright_testkit::mongo::fixture::{fresh_store, monitored_client, teardown};
 
     use super::*;
+
+    /// The observer is another process (a client of its own) on the candidates'
+    /// collection, with two observers on two elections: one cursor on the leaders'
+    /// collection serves both (one `find` on it), and each news is an insert of the
+    /// candidates' process.
+    #[tokio::test]
+    async fn observers_hear_the_store_on_mongodb() {
+        let candidates = Client::new(fresh_store(None).await);
+        let (client, log) = monitored_client().await;
+        let ns = candidates.store().collection().namespace();
+        let observer = Client::new(Reads {
+            inner: lockwright::MongoStore::from_collection(
+                client.database(&ns.db).collection(&ns.coll),
+            ),
+            reads: std::sync::Arc::default(),
+        });
+        let leaders = observer.store().inner.wake_collections().pop().unwrap();
+        assert!(leaders.ends_with(".wakes.leaders"), "{leaders}");
+        let _elsewhere = Box::pin(observer.observe("elsewhere", Duration::from_secs(3_600)));
+        observers_hear_the_store(candidates.clone(), observer).await;
+        let finds = log
+            .take_commands()
+            .into_iter()
+            .filter(|(name, body)| name == "find" && body.get_str("find") == Ok(leaders.as_str()))
+            .count();
+        assert_eq!(finds, 1, "one cursor on the leaders' collection for this process");
+        teardown(candidates.store()).await;
+    }
 
     #[tokio::test]
     async fn candidates_lead_in_turn_on_mongodb() {

@@ -1,55 +1,110 @@
-//! The in-process notifier behind [`MemStore`](crate::MemStore)'s hints: every change that
-//! may free a resource (a release, a purge) or that took it (a grant) is sent to every
-//! subscriber, after the change is applied and its shard unlocked.
+//! The in-process notifier behind [`MemStore`](crate::MemStore)'s hints and news of
+//! leaders: every change that may free a resource (a release, a purge) or that took it (a
+//! grant) is sent to every subscriber of hints, and every exclusive grant to every observer,
+//! after the change is applied and its shard unlocked.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_channel::mpsc::{UnboundedSender, unbounded};
-use lockwright_engine::{HandedLock, Hint, HintStream, Resource, table::Handed};
+use lockwright_engine::election::{Leader, LeaderNews, LeaderStream};
+use lockwright_engine::{
+    HandedLock, Hint, HintStream, LockStatus, Mode, Resource, table::Handed,
+};
 
-/// The subscribers. Plain std primitives even under loom: hints are outside what the loom
-/// tests explore (they never decide anything).
-#[derive(Debug, Default)]
-pub(crate) struct Notifier {
-    subscribers: Mutex<Vec<UnboundedSender<Hint>>>,
+/// Subscribers to one kind of message. Plain std primitives even under loom: hints and
+/// news are outside what the loom tests explore (they never decide anything).
+#[derive(Debug)]
+struct Subscribers<T> {
+    list: Mutex<Vec<UnboundedSender<T>>>,
     /// How many subscribers there were at the last change of the list, so the lock
     /// operations skip the list when nobody listens.
     count: AtomicUsize,
 }
 
-impl Notifier {
-    /// A new subscription, starting with `Missed`.
-    pub(crate) fn subscribe(&self) -> HintStream {
+impl<T> Default for Subscribers<T> {
+    fn default() -> Self {
+        Subscribers {
+            list: Mutex::default(),
+            count: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl<T: Clone> Subscribers<T> {
+    /// A new subscription, starting with `first`.
+    fn subscribe(&self, first: T) -> futures_channel::mpsc::UnboundedReceiver<T> {
         let (tx, rx) = unbounded();
         // The receiver is alive: the send cannot fail.
-        let _ = tx.unbounded_send(Hint::Missed);
+        let _ = tx.unbounded_send(first);
         let mut subscribers = self.list();
         subscribers.push(tx);
         self.count.store(subscribers.len(), Ordering::Release);
-        Box::pin(rx)
+        rx
+    }
+
+    /// Whether anybody listens.
+    fn any(&self) -> bool {
+        self.count.load(Ordering::Acquire) > 0
+    }
+
+    fn send(&self, message: &T) {
+        let mut subscribers = self.list();
+        subscribers.retain(|s| s.unbounded_send(message.clone()).is_ok());
+        self.count.store(subscribers.len(), Ordering::Release);
+    }
+
+    fn list(&self) -> std::sync::MutexGuard<'_, Vec<UnboundedSender<T>>> {
+        // Nothing panics while the list is locked; a poisoned list is still a valid list.
+        self.list
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The subscribers to hints, and the observers of elections.
+#[derive(Debug, Default)]
+pub(crate) struct Notifier {
+    hints: Subscribers<Hint>,
+    observers: Subscribers<LeaderNews>,
+}
+
+impl Notifier {
+    /// A new subscription to hints, starting with `Missed`.
+    pub(crate) fn subscribe(&self) -> HintStream {
+        Box::pin(self.hints.subscribe(Hint::Missed))
+    }
+
+    /// A new subscription to the news of leaders, starting with `Missed`.
+    pub(crate) fn observe(&self) -> LeaderStream {
+        Box::pin(self.observers.subscribe(LeaderNews::Missed))
     }
 
     /// Tells every subscriber that `resource` was freed.
     pub(crate) fn freed<'a>(&self, resources: impl IntoIterator<Item = &'a Resource>) {
-        if self.count.load(Ordering::Acquire) == 0 {
+        if !self.hints.any() {
             return;
         }
         for r in resources {
-            self.send(&Hint::Freed(r.clone()));
+            self.hints.send(&Hint::Freed(r.clone()));
         }
     }
 
-    /// Tells every subscriber that `resource` was granted, with `fence`.
     /// The store handed locks to the heads of queues: each handed place's waiter holds its
     /// lock at once, as the hint says what was handed (or asks at once, and its request
-    /// claims the lock).
+    /// claims the lock); an exclusive one's holder leads its election.
     pub(crate) fn handed(&self, handed: &[Handed]) {
-        if handed.is_empty() || self.count.load(Ordering::Acquire) == 0 {
+        if handed.is_empty() {
             return;
         }
         for h in handed {
-            self.send(&Hint::First {
+            self.leads(&h.status);
+        }
+        if !self.hints.any() {
+            return;
+        }
+        for h in handed {
+            self.hints.send(&Hint::First {
                 resource: h.status.resource.clone(),
                 taken: false,
                 place: Some(h.ticket.place_tag()),
@@ -58,23 +113,28 @@ impl Notifier {
         }
     }
 
-    pub(crate) fn taken(&self, resource: &Resource, fence: u64) {
-        if self.count.load(Ordering::Acquire) == 0 {
-            return;
+    /// Tells every subscriber that `granted`'s resource was granted, with its fence (and
+    /// every observer who leads it, when exclusive and granted now: a claim renews a lock
+    /// handed over earlier, which [`Notifier::handed`] told of).
+    pub(crate) fn taken(&self, granted: &LockStatus) {
+        if granted.renewed_at.is_none() {
+            self.leads(granted);
         }
-        self.send(&Hint::Taken(resource.clone(), Some(fence)));
+        if self.hints.any() {
+            self.hints.send(&Hint::Taken(
+                granted.resource.clone(),
+                Some(granted.fence),
+            ));
+        }
     }
 
-    fn send(&self, hint: &Hint) {
-        let mut subscribers = self.list();
-        subscribers.retain(|s| s.unbounded_send(hint.clone()).is_ok());
-        self.count.store(subscribers.len(), Ordering::Release);
-    }
-
-    fn list(&self) -> std::sync::MutexGuard<'_, Vec<UnboundedSender<Hint>>> {
-        // Nothing panics while the list is locked; a poisoned list is still a valid list.
-        self.subscribers
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// Tells every observer that `lock`'s holder leads, when it is exclusive.
+    fn leads(&self, lock: &LockStatus) {
+        if lock.mode == Mode::Exclusive && self.observers.any() {
+            self.observers.send(&LeaderNews::Leads(
+                lock.resource.clone(),
+                Leader::of(lock),
+            ));
+        }
     }
 }

@@ -173,7 +173,7 @@ impl LockStore for MemStore {
         };
         self.notifier.handed(&handed);
         if let Ok(g) = &granted {
-            self.notifier.taken(&request.resource, g.fence);
+            self.notifier.taken(g);
         }
         granted
     }
@@ -321,5 +321,12 @@ impl LockStore for MemStore {
     /// expires sends none (its waiters learnt its end from the refusal).
     fn hints(&self) -> Option<HintStream> {
         Some(self.notifier.subscribe())
+    }
+
+    /// News from the same notifier: `Leads` after each exclusive grant and each hand-over
+    /// of an exclusive lock, of any resource (every candidate is in this process, so none
+    /// needs to be told of its elections). Never lost.
+    fn leaders(&self) -> Option<lockwright_engine::election::LeaderStream> {
+        Some(self.notifier.observe())
     }
 }

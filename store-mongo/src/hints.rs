@@ -10,6 +10,11 @@
 //! keep-place write hints nothing (waiters behind the head learn where they are from their
 //! own attempts, see the engine's `locker::fair`).
 //!
+//! The news of leaders for observers comes the same way (a [`HintSource`] of
+//! [`LeaderNews`]): one cursor per store on the leaders' collection, unfiltered, whatever
+//! the number of elections its observers observe; each news names its election, and every
+//! subscriber picks its own.
+//!
 //! Nothing depends on the cursor: after any error the task reopens it, and every
 //! subscriber gets [`Hint::Missed`] (so every waiter asks once more), as it does after
 //! each opening. The wakes still in the shard are read again at each opening, less those
@@ -23,7 +28,8 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use lockwright_engine::{HandedLock, Hint, HintStream, Resource, Timestamp};
+use lockwright_engine::election::{Leader, LeaderNews};
+use lockwright_engine::{HandedLock, Hint, Resource, Timestamp};
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::CursorType;
 use tokio::sync::broadcast;
@@ -32,7 +38,38 @@ use tokio_stream::wrappers::BroadcastStream;
 
 use crate::failure::MongoFailure;
 use crate::setup::command_code;
-use crate::wakes::{self, CREATED, EXPIRES, FENCE, PLACE, RESOURCE, STORE, Wakes};
+use crate::wakes::{self, CREATED, EXPIRES, FENCE, LEADERS, PLACE, RESOURCE, STORE, VALUE, Wakes};
+
+/// What a tailed collection's documents say: hints for waiters, or news for observers.
+pub(crate) trait Tailed: Clone + Send + Sync + std::fmt::Debug + 'static {
+    /// Sent at each opening of the cursor, and to a subscriber that fell behind.
+    fn missed() -> Self;
+    /// What `doc` says; `None` for a document that says nothing (a collection's seed).
+    fn of(doc: &Document) -> Option<Self>;
+}
+
+impl Tailed for Hint {
+    fn missed() -> Self {
+        Hint::Missed
+    }
+
+    fn of(doc: &Document) -> Option<Self> {
+        hint_of(doc)
+    }
+}
+
+impl Tailed for LeaderNews {
+    fn missed() -> Self {
+        LeaderNews::Missed
+    }
+
+    fn of(doc: &Document) -> Option<Self> {
+        news_of(doc)
+    }
+}
+
+/// A subscription to a source.
+type Subscription<T> = std::pin::Pin<Box<dyn futures_util::Stream<Item = T> + Send>>;
 
 /// Hints a subscriber may fall behind by before it gets `Missed` instead.
 const CAPACITY: usize = 1024;
@@ -59,11 +96,17 @@ const UNAVAILABLE_CODES: [i32; 3] = [13, 20, 115];
 
 /// The store's side: the stream that is open, if any, and whether streams work at all.
 #[derive(Debug)]
-pub(crate) struct HintSource {
+pub(crate) struct HintSource<T: Tailed = Hint> {
     /// This store's tag: its fair requests' places carry it, and its cursor hears the
     /// wakes that name it (and no other store's).
     tag: String,
-    hub: Mutex<Weak<Hub>>,
+    /// The collection tailed: a shard of wakes, or the leaders'.
+    k: usize,
+    /// Which of its documents the cursor returns.
+    filter: Document,
+    /// Who goes without when the collection cannot be read (for the log).
+    fallback: &'static str,
+    hub: Mutex<Weak<Hub<T>>>,
     /// The wakes already passed on, by `_id`, across openings of the cursor.
     seen: Seen,
     /// Since when, and why, the wakes are known to be unreadable.
@@ -74,12 +117,12 @@ pub(crate) struct HintSource {
 
 /// One open (or opening) cursor and its subscribers.
 #[derive(Debug)]
-struct Hub {
-    shared: Arc<Shared>,
+struct Hub<T> {
+    shared: Arc<Shared<T>>,
     task: tokio::task::AbortHandle,
 }
 
-impl Drop for Hub {
+impl<T> Drop for Hub<T> {
     fn drop(&mut self) {
         self.task.abort();
     }
@@ -112,15 +155,15 @@ impl SeenIds {
 type Seen = Arc<Mutex<SeenIds>>;
 
 #[derive(Debug)]
-struct Shared {
-    sender: Mutex<Option<broadcast::Sender<Hint>>>,
+struct Shared<T> {
+    sender: Mutex<Option<broadcast::Sender<T>>>,
     seen: Seen,
     /// The cursor is open (its first `Missed` was sent).
     open: AtomicBool,
 }
 
-impl Shared {
-    fn send(&self, hint: Hint) {
+impl<T> Shared<T> {
+    fn send(&self, hint: T) {
         if let Some(tx) = lock(&self.sender).as_ref() {
             // No receiver: nobody listens any more; the hub is being dropped.
             let _ = tx.send(hint);
@@ -133,18 +176,41 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl HintSource {
-    /// A source with a fresh tag (an `ObjectId`'s hex: unique across processes).
+impl HintSource<Hint> {
+    /// A source with a fresh tag (an `ObjectId`'s hex: unique across processes), on the
+    /// shard of wakes of that tag.
     pub(crate) fn new() -> Self {
+        let tag = mongodb::bson::oid::ObjectId::new().to_hex();
         HintSource {
-            tag: mongodb::bson::oid::ObjectId::new().to_hex(),
+            k: wakes::shard_of(&tag),
+            filter: doc! { STORE: tag.as_str() },
+            fallback: "waiting acquires",
+            tag,
             hub: Mutex::default(),
             seen: Seen::default(),
             unavailable: Arc::default(),
             logged: Arc::default(),
         }
     }
+}
 
+impl HintSource<LeaderNews> {
+    /// A source of the news of every election, on the leaders' collection.
+    pub(crate) fn leaders() -> Self {
+        HintSource {
+            tag: String::new(),
+            k: LEADERS,
+            filter: doc! { RESOURCE: { "$exists": true } },
+            fallback: "observers",
+            hub: Mutex::default(),
+            seen: Seen::default(),
+            unavailable: Arc::default(),
+            logged: Arc::default(),
+        }
+    }
+}
+
+impl<T: Tailed> HintSource<T> {
     /// The tag of this store's places.
     pub(crate) fn tag(&self) -> &str {
         &self.tag
@@ -152,7 +218,7 @@ impl HintSource {
 
     /// A subscription, opening the cursor if none is open; `None` while the wakes are
     /// known to be unreadable. Must be called within a tokio runtime.
-    pub(crate) fn subscribe(&self, wakes: &Arc<Wakes>) -> Option<HintStream> {
+    pub(crate) fn subscribe(&self, wakes: &Arc<Wakes>) -> Option<Subscription<T>> {
         if let Some((since, _)) = lock(&self.unavailable).as_ref()
             && since.elapsed() < UNAVAILABLE_FOR
         {
@@ -174,10 +240,10 @@ impl HintSource {
         let missed_first = hub.shared.open.load(Ordering::Acquire);
         let hints = BroadcastStream::new(rx).map(move |received| {
             let _keep_open = &hub;
-            received.unwrap_or(Hint::Missed)
+            received.unwrap_or_else(|_| T::missed())
         });
         Some(if missed_first {
-            Box::pin(futures_util::stream::once(async { Hint::Missed }).chain(hints))
+            Box::pin(futures_util::stream::once(async { T::missed() }).chain(hints))
         } else {
             Box::pin(hints)
         })
@@ -188,7 +254,7 @@ impl HintSource {
         lock(&self.unavailable).as_ref().map(|(_, why)| why.clone())
     }
 
-    fn open(&self, wakes: Arc<Wakes>) -> Arc<Hub> {
+    fn open(&self, wakes: Arc<Wakes>) -> Arc<Hub<T>> {
         let (tx, _) = broadcast::channel(CAPACITY);
         let shared = Arc::new(Shared {
             sender: Mutex::new(Some(tx)),
@@ -197,13 +263,12 @@ impl HintSource {
         });
         let unavailable = Arc::clone(&self.unavailable);
         let logged = Arc::clone(&self.logged);
-        let task = tokio::spawn(run(
-            wakes,
-            self.tag.clone(),
-            Arc::clone(&shared),
-            unavailable,
-            logged,
-        ));
+        let tail = Tail {
+            k: self.k,
+            filter: self.filter.clone(),
+            fallback: self.fallback,
+        };
+        let task = tokio::spawn(run(wakes, tail, Arc::clone(&shared), unavailable, logged));
         Arc::new(Hub {
             shared,
             task: task.abort_handle(),
@@ -251,24 +316,47 @@ fn hint_of(wake: &Document) -> Option<Hint> {
     })
 }
 
+/// What news of a leader says: the election, and who leads it since when with what fence
+/// and value. `None` for a document that is not news (the collection's seed).
+fn news_of(news: &Document) -> Option<LeaderNews> {
+    let resource = news.get_str(RESOURCE).ok()?;
+    let fence = u64::try_from(news.get_i64(FENCE).ok()?).ok()?;
+    let since = match news.get(CREATED) {
+        Some(Bson::DateTime(d)) => Timestamp::from_millis(u64::try_from(d.timestamp_millis()).ok()?),
+        _ => return None,
+    };
+    let value = news.get_str(VALUE).ok().map(str::to_owned);
+    Some(LeaderNews::Leads(
+        Resource::stored(resource),
+        Leader::new(value, fence, since),
+    ))
+}
+
+/// What a hub's cursor tails: collection `k` of the wakes, with `filter`.
+struct Tail {
+    k: usize,
+    filter: Document,
+    fallback: &'static str,
+}
+
 /// The hub's task: open the cursor, send `Missed`, pass each wake not seen before on as a
 /// hint; when the cursor ends or fails, pause and reopen it; stop for good where the wakes
 /// cannot be read. The pause doubles while reopened cursors fail before delivering
 /// anything. A cursor that ends without an error found its shard empty: it is seeded.
-async fn run(
+async fn run<T: Tailed>(
     wakes: Arc<Wakes>,
-    tag: String,
-    shared: Arc<Shared>,
+    tail: Tail,
+    shared: Arc<Shared<T>>,
     unavailable: Arc<Mutex<Option<(Instant, String)>>>,
     logged: Arc<AtomicBool>,
 ) {
-    let k = wakes::shard_of(&tag);
+    let k = tail.k;
     let coll = wakes.shard(k);
     let mut pause = REOPEN_PAUSE;
     loop {
         let opened = match wakes.ensure(k).await {
             Ok(()) => {
-                coll.find(doc! { STORE: tag.as_str() })
+                coll.find(tail.filter.clone())
                     .cursor_type(CursorType::TailableAwait)
                     .max_await_time(AWAIT)
                     .await
@@ -279,14 +367,14 @@ async fn run(
             Ok(mut cursor) => {
                 *lock(&unavailable) = None;
                 shared.open.store(true, Ordering::Release);
-                shared.send(Hint::Missed);
+                shared.send(T::missed());
                 let failed = loop {
                     match cursor.next().await {
                         Some(Ok(wake)) => {
                             pause = REOPEN_PAUSE;
                             let id = wake.get("_id").map_or_else(String::new, Bson::to_string);
                             if lock(&shared.seen).first_time(id)
-                                && let Some(hint) = hint_of(&wake)
+                                && let Some(hint) = T::of(&wake)
                             {
                                 shared.send(hint);
                             }
@@ -312,7 +400,8 @@ async fn run(
                     tracing::warn!(
                         collection = %coll.namespace(),
                         error = %why,
-                        "the wakes cannot be read: waiting acquires will poll"
+                        who = tail.fallback,
+                        "the wakes cannot be read: these will poll"
                     );
                 }
                 *lock(&unavailable) = Some((Instant::now(), why));

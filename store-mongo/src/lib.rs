@@ -65,7 +65,8 @@ mod status;
 pub mod test_support;
 mod wakes;
 
-use std::sync::{Arc, Mutex};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use mongodb::bson::{Bson, Document};
@@ -74,6 +75,7 @@ use mongodb::{Client, Collection};
 
 pub use failure::MongoFailure;
 pub use fenced::{DEFAULT_FENCE_FIELD, FencedCollection};
+use lockwright_engine::election::{Leader, LeaderNews, LeaderStream};
 use lockwright_engine::{
     Clock, DEFAULT_TAKEOVER_GRACE, Error, Filter, HintStream, LockId, LockRequest, LockStatus,
     LockStore, Renewal, Resource, Result, Timestamp, Ttl,
@@ -107,6 +109,10 @@ pub struct MongoStore {
     hints: hints::HintSource,
     /// The capped collections a hand-over's wakes go to.
     wakes: Arc<wakes::Wakes>,
+    /// The leaders' cursor behind [`LockStore::leaders`].
+    leaders: hints::HintSource<LeaderNews>,
+    /// The elections whose leaders this store announces ([`LockStore::announce_leaders`]).
+    elections: Mutex<HashSet<Resource>>,
 }
 
 /// The server selection timeout the driver uses unless the URI says otherwise.
@@ -167,6 +173,8 @@ impl MongoStore {
             grace: DEFAULT_TAKEOVER_GRACE,
             hints: hints::HintSource::new(),
             wakes,
+            leaders: hints::HintSource::leaders(),
+            elections: Mutex::default(),
         };
         store.with_write_concern(write_concern)
     }
@@ -221,9 +229,10 @@ impl MongoStore {
 
     /// The capped collections (in the lock collection's database) that hand-overs send
     /// their wakes to, one per shard: `<collection>.wakes.<k>` for `k` in `0`..`f` (created
-    /// on first use). A waiting process keeps one tailable cursor on the shard of its
-    /// store ([`MongoStore::wake_collection`]) while a waiter of it is near the head of a
-    /// line.
+    /// on first use), and last the one the news of leaders goes to,
+    /// `<collection>.wakes.leaders`. A waiting process keeps one tailable cursor on the
+    /// shard of its store ([`MongoStore::wake_collection`]) while a waiter of it is near the
+    /// head of a line, and an observing process one on the leaders' while it observes.
     #[must_use]
     pub fn wake_collections(&self) -> Vec<String> {
         self.wakes.shard_names()
@@ -443,5 +452,46 @@ impl LockStore for MongoStore {
     /// unreadable here (logged once; [`MongoStore::hints_unavailable`] says why).
     fn hints(&self) -> Option<HintStream> {
         self.hints.subscribe(&self.wakes)
+    }
+
+    /// From now on, each grant of `election`'s exclusive lock made here, and each
+    /// hand-over of it that a write made here did, is news: one insert into the leaders'
+    /// collection (`w: 1`, after the write's reply, not awaited by the operation).
+    fn announce_leaders(&self, election: &Resource) {
+        self.elections
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(election.clone());
+    }
+
+    /// News from one tailable cursor on the leaders' collection, shared by every
+    /// subscription of this store whatever the elections observed. `None` for a minute
+    /// after the collection turned out unreadable here (logged once).
+    fn leaders(&self) -> Option<LeaderStream> {
+        self.leaders.subscribe(&self.wakes)
+    }
+}
+
+impl MongoStore {
+    /// Announces those of `leaders` whose elections this store announces, in a task of
+    /// their own (the operation that made them does not wait for it).
+    fn announce(&self, leaders: impl IntoIterator<Item = (Resource, Leader)>) {
+        let leaders: Vec<(Resource, Leader)> = {
+            let elections = self
+                .elections
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if elections.is_empty() {
+                return;
+            }
+            leaders
+                .into_iter()
+                .filter(|(r, _)| elections.contains(r))
+                .collect()
+        };
+        if !leaders.is_empty() {
+            let wakes = Arc::clone(&self.wakes);
+            tokio::spawn(async move { wakes.announce(leaders).await });
+        }
     }
 }

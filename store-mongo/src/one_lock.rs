@@ -9,6 +9,7 @@ use mongodb::error::ErrorKind;
 use mongodb::options::{Hint, ReturnDocument};
 use tokio::time::Instant;
 
+use lockwright_engine::election::Leader;
 use lockwright_engine::{
     Access, Error, LockId, LockRequest, LockStatus, LockTable, Renewal, Resource, Timestamp,
 };
@@ -207,6 +208,7 @@ impl MongoStore {
     pub(crate) async fn wake_handed(&self, resource: &Resource, doc: &Document, nonce: &str) {
         let handed = wakes::handed_in(doc, nonce);
         if !handed.is_empty() {
+            self.announce_handed(resource, &handed);
             self.wakes.send(resource, &handed).await;
         }
     }
@@ -214,8 +216,19 @@ impl MongoStore {
     /// Sends the wakes of hand-overs, by resource (see [`wakes::replayed`]).
     pub(crate) async fn wake_all(&self, handed: Vec<(Resource, Vec<wakes::Wake>)>) {
         for (resource, places) in handed {
+            self.announce_handed(&resource, &places);
             self.wakes.send(&resource, &places).await;
         }
+    }
+
+    /// Announces the leaders that `handed` (of `resource`) made, where it is an election.
+    fn announce_handed(&self, resource: &Resource, handed: &[wakes::Wake]) {
+        self.announce(
+            handed
+                .iter()
+                .filter_map(|w| w.leader.clone())
+                .map(|l| (resource.clone(), l)),
+        );
     }
 }
 
@@ -325,9 +338,15 @@ pub(crate) async fn lock(store: &MongoStore, request: &LockRequest) -> Result<Lo
             Access::Shared(limit) => pipeline::slock(request, limit, &ask),
         }
     };
-    store
+    let granted = store
         .grant(request.access.operation(), request, build)
-        .await
+        .await?;
+    // A grant this write made (a claim renews a lock handed over earlier, whose writer
+    // announced it).
+    if request.access == Access::Exclusive && granted.renewed_at.is_none() {
+        store.announce([(granted.resource.clone(), Leader::of(&granted))]);
+    }
+    Ok(granted)
 }
 
 /// What a one-lock write on a held lock (`renew_one`, `set_comment`) replied: the document

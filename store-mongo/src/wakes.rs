@@ -34,8 +34,9 @@ use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::{Acknowledgment, WriteConcern};
 use mongodb::{Collection, Database};
 
+use lockwright_engine::election::Leader;
 use lockwright_engine::table::Handed;
-use lockwright_engine::{HandedLock, LockTable, Resource, StoredLock, Timestamp};
+use lockwright_engine::{HandedLock, LockTable, Mode, Resource, StoredLock, Timestamp};
 
 use crate::failure::MongoFailure;
 use crate::schema::{self, QUEUE, TAG, TICKET, WAKE};
@@ -43,6 +44,12 @@ use crate::setup::command_code;
 
 /// How many capped collections the wakes are spread over (one per hex digit).
 pub(crate) const SHARDS: usize = 16;
+/// The collection of the news of leaders, `<collection>.wakes.leaders`, numbered after the
+/// shards: every observing process tails it whole (see [`Wakes::announce`]).
+pub(crate) const LEADERS: usize = SHARDS;
+/// A leader's news's value (absent when it proclaimed none); its resource, fence and
+/// since-when are a wake's `r`, `f` and `c`.
+pub(crate) const VALUE: &str = "v";
 /// The size of each capped collection: some 600 wakes.
 const SHARD_BYTES: u64 = 64 * 1024;
 /// A wake's fields: the tag of the store that waits, of the place, the resource, and the
@@ -55,11 +62,13 @@ pub(crate) const CREATED: &str = "c";
 pub(crate) const EXPIRES: &str = "e";
 
 /// One wake to send: the place's tag (`<store>.<place>`, as the place records it) and what
-/// it was handed, when the writer knows.
+/// it was handed, when the writer knows (and, for an exclusive lock, the leadership it
+/// carries).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Wake {
     pub(crate) place: String,
     pub(crate) grant: Option<HandedLock>,
+    pub(crate) leader: Option<Leader>,
 }
 /// NamespaceExists: the shard was created by somebody else.
 const NAMESPACE_EXISTS: i32 = 48;
@@ -79,8 +88,8 @@ pub(crate) struct Wakes {
     db: Database,
     /// The lock collection's name: the shards are `<name>.wakes.<k>`.
     name: String,
-    /// The shards known to exist (created here, or found).
-    ready: Mutex<[bool; SHARDS]>,
+    /// The shards known to exist (created here, or found), and the leaders' collection.
+    ready: Mutex<[bool; SHARDS + 1]>,
     /// Whether the shards that exist were listed (once: one `listCollections` in place of
     /// a `create` per shard this store writes to or listens on).
     listed: AtomicBool,
@@ -92,22 +101,26 @@ impl Wakes {
         Wakes {
             db: coll.client().database(&ns.db),
             name: ns.coll,
-            ready: Mutex::new([false; SHARDS]),
+            ready: Mutex::new([false; SHARDS + 1]),
             listed: AtomicBool::new(false),
         }
     }
 
-    /// The name of shard `k`.
+    /// The name of shard `k` (of the leaders' collection for [`LEADERS`]).
     pub(crate) fn shard_name(&self, k: usize) -> String {
-        format!("{}.wakes.{k:x}", self.name)
+        if k == LEADERS {
+            format!("{}.wakes.leaders", self.name)
+        } else {
+            format!("{}.wakes.{k:x}", self.name)
+        }
     }
 
-    /// The names of every shard.
+    /// The names of every shard, and of the leaders' collection.
     pub(crate) fn shard_names(&self) -> Vec<String> {
-        (0..SHARDS).map(|k| self.shard_name(k)).collect()
+        (0..=SHARDS).map(|k| self.shard_name(k)).collect()
     }
 
-    /// Shard `k`, written with `w: 1`.
+    /// Shard `k` (the leaders' collection for [`LEADERS`]), written with `w: 1`.
     pub(crate) fn shard(&self, k: usize) -> Collection<Document> {
         let options = mongodb::options::CollectionOptions::builder()
             .write_concern(WriteConcern::builder().w(Acknowledgment::Nodes(1)).build())
@@ -214,6 +227,42 @@ impl Wakes {
     }
 }
 
+impl Wakes {
+    /// Tells every observing process who leads: one insert into the leaders' collection,
+    /// whose every tailable cursor (one per observing process, whatever the elections it
+    /// observes) the server wakes. Best effort, as wakes: a failure is logged, and the
+    /// observers read who leads every so often.
+    pub(crate) async fn announce(&self, leaders: Vec<(Resource, Leader)>) {
+        if leaders.is_empty() {
+            return;
+        }
+        let docs: Vec<Document> = leaders
+            .iter()
+            .map(|(resource, leader)| {
+                let mut d = doc! {
+                    RESOURCE: resource.as_str(),
+                    FENCE: i64::try_from(leader.fence).unwrap_or(i64::MAX),
+                    CREATED: schema_date(leader.since),
+                };
+                if let Some(value) = &leader.value {
+                    d.insert(VALUE, value.as_str());
+                }
+                d
+            })
+            .collect();
+        let sent = async {
+            self.ensure(LEADERS).await?;
+            self.shard(LEADERS).insert_many(docs).await.map(|_| ())
+        };
+        if let Err(e) = sent.await {
+            tracing::debug!(
+                error = %MongoFailure::new(&e),
+                "the news of a leader was not sent: its observers read who leads in time"
+            );
+        }
+    }
+}
+
 /// The wakes of the places the write with `nonce` handed the lock to, from the `wake` of
 /// the document it returned (after the write), each with the lock of its fence there: none
 /// when the `wake` is an earlier write's, or missing.
@@ -233,20 +282,18 @@ pub(crate) fn handed_in(doc: &Document, nonce: &str) -> Vec<Wake> {
                 return None;
             }
             let fence = fence.parse::<u64>().ok();
-            let grant = state
-                .as_ref()
-                .zip(fence)
-                .and_then(|(state, f)| {
-                    state
-                        .exclusive
-                        .iter()
-                        .chain(&state.shared)
-                        .find(|l| l.fence == f)
-                })
-                .map(handed_lock);
+            let find = |locks: &[StoredLock]| {
+                let f = fence?;
+                locks.iter().find(|l| l.fence == f).cloned()
+            };
+            let exclusive = state.as_ref().and_then(|s| find(s.exclusive.as_slice()));
+            let lock = exclusive
+                .clone()
+                .or_else(|| state.as_ref().and_then(|s| find(&s.shared)));
             Some(Wake {
                 place: place.to_owned(),
-                grant,
+                grant: lock.as_ref().map(handed_lock),
+                leader: exclusive.as_ref().map(Leader::of_stored),
             })
         })
         .collect()
@@ -313,6 +360,8 @@ pub(crate) fn wakes_of(doc: &Document, handed: &[Handed], exact: bool) -> Vec<Wa
             Some(Wake {
                 place,
                 grant: exact.then(|| HandedLock::of(&h.status)),
+                leader: (exact && h.status.mode == Mode::Exclusive)
+                    .then(|| Leader::of(&h.status)),
             })
         })
         .collect()

@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use lockwright_engine::election::LeaderStream;
 use lockwright_engine::{
     Filter, HintStream, LockId, LockRequest, LockStatus, LockStore, Renewal, Resource, Result,
     Summary, Ttl, Waiter,
@@ -140,6 +141,16 @@ pub trait Forward: Send + Sync + 'static {
     /// [`LockStore::hints`]: the inner store's.
     fn hints(&self) -> Option<HintStream> {
         self.inner().hints()
+    }
+
+    /// [`LockStore::announce_leaders`]: the inner store's.
+    fn announce_leaders(&self, election: &Resource) {
+        self.inner().announce_leaders(election);
+    }
+
+    /// [`LockStore::leaders`]: the inner store's.
+    fn leaders(&self) -> Option<LeaderStream> {
+        self.inner().leaders()
     }
 }
 
@@ -282,6 +293,14 @@ macro_rules! forward_lock_store {
             fn hints(&self) -> ::std::option::Option<$crate::__forward::HintStream> {
                 $crate::Forward::hints(self)
             }
+
+            fn announce_leaders(&self, election: &$crate::__forward::Resource) {
+                $crate::Forward::announce_leaders(self, election)
+            }
+
+            fn leaders(&self) -> ::std::option::Option<$crate::__forward::LeaderStream> {
+                $crate::Forward::leaders(self)
+            }
         }
     };
 }
@@ -290,6 +309,7 @@ macro_rules! forward_lock_store {
 /// crates that reach the engine only through the facade.
 #[doc(hidden)]
 pub mod __forward {
+    pub use lockwright_engine::election::LeaderStream;
     pub use lockwright_engine::{
         Filter, HintStream, LockId, LockRequest, LockStatus, LockStore, Renewal, Resource, Result,
         Summary, Ttl, Waiter,
