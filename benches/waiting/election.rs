@@ -11,9 +11,11 @@
 //!   against its lease and the grace (from half the dead grant's round trip).
 //! - `election_observed/N`: [`CANDIDATES`] candidates lead in turn for [`OBSERVED_LEAD`]
 //!   each while N processes (each a client of its own) observe the election
-//!   (`Client::observe`, a read every [`OBSERVE_EVERY`]). Sample: the server's CPU time
-//!   and the commands per leader change, and how many changes the observers reported. An
-//!   observer polls, so what it costs grows with the observers and with `lead / every`.
+//!   (`Client::observe`, woken by the store's news of leaders, reading at least every
+//!   [`OBSERVE_EVERY`]). Sample: the server's CPU time and the commands per leader change,
+//!   how many changes the observers reported, and how long after the resignation
+//!   returned (the store hands the leadership over in it) each observer reported the next
+//!   leader.
 
 use std::time::{Duration, Instant};
 
@@ -35,8 +37,10 @@ const CANDIDATES: usize = 8;
 /// How long each leader leads in `election_observed/N`: long enough for an observer to
 /// see it.
 const OBSERVED_LEAD: Duration = Duration::from_millis(200);
-/// How often each observer of `election_observed/N` reads who leads.
-const OBSERVE_EVERY: Duration = Duration::from_millis(50);
+/// The longest an observer of `election_observed/N` goes without reading who leads (the
+/// store's news tells it of each leader; longer than the measurement, so no read falls in
+/// it).
+const OBSERVE_EVERY: Duration = Duration::from_secs(30);
 
 /// `election_resign/N`: see the module's docs.
 pub async fn resign<F: Fleet>(fleet: &F, n: usize, changes: usize) -> String {
@@ -146,12 +150,15 @@ pub async fn killed<F: Fleet>(fleet: &F, n: usize, rounds: usize) -> String {
 /// `election_observed/N`: see the module's docs.
 pub async fn observed<F: Fleet>(fleet: &F, n: usize, changes: usize) -> String {
     use futures_util::StreamExt as _;
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+    let rtt = bare_xlock(&*fleet.store(&Counter::default()).await, 20).await;
     let counts = Counts::default();
     let all = lockers(fleet, &counts, CANDIDATES, true).await;
     let election = format!("election_observed/{n}");
-    let reported = Arc::new(AtomicU64::new(0));
+    // What each observer reported (fence, when), and when each leader resigned (fence,
+    // when the resignation returned).
+    let reported: Arc<Mutex<Vec<(u64, Instant)>>> = Arc::default();
+    let resigned: Arc<Mutex<Vec<(u64, Instant)>>> = Arc::default();
     let mut tasks = JoinSet::new();
     for _ in 0..n {
         let client = lockwright::Client::new(Tallied {
@@ -162,14 +169,19 @@ pub async fn observed<F: Fleet>(fleet: &F, n: usize, changes: usize) -> String {
         tasks.spawn(async move {
             let mut leaders = Box::pin(client.observe(&election, OBSERVE_EVERY));
             while let Some(leader) = leaders.next().await {
-                leader.unwrap();
-                reported.fetch_add(1, Ordering::Relaxed);
+                let fence = leader.unwrap().fence;
+                reported.lock().unwrap().push((fence, Instant::now()));
             }
         });
     }
     let (led_tx, mut led) = mpsc::unbounded_channel();
     for l in &all {
-        let (l, election, led_tx) = (l.clone(), election.clone(), led_tx.clone());
+        let (l, election, led_tx, resigned) = (
+            l.clone(),
+            election.clone(),
+            led_tx.clone(),
+            Arc::clone(&resigned),
+        );
         tasks.spawn(async move {
             let lease = LockOptions::exclusive(TTL);
             loop {
@@ -178,31 +190,47 @@ pub async fn observed<F: Fleet>(fleet: &F, n: usize, changes: usize) -> String {
                     return;
                 }
                 tokio::time::sleep(OBSERVED_LEAD).await;
+                let fence = leading.fence();
                 leading.resign().await.unwrap();
+                resigned.lock().unwrap().push((fence, Instant::now()));
             }
         });
     }
-    // Two leaders first: every observer is reading by then.
+    // Two leaders first: every observer is observing by then.
     for _ in 0..2 {
         led.recv().await;
     }
-    let (before, cpu_before, seen_before) = (
+    let (before, cpu_before, since) = (
         counts.snapshot(),
         fleet.server_cpu().await,
-        reported.load(Ordering::Relaxed),
+        Instant::now(),
     );
     for _ in 0..changes {
         led.recv().await;
     }
-    let (after, cpu_after, seen) = (
-        counts.snapshot(),
-        fleet.server_cpu().await,
-        reported.load(Ordering::Relaxed) - seen_before,
-    );
+    let (after, cpu_after) = (counts.snapshot(), fleet.server_cpu().await);
+    // The last change's news reaches every observer.
+    tokio::time::sleep(OBSERVED_LEAD / 2).await;
     drop(led);
     tasks.abort_all();
     while tasks.join_next().await.is_some() {}
     all.iter().for_each(lockwright::Locker::shutdown);
+    let resigned = resigned.lock().unwrap().clone();
+    // Each report after `since`: how long after the resignation that made its leader (the
+    // last one with a lower fence) returned.
+    let seen: Vec<f64> = reported
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, at)| *at > since)
+        .filter_map(|(fence, at)| {
+            let (_, gone) = resigned
+                .iter()
+                .filter(|(f, _)| f < fence)
+                .max_by_key(|(f, _)| *f)?;
+            Some(signed_ms(*at, *gone))
+        })
+        .collect();
     let cpu = cpu_before.zip(cpu_after).map_or_else(
         || "server CPU n/a".to_string(),
         |(b, a)| {
@@ -213,10 +241,14 @@ pub async fn observed<F: Fleet>(fleet: &F, n: usize, changes: usize) -> String {
         },
     );
     format!(
-        "{n} observing process(es) reading every {OBSERVE_EVERY:?}, leaders of {OBSERVED_LEAD:?}: \
-         {cpu} per leader change; the observers reported {:.2} of each change (each \
-         observer 1 at most); {}",
-        seen as f64 / (changes * n.max(1)) as f64,
+        "{n} observing process(es) (reads at least every {OBSERVE_EVERY:?}), leaders of \
+         {OBSERVED_LEAD:?}: {cpu} per leader change; the observers reported {:.2} of each \
+         change, p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms after the resignation returned \
+         (bare xlock {rtt:.2} ms); {}",
+        seen.len() as f64 / (changes * n.max(1)) as f64,
+        quantile(&seen, 0.5),
+        quantile(&seen, 0.99),
+        max(&seen),
         counts.line(F::COMMANDS, (&before, &after), changes as f64, "change"),
     )
 }

@@ -13,7 +13,9 @@
 //! The news of leaders for observers comes the same way (a [`HintSource`] of
 //! [`LeaderNews`]): one cursor per store on the leaders' collection, unfiltered, whatever
 //! the number of elections its observers observe; each news names its election, and every
-//! subscriber picks its own.
+//! subscriber picks its own. Unlike wakes, the news the collection holds when the cursor
+//! opens is not passed on: the `Missed` of the opening has observers read who leads, and
+//! an old leader is no news.
 //!
 //! Nothing depends on the cursor: after any error the task reopens it, and every
 //! subscriber gets [`Hint::Missed`] (so every waiter asks once more), as it does after
@@ -81,6 +83,9 @@ const MAX_SEEN: usize = 4096;
 /// about one `getMore` per grant (10 s would save most of them, but a failed cursor is
 /// then noticed up to 10 s late).
 const AWAIT: Duration = Duration::from_secs(1);
+/// The same for the leaders' cursor: an idle observing process costs a `getMore` every 10 s
+/// (a failed cursor may be noticed that late; the observers' own reads cover it).
+const LEADERS_AWAIT: Duration = Duration::from_secs(10);
 /// The server's error code for a tailable cursor on a collection that is not capped
 /// (BadValue).
 const NOT_CAPPED: i32 = 2;
@@ -104,6 +109,10 @@ pub(crate) struct HintSource<T: Tailed = Hint> {
     k: usize,
     /// Which of its documents the cursor returns.
     filter: Document,
+    /// How long each `getMore` waits.
+    await_time: Duration,
+    /// Whether what the collection held before the cursor opened is left out.
+    only_new: bool,
     /// Who goes without when the collection cannot be read (for the log).
     fallback: &'static str,
     hub: Mutex<Weak<Hub<T>>>,
@@ -184,6 +193,8 @@ impl HintSource<Hint> {
         HintSource {
             k: wakes::shard_of(&tag),
             filter: doc! { STORE: tag.as_str() },
+            await_time: AWAIT,
+            only_new: false,
             fallback: "waiting acquires",
             tag,
             hub: Mutex::default(),
@@ -201,6 +212,8 @@ impl HintSource<LeaderNews> {
             tag: String::new(),
             k: LEADERS,
             filter: doc! { RESOURCE: { "$exists": true } },
+            await_time: LEADERS_AWAIT,
+            only_new: true,
             fallback: "observers",
             hub: Mutex::default(),
             seen: Seen::default(),
@@ -266,6 +279,8 @@ impl<T: Tailed> HintSource<T> {
         let tail = Tail {
             k: self.k,
             filter: self.filter.clone(),
+            await_time: self.await_time,
+            only_new: self.only_new,
             fallback: self.fallback,
         };
         let task = tokio::spawn(run(wakes, tail, Arc::clone(&shared), unavailable, logged));
@@ -332,10 +347,33 @@ fn news_of(news: &Document) -> Option<LeaderNews> {
     ))
 }
 
+/// Marks every document of `coll` that `filter` matches as passed on already: the news
+/// that came before the cursor opens is not passed on (the `Missed` sent at the opening
+/// has its subscribers read who leads instead, so that an old leader is not news).
+async fn skip_existing(
+    coll: &mongodb::Collection<Document>,
+    filter: &Document,
+    seen: &Seen,
+) -> Result<(), mongodb::error::Error> {
+    let mut existing = coll
+        .find(filter.clone())
+        .projection(doc! { "_id": 1 })
+        .await?;
+    while let Some(doc) = existing.next().await {
+        let id = doc?.get("_id").map_or_else(String::new, Bson::to_string);
+        lock(seen).first_time(id);
+    }
+    Ok(())
+}
+
 /// What a hub's cursor tails: collection `k` of the wakes, with `filter`.
 struct Tail {
     k: usize,
     filter: Document,
+    /// How long each `getMore` waits.
+    await_time: Duration,
+    /// Whether only what is inserted once the cursor opens is passed on.
+    only_new: bool,
     fallback: &'static str,
 }
 
@@ -355,10 +393,19 @@ async fn run<T: Tailed>(
     let mut pause = REOPEN_PAUSE;
     loop {
         let opened = match wakes.ensure(k).await {
+            Ok(()) if tail.only_new => match skip_existing(&coll, &tail.filter, &shared.seen).await {
+                Ok(()) => {
+                    coll.find(tail.filter.clone())
+                        .cursor_type(CursorType::TailableAwait)
+                        .max_await_time(tail.await_time)
+                        .await
+                }
+                Err(e) => Err(e),
+            },
             Ok(()) => {
                 coll.find(tail.filter.clone())
                     .cursor_type(CursorType::TailableAwait)
-                    .max_await_time(AWAIT)
+                    .max_await_time(tail.await_time)
                     .await
             }
             Err(e) => Err(e),

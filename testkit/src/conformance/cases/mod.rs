@@ -17,4 +17,5 @@ case_files! {
     grace => __conformance_grace,
     queue => __conformance_queue,
     fresh => __conformance_fresh,
+    news => __conformance_news,
 }
