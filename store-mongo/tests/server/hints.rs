@@ -73,7 +73,7 @@ async fn next_handed(hints: &mut HintStream) -> (Hint, Option<HandedLock>) {
 }
 
 /// Another process on `a`'s collection: its own client, its own store (and tag).
-async fn process(a: &MongoStore) -> (Client, MongoStore) {
+pub(crate) async fn process(a: &MongoStore) -> (Client, MongoStore) {
     let ns = a.collection().namespace();
     let client = Client::with_options(options().await).unwrap();
     let store = MongoStore::from_collection(client.database(&ns.db).collection(&ns.coll));

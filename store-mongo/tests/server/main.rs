@@ -24,6 +24,7 @@ const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);
 
 mod fenced;
 mod hints;
+mod news;
 mod round_trips;
 mod schema;
 mod setup;
