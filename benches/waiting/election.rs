@@ -200,11 +200,7 @@ pub async fn observed<F: Fleet>(fleet: &F, n: usize, changes: usize) -> String {
     for _ in 0..2 {
         led.recv().await;
     }
-    let (before, cpu_before, since) = (
-        counts.snapshot(),
-        fleet.server_cpu().await,
-        Instant::now(),
-    );
+    let (before, cpu_before, since) = (counts.snapshot(), fleet.server_cpu().await, Instant::now());
     for _ in 0..changes {
         led.recv().await;
     }

@@ -238,7 +238,8 @@ lockwright_testkit::forward_lock_store!(Lagging);
 
 /// An observer whose reads lag (they return a leader older than one it reported) reports
 /// no leader twice and none out of order: a, then b, then (the reads lag, naming a) nothing,
-/// then c. The kill matrix runs it (harness `election`) against the election mutants.
+/// then c. The kill matrix runs it and the observers of the store's news below (harness
+/// `election`, every test named `observer`) against the election and news mutants.
 #[cfg(feature = "mem")]
 #[tokio::test]
 async fn an_observer_never_reports_a_read_that_lags() {
@@ -313,8 +314,9 @@ lockwright_testkit::forward_lock_store!(impl<S: LockStore> Reads<S>);
 /// The next leader `observed` reports: a minute at most (its reads are an hour apart, so
 /// only the store's news of leaders can bring it in time).
 async fn heard(
-    observed: &mut (impl futures_util::Stream<Item = Result<lockwright::Leader, lockwright::Error>>
-              + Unpin),
+    observed: &mut (
+             impl futures_util::Stream<Item = Result<lockwright::Leader, lockwright::Error>> + Unpin
+         ),
     what: &str,
 ) -> lockwright::Leader {
     tokio::time::timeout(Duration::from_secs(60), observed.next())
@@ -334,11 +336,21 @@ async fn observers_hear_the_store<S: LockStore, O: LockStore>(
     observer: Client<Reads<O>>,
 ) {
     use std::sync::atomic::Ordering;
+    // The kill matrix's harness `election` (with the filter `observer`): the mutant named
+    // by `LOCKWRIGHT_MUTANT`, if any.
+    #[cfg(lockwright_mutants)]
+    lockwright_testkit::activate_mutant();
     let reads = std::sync::Arc::clone(&observer.store().reads);
     let hour = Duration::from_secs(3_600);
     // The news' stream is open once its first item, `Missed`, comes; kept open throughout.
-    let mut open = observer.store().leaders().expect("the store sends news of leaders");
-    assert_eq!(open.next().await, Some(lockwright_engine::election::LeaderNews::Missed));
+    let mut open = observer
+        .store()
+        .leaders()
+        .expect("the store sends news of leaders");
+    assert_eq!(
+        open.next().await,
+        Some(lockwright_engine::election::LeaderNews::Missed)
+    );
     let mut observed = Box::pin(observer.observe("news", hour));
     let locker = Locker::new(candidates.clone(), LockerConfig::default()).unwrap();
     let other = Locker::new(candidates.clone(), LockerConfig::default()).unwrap();
@@ -415,7 +427,10 @@ mod mongo {
             .into_iter()
             .filter(|(name, body)| name == "find" && body.get_str("find") == Ok(leaders.as_str()))
             .count();
-        assert_eq!(finds, 1, "one cursor on the leaders' collection for this process");
+        assert_eq!(
+            finds, 1,
+            "one cursor on the leaders' collection for this process"
+        );
         teardown(candidates.store()).await;
     }
 

@@ -8,9 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_channel::mpsc::{UnboundedSender, unbounded};
 use lockwright_engine::election::{Leader, LeaderNews, LeaderStream};
-use lockwright_engine::{
-    HandedLock, Hint, HintStream, LockStatus, Mode, Resource, table::Handed,
-};
+use lockwright_engine::{HandedLock, Hint, HintStream, LockStatus, Mode, Resource, table::Handed};
 
 /// Subscribers to one kind of message. Plain std primitives even under loom: hints and
 /// news are outside what the loom tests explore (they never decide anything).
@@ -121,20 +119,16 @@ impl Notifier {
             self.leads(granted);
         }
         if self.hints.any() {
-            self.hints.send(&Hint::Taken(
-                granted.resource.clone(),
-                Some(granted.fence),
-            ));
+            self.hints
+                .send(&Hint::Taken(granted.resource.clone(), Some(granted.fence)));
         }
     }
 
     /// Tells every observer that `lock`'s holder leads, when it is exclusive.
     fn leads(&self, lock: &LockStatus) {
         if lock.mode == Mode::Exclusive && self.observers.any() {
-            self.observers.send(&LeaderNews::Leads(
-                lock.resource.clone(),
-                Leader::of(lock),
-            ));
+            self.observers
+                .send(&LeaderNews::Leads(lock.resource.clone(), Leader::of(lock)));
         }
     }
 }

@@ -337,7 +337,9 @@ fn news_of(news: &Document) -> Option<LeaderNews> {
     let resource = news.get_str(RESOURCE).ok()?;
     let fence = u64::try_from(news.get_i64(FENCE).ok()?).ok()?;
     let since = match news.get(CREATED) {
-        Some(Bson::DateTime(d)) => Timestamp::from_millis(u64::try_from(d.timestamp_millis()).ok()?),
+        Some(Bson::DateTime(d)) => {
+            Timestamp::from_millis(u64::try_from(d.timestamp_millis()).ok()?)
+        }
         _ => return None,
     };
     let value = news.get_str(VALUE).ok().map(str::to_owned);
@@ -393,7 +395,8 @@ async fn run<T: Tailed>(
     let mut pause = REOPEN_PAUSE;
     loop {
         let opened = match wakes.ensure(k).await {
-            Ok(()) if tail.only_new => match skip_existing(&coll, &tail.filter, &shared.seen).await {
+            Ok(()) if tail.only_new => match skip_existing(&coll, &tail.filter, &shared.seen).await
+            {
                 Ok(()) => {
                     coll.find(tail.filter.clone())
                         .cursor_type(CursorType::TailableAwait)

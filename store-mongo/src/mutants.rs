@@ -91,12 +91,18 @@ catalogue! {
     /// The fenced writes to the user's collections drop the fence condition: a stale
     /// holder's write overwrites its successor's.
     FencedWriteUnconditional => "fenced_write_unconditional",
+    /// A hand-over is no news: observers hear of a leader handed the leadership (a resign)
+    /// only when they next read.
+    NewsSkipsHandOver => "news_skips_hand_over",
+    /// A claim of a lock handed over earlier is news again, as if it made a new leader.
+    NewsOfClaims => "news_of_claims",
 }
 
 impl Mutant {
     /// What the mutant breaks, as the kill matrix sorts it: `pipeline_queue` (the queue's
-    /// rules, which only the harnesses that make fair requests run), `pipeline`, or
-    /// `fenced_write` (which only the fenced-write harness runs).
+    /// rules, which only the harnesses that make fair requests run), `pipeline`,
+    /// `fenced_write` (which only the fenced-write harness runs), or `news` (the news of
+    /// leaders, which only the harnesses that read it run).
     #[must_use]
     pub fn kind(self) -> &'static str {
         match self {
@@ -111,6 +117,7 @@ impl Mutant {
             | Mutant::PipelineClaimRevivesLapsed
             | Mutant::PipelineResignLeavesPlace => "pipeline_queue",
             Mutant::FencedWriteUnconditional => "fenced_write",
+            Mutant::NewsSkipsHandOver | Mutant::NewsOfClaims => "news",
             _ => "pipeline",
         }
     }

@@ -223,6 +223,9 @@ impl MongoStore {
 
     /// Announces the leaders that `handed` (of `resource`) made, where it is an election.
     fn announce_handed(&self, resource: &Resource, handed: &[wakes::Wake]) {
+        if crate::mutants::active(crate::mutants::Mutant::NewsSkipsHandOver) {
+            return;
+        }
         self.announce(
             handed
                 .iter()
@@ -343,7 +346,9 @@ pub(crate) async fn lock(store: &MongoStore, request: &LockRequest) -> Result<Lo
         .await?;
     // A grant this write made (a claim renews a lock handed over earlier, whose writer
     // announced it).
-    if request.access == Access::Exclusive && granted.renewed_at.is_none() {
+    let claim = granted.renewed_at.is_some()
+        && !crate::mutants::active(crate::mutants::Mutant::NewsOfClaims);
+    if request.access == Access::Exclusive && !claim {
         store.announce([(granted.resource.clone(), Leader::of(&granted))]);
     }
     Ok(granted)

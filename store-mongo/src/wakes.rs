@@ -360,8 +360,7 @@ pub(crate) fn wakes_of(doc: &Document, handed: &[Handed], exact: bool) -> Vec<Wa
             Some(Wake {
                 place,
                 grant: exact.then(|| HandedLock::of(&h.status)),
-                leader: (exact && h.status.mode == Mode::Exclusive)
-                    .then(|| Leader::of(&h.status)),
+                leader: (exact && h.status.mode == Mode::Exclusive).then(|| Leader::of(&h.status)),
             })
         })
         .collect()

@@ -54,7 +54,11 @@ async fn news_sent_before_the_cursor_opened_is_not_passed_on() {
     }
     assert_eq!(stored.len(), 1, "one insert per leader made");
     let fields: Vec<&str> = stored[0].keys().map(String::as_str).collect();
-    assert_eq!(fields, ["_id", "r", "f", "c", "v"], "no lock id in the news");
+    assert_eq!(
+        fields,
+        ["_id", "r", "f", "c", "v"],
+        "no lock id in the news"
+    );
     assert_eq!(stored[0].get_str("v"), Ok("old"));
     // b, another process, subscribes: `Missed`, then the next leader's news, not the old.
     let mut news = b.leaders().unwrap();
