@@ -182,7 +182,7 @@ impl Plan {
                 idle: window(3_000, 10_000, None),
                 keep_places: &[1, 16, 128],
                 keep_rounds: 1_000,
-                candidates: &[8, 64],
+                candidates: &[8, 64, 100],
                 election_changes: 300,
                 election_killed_rounds: 5,
                 observers: &[1, 10, 100],

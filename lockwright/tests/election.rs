@@ -425,7 +425,11 @@ mod mongo {
         let finds = log
             .take_commands()
             .into_iter()
-            .filter(|(name, body)| name == "find" && body.get_str("find") == Ok(leaders.as_str()))
+            .filter(|(name, body)| {
+                name == "find"
+                    && body.get_str("find") == Ok(leaders.as_str())
+                    && body.get_bool("tailable") == Ok(true)
+            })
             .count();
         assert_eq!(
             finds, 1,
