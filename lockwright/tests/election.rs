@@ -406,7 +406,7 @@ mod mongo {
     /// The observer is another process (a client of its own) on the candidates'
     /// collection, with two observers on two elections: one cursor on the leaders'
     /// collection serves both (one `find` on it), and each news is an insert of the
-    /// candidates' process.
+    /// candidates' process, one per leader made.
     #[tokio::test]
     async fn observers_hear_the_store_on_mongodb() {
         let candidates = Client::new(fresh_store(None).await);
@@ -435,6 +435,15 @@ mod mongo {
             finds, 1,
             "one cursor on the leaders' collection for this process"
         );
+        // One news per leader made (a's grant, the hand-over to b that a's resign made,
+        // c's grant): none for b's claim of what it was handed.
+        let news = client
+            .database(&ns.db)
+            .collection::<mongodb::bson::Document>(&leaders)
+            .count_documents(mongodb::bson::doc! { "r": "news" })
+            .await
+            .unwrap();
+        assert_eq!(news, 3, "one news per leader");
         teardown(candidates.store()).await;
     }
 
