@@ -349,6 +349,24 @@ fn news_of(news: &Document) -> Option<LeaderNews> {
     ))
 }
 
+/// Opens the tailable cursor of `tail` on `coll` (creating the collection if it is not
+/// known to exist; when only new documents are wanted, marking those there as seen first).
+async fn open(
+    wakes: &Wakes,
+    coll: &mongodb::Collection<Document>,
+    tail: &Tail,
+    seen: &Seen,
+) -> Result<mongodb::Cursor<Document>, mongodb::error::Error> {
+    wakes.ensure(tail.k).await?;
+    if tail.only_new {
+        skip_existing(coll, &tail.filter, seen).await?;
+    }
+    coll.find(tail.filter.clone())
+        .cursor_type(CursorType::TailableAwait)
+        .max_await_time(tail.await_time)
+        .await
+}
+
 /// Marks every document of `coll` that `filter` matches as passed on already: the news
 /// that came before the cursor opens is not passed on (the `Missed` sent at the opening
 /// has its subscribers read who leads instead, so that an old leader is not news).
@@ -394,25 +412,7 @@ async fn run<T: Tailed>(
     let coll = wakes.shard(k);
     let mut pause = REOPEN_PAUSE;
     loop {
-        let opened = match wakes.ensure(k).await {
-            Ok(()) if tail.only_new => match skip_existing(&coll, &tail.filter, &shared.seen).await
-            {
-                Ok(()) => {
-                    coll.find(tail.filter.clone())
-                        .cursor_type(CursorType::TailableAwait)
-                        .max_await_time(tail.await_time)
-                        .await
-                }
-                Err(e) => Err(e),
-            },
-            Ok(()) => {
-                coll.find(tail.filter.clone())
-                    .cursor_type(CursorType::TailableAwait)
-                    .max_await_time(tail.await_time)
-                    .await
-            }
-            Err(e) => Err(e),
-        };
+        let opened = open(&wakes, &coll, &tail, &shared.seen).await;
         let failed = match opened {
             Ok(mut cursor) => {
                 *lock(&unavailable) = None;
