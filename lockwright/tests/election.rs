@@ -353,7 +353,11 @@ async fn observers_hear_the_store<S: LockStore, O: LockStore>(
     );
     let mut observed = Box::pin(observer.observe("news", hour));
     let locker = Locker::new(candidates.clone(), LockerConfig::default()).unwrap();
-    let other = Locker::new(candidates.clone(), LockerConfig::default()).unwrap();
+    // b's Locker hears no hints: it learns that it was handed the leadership by asking
+    // again, and that claim (a grant of what it was handed) must be no news.
+    let mut polling = LockerConfig::default();
+    polling.wake_on_hints = false;
+    let other = Locker::new(candidates.clone(), polling).unwrap();
     let a = locker.campaign("news", "a", &lease()).await.unwrap();
     let seen = heard(&mut observed, "a").await;
     assert_eq!((seen.value.as_deref(), seen.fence), (Some("a"), a.fence()));

@@ -173,13 +173,20 @@ impl<R: RngCore> LockerCore<R> {
             Some(Reply::Refused(e)) => {
                 self.store_answered(key);
                 // The store decided between `sent` and `now`: the locks in the way are
-                // abandoned no later than `now + retry_in` on this clock (asking at
-                // `sent + retry_in` could be early by a round trip, and be refused again).
+                // abandoned no later than `now + retry_in` on this clock. Asking at
+                // `sent + retry_in` could be early by a round trip, and be refused again,
+                // which the head of a fair line risks (one more attempt, of one waiter):
+                // its request then reaches the store about when the lock frees, however
+                // late this reply came back (a loaded client or network), and nobody
+                // else's write may hand it the lock sooner.
                 let free_at = match &e {
                     Error::AlreadyLocked {
-                        retry_in: Some(d), ..
+                        retry_in: Some(d),
+                        queued,
+                        ..
                     } if !mutants::active(Mutant::LockerIgnoresRetryIn) => {
-                        Some(now.saturating_add(*d))
+                        let head = queued.is_some_and(|q| q.ahead == 0);
+                        Some(if head { sent } else { now }.saturating_add(*d))
                     }
                     _ => None,
                 };

@@ -546,6 +546,38 @@ fn job() -> Resource {
     Resource::new("job").unwrap()
 }
 
+/// The head of a fair line whose refusal came back late asks `retry_in` after it sent the
+/// attempt (the lock frees about then at the store, however late the reply): here at once,
+/// as the reply took longer than `retry_in`; a waiter with others ahead waits on.
+#[test]
+fn the_head_of_a_line_asks_retry_in_after_its_attempt_was_sent() {
+    let refusal = |ahead| {
+        Reply::Refused(Error::AlreadyLocked {
+            resource: job(),
+            retry_in: Some(Duration::from_millis(50)),
+            queued: Some(crate::Queued {
+                ahead,
+                live_ahead: ahead,
+                fence: 0,
+            }),
+        })
+    };
+    let mut c = core();
+    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
+    // Sent at 0; the reply took 80 ms, the lock freed at about 50.
+    c.handle_reply(t.id, refusal(0), ms(80));
+    assert_eq!(
+        c.poll_timeout().unwrap().as_millis(),
+        81,
+        "the head asks at once"
+    );
+    let mut c = core();
+    let t = acquire_fair(&mut c, 1, Wait::Forever, 0);
+    c.handle_reply(t.id, refusal(3), ms(80));
+    let behind = c.poll_timeout().unwrap().as_millis();
+    assert!(behind > 81, "a waiter behind others waits on ({behind})");
+}
+
 /// Refuses the attempt `t` at `now` and returns when the next attempt is due.
 fn refuse(c: &mut LockerCore<StdRng>, t: &Transmit, now: u64) -> LocalMs {
     c.handle_reply(t.id, refused(), ms(now));
