@@ -129,7 +129,8 @@ fn default_value() -> String {
     format!("{host}:{}", std::process::id())
 }
 
-/// The shortest `leader --every`: each watching process reads the store once per interval.
+/// The shortest `leader --every`: a watching process reads the store at least once per
+/// interval.
 const MIN_EVERY: Duration = Duration::from_millis(100);
 
 /// `lockwright leader`.
@@ -140,8 +141,11 @@ pub struct LeaderArgs {
     /// Print each new leader as it comes, until interrupted.
     #[arg(long)]
     watch: bool,
-    /// With --watch: how often to read.
-    #[arg(long, value_name = "DURATION", default_value = "1s", requires = "watch", value_parser = crate::durations::duration)]
+    /// With --watch: the longest it goes without reading who leads. The store tells it of
+    /// each new leader as it comes (on MongoDB, one cursor on the collection's leaders'
+    /// news); it reads at the start, when news may have been lost, and when this passes
+    /// with no news of the election.
+    #[arg(long, value_name = "DURATION", default_value = "10s", requires = "watch", value_parser = crate::durations::duration)]
     every: Duration,
     /// One JSON object per line: `{"election", "value", "fence", "since"}`, or `"leader":
     /// null` when nobody leads.
@@ -154,7 +158,7 @@ pub struct LeaderArgs {
 pub async fn leader(conn: &ConnArgs, args: &LeaderArgs) -> Result<u8, CliError> {
     if args.every < MIN_EVERY {
         return Err(CliError::usage(format!(
-            "--every {}: must be at least {} (every observer reads the store once per interval)",
+            "--every {}: must be at least {} (every observer reads the store at least once per interval)",
             humantime::format_duration(args.every),
             humantime::format_duration(MIN_EVERY)
         )));
