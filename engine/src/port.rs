@@ -116,8 +116,8 @@ pub trait LockStore: Send + Sync + 'static {
     /// From now on, tells the store's observers ([`LockStore::leaders`]) of each leader of
     /// `election` that this store makes: each grant of its exclusive lock to a request
     /// sent here, and each hand-over of it to the next place in line that a write sent
-    /// here made. A candidate's store is told so before it campaigns. The default (and a
-    /// store that can tell observers of every grant anyway) does nothing.
+    /// here made (a claim of a lock handed over earlier is no news). A candidate's store is
+    /// told so before it campaigns. The default (a store that sends no news) does nothing.
     fn announce_leaders(&self, election: &Resource) {
         let _ = election;
     }

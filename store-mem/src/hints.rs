@@ -1,8 +1,10 @@
 //! The in-process notifier behind [`MemStore`](crate::MemStore)'s hints and news of
 //! leaders: every change that may free a resource (a release, a purge) or that took it (a
-//! grant) is sent to every subscriber of hints, and every exclusive grant to every observer,
+//! grant) is sent to every subscriber of hints, and every exclusive grant of an announced
+//! election to every observer,
 //! after the change is applied and its shard unlocked.
 
+use std::collections::HashSet;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -60,17 +62,27 @@ impl<T: Clone> Subscribers<T> {
     }
 }
 
-/// The subscribers to hints, and the observers of elections.
+/// The subscribers to hints, the observers of elections, and the elections whose leaders
+/// are news.
 #[derive(Debug, Default)]
 pub(crate) struct Notifier {
     hints: Subscribers<Hint>,
     observers: Subscribers<LeaderNews>,
+    elections: Mutex<HashSet<Resource>>,
 }
 
 impl Notifier {
     /// A new subscription to hints, starting with `Missed`.
     pub(crate) fn subscribe(&self) -> HintStream {
         Box::pin(self.hints.subscribe(Hint::Missed))
+    }
+
+    /// From now on, the leaders of `election` are news.
+    pub(crate) fn announce(&self, election: &Resource) {
+        self.elections
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(election.clone());
     }
 
     /// A new subscription to the news of leaders, starting with `Missed`.
@@ -124,9 +136,17 @@ impl Notifier {
         }
     }
 
-    /// Tells every observer that `lock`'s holder leads, when it is exclusive.
+    /// Tells every observer that `lock`'s holder leads, when it is exclusive and its
+    /// resource an election announced here.
     fn leads(&self, lock: &LockStatus) {
-        if lock.mode == Mode::Exclusive && self.observers.any() {
+        if lock.mode == Mode::Exclusive
+            && self.observers.any()
+            && self
+                .elections
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .contains(&lock.resource)
+        {
             self.observers
                 .send(&LeaderNews::Leads(lock.resource.clone(), Leader::of(lock)));
         }

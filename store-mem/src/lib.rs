@@ -323,9 +323,15 @@ impl LockStore for MemStore {
         Some(self.notifier.subscribe())
     }
 
-    /// News from the same notifier: `Leads` after each exclusive grant and each hand-over
-    /// of an exclusive lock, of any resource (every candidate is in this process, so none
-    /// needs to be told of its elections). Never lost.
+    /// From now on, each grant of `election`'s exclusive lock, and each hand-over of it,
+    /// is news, as on MongoDB.
+    fn announce_leaders(&self, election: &Resource) {
+        self.notifier.announce(election);
+    }
+
+    /// News from the same notifier: `Leads` after each grant and each hand-over of an
+    /// announced election's exclusive lock (not after a claim of what was handed over).
+    /// Never lost.
     fn leaders(&self) -> Option<lockwright_engine::election::LeaderStream> {
         Some(self.notifier.observe())
     }

@@ -1,7 +1,8 @@
 //! News of leaders ([`LockStore::leaders`]): a store told to announce an election sends
 //! `Leads` for each grant of its exclusive lock and each hand-over of it that its writes
 //! make (with the leader's value, fence and since-when), none for a claim of a lock handed
-//! over earlier, and a new subscription starts with `Missed` and no old news.
+//! over earlier or for an election it was not told to announce, and a new subscription
+//! starts with `Missed` and no old news.
 
 use futures_util::StreamExt;
 use lockwright_engine::Resource;
@@ -59,9 +60,13 @@ cases! {
         assert_eq!(handed.value.as_deref(), Some("b"));
         assert!(handed.fence > first.fence, "{} after {}", handed.fence, first.fence);
         assert_eq!(handed.since, at(ms(1)));
-        // b claims it: no news (it led already). The next news is f's grant.
+        // b claims it: no news (it led already); a grant of an election nobody announced
+        // here is no news either. The next news is f's grant.
         let claimed = cx.xlock_fair("e", &b, &place).await.expect("b's claim");
         assert_eq!(claimed.fence, handed.fence);
+        cx.xlock("g", generate_lock_id(), &valued("g"))
+            .await
+            .expect("g's grant");
         let f = cx
             .xlock("f", generate_lock_id(), &valued("f"))
             .await
@@ -69,7 +74,7 @@ cases! {
         assert_eq!(
             next(&mut news).await,
             LeaderNews::Leads(election("f"), Leader::of(&f)),
-            "no news of b's claim"
+            "no news of b's claim, nor of g"
         );
         // A new subscription hears none of the news before it: first `Missed`, then the
         // next leader made.
