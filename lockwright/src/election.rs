@@ -138,8 +138,9 @@ impl<S: LockStore> Locker<S> {
 
     /// [`Locker::campaign`], telling `on_leader` who leads while this candidate waits (a
     /// follower's hook, as client-go's `OnNewLeader`): each leader an observer of the
-    /// election reading every `every` sees ([`Client::observe`]: in fence order, never one
-    /// twice), until this candidate leads. A read that fails is logged (`tracing`, at warn)
+    /// election sees ([`Client::observe`]: woken by the store's news where it sends news,
+    /// reading at least every `every`; in fence order, never one twice), until this
+    /// candidate leads. A read that fails is logged (`tracing`, at warn)
     /// and not reported; the campaign goes on. Cancel-safe, as [`Locker::campaign`].
     ///
     /// # Errors
