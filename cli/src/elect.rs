@@ -11,8 +11,8 @@ use lockwright_engine::error::Escaped;
 use crate::connect::{ConnArgs, connect};
 use crate::exit::{self, CliError};
 use crate::progress;
-use crate::run::{CmdArgs, Supervised, supervise};
 use crate::signals::{self, Signals};
+use crate::supervise::{CmdArgs, Supervised, supervise};
 
 /// `lockwright elect`.
 #[derive(Debug, Args)]
@@ -49,7 +49,9 @@ pub async fn elect(conn: &ConnArgs, args: ElectArgs) -> Result<u8, CliError> {
     let store = connect(conn).await?;
     let margin = DEFAULT_RENEW_MARGIN.min(args.lease / 4);
     let client = Client::with_renew_margin(store, margin)?;
-    let locker = Locker::new(client, LockerConfig::default())?;
+    let config = LockerConfig::default();
+    let kill_after = args.cmd.kill_after(args.lease, &config, "--lease")?;
+    let locker = Locker::new(client, config)?;
     let mut signals = Signals::catch()?;
     let election = Escaped(&args.election).to_string();
     loop {
@@ -92,10 +94,11 @@ pub async fn elect(conn: &ConnArgs, args: ElectArgs) -> Result<u8, CliError> {
                 ("LOCKWRIGHT_LEADER_VALUE", value.clone()),
             ],
             foreground: args.cmd.foreground,
-            kill_after: args.cmd.kill_after,
+            kill_after,
+            ttl: args.lease,
             what: format!("the leadership of `{election}`"),
         };
-        let code = supervise(&spec, leading.lost(), &mut signals).await;
+        let code = supervise(&spec, leading.guard(), &mut signals).await;
         let lost = leading
             .guard()
             .ended()

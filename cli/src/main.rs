@@ -22,8 +22,10 @@ mod purge;
 mod run;
 mod signals;
 mod status;
+mod supervise;
 mod unlock;
 mod wakeups;
+mod watchdog;
 
 use connect::ConnArgs;
 use doctor::DoctorArgs;
@@ -65,10 +67,12 @@ enum Command {
     ///
     /// CMD gets LOCKWRIGHT_FENCE (the grant's fencing token) and LOCKWRIGHT_RESOURCE in its
     /// environment and runs in its own process group (unless --foreground). SIGINT, SIGTERM
-    /// and SIGHUP sent to lockwright are forwarded to that group; the lock is released when CMD exits, and
-    /// lockwright exits with CMD's code. If the lock is lost while CMD runs, the group gets
-    /// SIGTERM, then SIGKILL after --kill-after, and lockwright exits with 76. If lockwright
-    /// itself is killed with SIGKILL, CMD keeps running and the lock expires after --ttl.
+    /// and SIGHUP sent to lockwright are forwarded to that group; when CMD exits, what it
+    /// left in its group is killed, the lock is released, and lockwright exits with CMD's
+    /// code. CMD never outlives the lock's trust: if renewals fail, the group gets SIGTERM
+    /// --kill-after before the trust ends and SIGKILL when it ends; if the lock is lost,
+    /// SIGTERM at once; lockwright then exits with 76. If lockwright itself dies (even by
+    /// SIGKILL) or is paused past the trust, a watchdog process kills CMD's group.
     #[command(after_help = EXIT_CODES)]
     Run(RunArgs),
     /// List locks: a table with counts and waiters at the bottom, or JSON lines with --json;
@@ -108,7 +112,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == watchdog::ARG) {
+        return watchdog::main(&args[2..]);
+    }
+    let cli = Cli::parse_from(args);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

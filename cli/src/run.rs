@@ -1,9 +1,6 @@
 //! `lockwright run`: take the lock, run CMD under it, renew while it runs, release after.
 
-use std::ffi::{OsStr, OsString};
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::ExitStatus;
 use std::time::Duration;
 
 use clap::Args;
@@ -12,13 +9,12 @@ use lockwright::{
     LockerConfig, MongoStore, SharedLimit,
 };
 use lockwright_engine::error::Escaped;
-use nix::sys::signal::{Signal, kill, killpg};
-use nix::unistd::Pid;
 
 use crate::connect::{ConnArgs, connect};
 use crate::exit::{self, CliError};
 use crate::progress;
 use crate::signals::{self, Signals};
+use crate::supervise::{CmdArgs, Supervised, supervise};
 
 /// `lockwright run`.
 #[derive(Debug, Args)]
@@ -59,23 +55,6 @@ pub struct RunArgs {
     cmd: CmdArgs,
 }
 
-/// How CMD runs, for `run` and `elect`.
-#[derive(Debug, Args)]
-pub struct CmdArgs {
-    /// After SIGTERM on a loss (of the lock, or of the leadership), how long CMD has to exit
-    /// before SIGKILL.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::durations::duration)]
-    pub(crate) kill_after: Duration,
-    /// Run CMD in lockwright's process group, so that it can read from the terminal; signals
-    /// are then forwarded to CMD alone, not to its children.
-    #[arg(long)]
-    pub(crate) foreground: bool,
-    /// The command to run, after `--`.
-    #[arg(last = true, required = true, num_args = 1.., value_name = "CMD",
-          value_parser = clap::value_parser!(OsString))]
-    pub(crate) command: Vec<OsString>,
-}
-
 /// How long releasing the lock after CMD exits may take before lockwright gives up (the
 /// lock then expires by its TTL).
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -88,7 +67,9 @@ pub async fn run(conn: &ConnArgs, args: RunArgs) -> Result<u8, CliError> {
     // short TTL so that TTLs of a second or two work.
     let margin = DEFAULT_RENEW_MARGIN.min(args.ttl / 4);
     let client = Client::with_renew_margin(store, margin)?;
-    let locker = Locker::new(client, LockerConfig::default())?;
+    let config = LockerConfig::default();
+    let kill_after = args.cmd.kill_after(args.ttl, &config, "--ttl")?;
+    let locker = Locker::new(client, config)?;
     // Caught from here on: a signal while waiting ends the wait, and leaves no lock.
     let mut signals = Signals::catch()?;
     let guard = match acquire(&locker, &args, &options, &mut signals).await {
@@ -107,10 +88,11 @@ pub async fn run(conn: &ConnArgs, args: RunArgs) -> Result<u8, CliError> {
             ("LOCKWRIGHT_RESOURCE", args.resource.clone()),
         ],
         foreground: args.cmd.foreground,
-        kill_after: args.cmd.kill_after,
+        kill_after,
+        ttl: args.ttl,
         what: format!("the lock on `{}`", Escaped(&args.resource)),
     };
-    let code = supervise(&spec, guard.lost(), &mut signals).await;
+    let code = supervise(&spec, &guard, &mut signals).await;
     let released = tokio::time::timeout(RELEASE_TIMEOUT, guard.release()).await;
     if guard
         .ended()
@@ -280,139 +262,5 @@ fn describe(lock: &LockStatus) -> String {
         lock.mode,
         lock.fence,
         lock.lock_id.tag()
-    )
-}
-
-/// What [`supervise`] runs, and how.
-pub(crate) struct Supervised<'a> {
-    /// CMD and its arguments.
-    pub(crate) command: &'a [OsString],
-    /// What CMD finds in its environment besides lockwright's own.
-    pub(crate) env: Vec<(&'static str, String)>,
-    /// Run CMD in lockwright's process group; signals go to CMD alone.
-    pub(crate) foreground: bool,
-    /// After SIGTERM on a loss, how long CMD has before SIGKILL.
-    pub(crate) kill_after: Duration,
-    /// What may be lost, for the message: "the lock on `R`".
-    pub(crate) what: String,
-}
-
-/// Runs CMD until it exits, or until `lost` resolves (it is then terminated: exit 76);
-/// returns the exit code. Signals caught meanwhile are forwarded to CMD.
-pub(crate) async fn supervise(
-    spec: &Supervised<'_>,
-    lost: impl std::future::Future<Output = lockwright::Ended>,
-    signals: &mut Signals,
-) -> Result<u8, CliError> {
-    let program = &spec.command[0];
-    let mut command = tokio::process::Command::new(program);
-    command.args(&spec.command[1..]);
-    for (name, value) in &spec.env {
-        command.env(name, value);
-    }
-    if !spec.foreground {
-        // Its own group, so that signals reach CMD's children too.
-        command.process_group(0);
-    }
-    let mut child = match command.spawn() {
-        Ok(child) => child,
-        Err(e) => return Err(spawn_error(program, &e)),
-    };
-    let Some(pid) = child
-        .id()
-        .and_then(|id| i32::try_from(id).ok())
-        .map(Pid::from_raw)
-    else {
-        return Err(CliError::new(exit::FAILURE, "CMD has no process id"));
-    };
-    let target = Target {
-        pid,
-        group: !spec.foreground,
-    };
-    tokio::pin!(lost);
-    loop {
-        tokio::select! {
-            status = child.wait() => {
-                return match status {
-                    Ok(status) => Ok(exit_code(status)),
-                    Err(e) => Err(CliError::new(exit::FAILURE, format!("cannot wait for CMD: {e}"))),
-                };
-            }
-            ended = &mut lost => {
-                eprintln!(
-                    "lockwright: {} was {ended}; sending SIGTERM to CMD (SIGKILL in {})",
-                    spec.what,
-                    humantime::format_duration(spec.kill_after)
-                );
-                terminate(&mut child, &target, spec.kill_after, signals).await;
-                return Ok(exit::LOST);
-            }
-            signal = signals.recv() => target.send(signal),
-        }
-    }
-}
-
-/// Sends CMD SIGTERM, then SIGKILL if it is still running after `grace`; signals caught
-/// meanwhile are still forwarded. Returns once CMD has exited.
-async fn terminate(
-    child: &mut tokio::process::Child,
-    target: &Target,
-    grace: Duration,
-    signals: &mut Signals,
-) {
-    target.send(Signal::SIGTERM);
-    let deadline = tokio::time::sleep(grace);
-    tokio::pin!(deadline);
-    loop {
-        tokio::select! {
-            _ = child.wait() => return,
-            () = &mut deadline => break,
-            signal = signals.recv() => target.send(signal),
-        }
-    }
-    eprintln!("lockwright: CMD still running; sending SIGKILL");
-    target.send(Signal::SIGKILL);
-    let _ = child.wait().await;
-}
-
-/// Where signals for CMD go: its process group, or with `--foreground` CMD alone.
-struct Target {
-    pid: Pid,
-    group: bool,
-}
-
-impl Target {
-    /// Sends `signal`; CMD may be gone already.
-    fn send(&self, signal: Signal) {
-        let _ = if self.group {
-            killpg(self.pid, signal)
-        } else {
-            kill(self.pid, signal)
-        };
-    }
-}
-
-/// The exit code of CMD: its own, or 128 + the signal that ended it.
-fn exit_code(status: ExitStatus) -> u8 {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(exit::FAILURE),
-        (None, Some(signal)) => u8::try_from(128 + (signal & 0x7f)).unwrap_or(exit::FAILURE),
-        (None, None) => exit::FAILURE,
-    }
-}
-
-/// The failure to start `program`: 127 when not found, 126 otherwise (as shells do).
-fn spawn_error(program: &OsStr, err: &std::io::Error) -> CliError {
-    let code = if err.kind() == std::io::ErrorKind::NotFound {
-        exit::NOT_FOUND
-    } else {
-        exit::CANNOT_EXECUTE
-    };
-    CliError::new(
-        code,
-        format!(
-            "cannot run `{}`: {err}",
-            Escaped(&program.to_string_lossy())
-        ),
     )
 }

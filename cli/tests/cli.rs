@@ -9,6 +9,8 @@ mod contention;
 mod doctor;
 #[path = "cli/elect.rs"]
 mod elect;
+#[path = "cli/kill.rs"]
+mod kill;
 #[path = "cli/run.rs"]
 mod run;
 #[path = "cli/support.rs"]

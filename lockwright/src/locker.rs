@@ -24,12 +24,14 @@ use crate::hostname::hostname;
 use crate::{Client, LockOptions};
 use driver::drive;
 
-/// What a guard sees of its lease: how it ended, if it has, and the local instant (since the
-/// locker started) until which the lock may be trusted.
+/// What a guard sees of its lease: how it ended, if it has, the local instant (since the
+/// locker started) until which the lock may be trusted, and when that was last moved (by
+/// the grant or a renewal).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct LeaseView {
     ended: Option<Ended>,
     trust_until: LocalMs,
+    trusted_at: LocalMs,
 }
 
 enum Command<S: LockStore> {
@@ -375,6 +377,63 @@ impl<S: LockStore> LockGuard<S> {
     pub fn is_held(&self) -> bool {
         let view = *self.view.borrow();
         view.ended.is_none() && self.locker.shared.now() < view.trust_until
+    }
+
+    /// The instant until which the lock may be trusted (as [`LockGuard::is_held`] judges
+    /// it), or `None` once it has ended. Renewals move it forward.
+    pub fn trusted_until(&self) -> Option<Instant> {
+        let view = *self.view.borrow();
+        match view.ended {
+            None => Some(self.locker.shared.instant(view.trust_until)),
+            Some(_) => None,
+        }
+    }
+
+    /// Resolves when less than `notice` of the lock's trust is left (its renewals have not
+    /// moved [`LockGuard::trusted_until`] on in time: the store is slow or unreachable), or
+    /// when the lock has ended; returns the instant by which work under the lock must have
+    /// stopped: the end of its trust, or now when it has ended.
+    ///
+    /// Give work that needs time to stop a `notice` of that time: it then has until the
+    /// returned instant, and never longer than the lock may be trusted. A renewal that is
+    /// merely slow must not end the work, so the notice is never more than half the time
+    /// from when the next renewal is due to the end of trust: at most
+    /// `(ttl × (1 − renew_fraction) − drift_margin) / 2` for a lock renewed as usual, and
+    /// less while the trust the grant gave is short (a lock the store handed over is
+    /// trusted for its claim lease until its first renewal claims it).
+    pub async fn running_out(&self, notice: Duration) -> Instant {
+        let config = &self.locker.shared.config;
+        let mut view = self.view.clone();
+        loop {
+            let now = *view.borrow_and_update();
+            if now.ended.is_some() {
+                return Instant::now();
+            }
+            let end = self.locker.shared.instant(now.trust_until);
+            // The renewal is due at `renew_fraction` of the trust given (or earlier).
+            let given = now.trust_until.saturating_duration_since(now.trusted_at);
+            let cap = given
+                .mul_f64(1.0 - config.renew_fraction)
+                .saturating_sub(config.drift_margin)
+                / 2;
+            let warn = end
+                .checked_sub(notice.min(cap))
+                .unwrap_or(self.locker.shared.epoch);
+            tokio::select! {
+                () = tokio::time::sleep_until(warn) => {
+                    // Unless a renewal moved it meanwhile (then look again).
+                    if *view.borrow() == now {
+                        return end;
+                    }
+                }
+                changed = view.changed() => {
+                    if changed.is_err() {
+                        // The locker's task is gone: nothing renews the lock any more.
+                        return end.min(Instant::now());
+                    }
+                }
+            }
+        }
     }
 
     /// Resolves when the lock ends, with the cause. Use it in `select!` beside the work.

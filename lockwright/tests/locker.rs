@@ -215,6 +215,54 @@ async fn broken_backend_fires_lost_before_the_lease_expires<B: Backend>(hang: bo
     B::teardown(store.inner_ref()).await;
 }
 
+/// `running_out` gives its notice only when renewals stop moving the trust on: never while
+/// they succeed, and when they fail, `notice` before the trust ends and before the lock is
+/// lost.
+async fn running_out_gives_notice_only_when_renewals_fail<B: Backend>() {
+    // Failed renewals are retried until the trust ends (by default the lease is given up
+    // after three, and the loss is the notice).
+    let mut config = config(B::TTL);
+    config.max_renew_attempts = u32::MAX;
+    let client =
+        Client::with_renew_margin(faulty(B::real_time_store().await), B::TTL / 10).unwrap();
+    let locker = Locker::new(client, config).unwrap();
+    let guard = locker
+        .acquire("job", &LockOptions::exclusive(B::TTL))
+        .await
+        .unwrap();
+    // Within the most it gives (half the trust left after a renewal is due: a tenth of the
+    // TTL with this configuration's drift margin of a fifth).
+    let notice = B::TTL / 20;
+    tokio::select! {
+        end = guard.running_out(notice) => panic!("ran out at {end:?} while renewals succeed"),
+        () = tokio::time::sleep(B::TTL * 4) => {}
+    }
+    locker
+        .client()
+        .store()
+        .renew_fails
+        .store(true, Ordering::SeqCst);
+    let end = guard.running_out(notice).await;
+    let warned = Instant::now();
+    assert_eq!(guard.ended(), None, "the notice comes before the loss");
+    assert!(guard.is_held());
+    assert_eq!(guard.trusted_until(), Some(end));
+    assert!(
+        end > warned && end - warned <= notice,
+        "notice of {:?}, asked for {notice:?}",
+        end - warned
+    );
+    assert_eq!(guard.lost().await, Ended::Expired);
+    assert!(
+        Instant::now() >= end,
+        "lost at the end of its trust, not before"
+    );
+    assert_eq!(guard.trusted_until(), None);
+    // Once ended, it resolves at once.
+    assert!(guard.running_out(notice).await <= Instant::now());
+    B::teardown(locker.client().store().inner_ref()).await;
+}
+
 async fn refused_renewal_is_reported<B: Backend>() {
     let locker = locker::<B>().await;
     let guard = locker
@@ -671,6 +719,8 @@ macro_rules! locker_tests {
             async fn failing_backend_fires_lost_before_the_lease_expires() { super::broken_backend_fires_lost_before_the_lease_expires::<$backend>(false).await }
             #[tokio::test($($attr)*)]
             async fn hanging_backend_fires_lost_before_the_lease_expires() { super::broken_backend_fires_lost_before_the_lease_expires::<$backend>(true).await }
+            #[tokio::test($($attr)*)]
+            async fn running_out_gives_notice_only_when_renewals_fail() { super::running_out_gives_notice_only_when_renewals_fail::<$backend>().await }
             #[tokio::test($($attr)*)]
             async fn refused_renewal_is_reported() { super::refused_renewal_is_reported::<$backend>().await }
             #[tokio::test($($attr)*)]

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::support::{Coll, assert_no_lock_id, code, kill_group_in, text, wait_for, wait_for_file};
+use crate::support::{Coll, assert_no_lock_id, code, text, wait_for, wait_for_file};
 
 /// A CMD that records its environment, then runs until `stop-<name>` exists.
 fn hold(name: &str) -> String {
@@ -78,15 +78,14 @@ fn candidates_lead_in_turn_and_leader_says_who() {
     let out = c.run(&["leader", "sched"]);
     assert!(text(&out.stdout).contains("b:1"), "{}", text(&out.stdout));
 
-    // b is killed outright: its CMD is left running (kill it too), and its lock stays
-    // until its lease ends; the next candidate leads after the lease and the grace.
+    // b is killed outright: its watchdog kills its CMD, and its lock stays until its
+    // lease ends; the next candidate leads after the lease and the grace.
     let c_cmd = hold("c");
     let cand = c.spawn(&[
         "elect", "sched", "--value", "c:1", "--once", "--", "sh", "-c", &c_cmd,
     ]);
     std::thread::sleep(Duration::from_millis(500));
     b.signal(nix::sys::signal::Signal::SIGKILL);
-    kill_group_in(&c.path("pid-b"));
     wait_for_file(&c.path("env-c"));
     std::fs::write(c.path("stop-c"), "").unwrap();
     let out = cand.finish(LONG);
@@ -147,10 +146,9 @@ fn a_leader_killed_across_a_failover_is_fenced_out() {
     ]);
     std::thread::sleep(Duration::from_millis(500));
     assert!(!c.path("env-b").exists(), "b waits while a leads");
-    // a dies with its CMD, and the set loses its primary.
+    // a dies (its watchdog kills its CMD), and the set loses its primary.
     let mut a = a;
     a.signal(nix::sys::signal::Signal::SIGKILL);
-    kill_group_in(&c.path("pid-a"));
     assert!(wait_for(LONG, || !a.running()), "a was killed");
     let old_primary = runtime.block_on(set.kill_primary()).unwrap();
     let b_fence = fence_in(&c, "env-b");

@@ -1,11 +1,12 @@
 //! `lockwright run`: mutual exclusion between processes, waiting, takeover after a killed
 //! holder, exit codes, environment, signal forwarding and lost-lock termination.
 
+use std::future::IntoFuture as _;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use crate::support::{Coll, assert_no_lock_id, code, kill_group_in, text, wait_for, wait_for_file};
+use crate::support::{Coll, assert_no_lock_id, code, text, wait_for, wait_for_file};
 
 /// A CMD that writes `started` (and its pid to `pid`), then runs until `stop` exists.
 const HOLD: &str =
@@ -257,7 +258,6 @@ fn a_waiter_takes_over_after_the_holder_is_killed() {
     let killed = Instant::now();
     drop(holder);
     let out = waiter.finish(LONG);
-    kill_group_in(&c.path("pid"));
     assert_eq!(code(&out), 0, "stderr: {}", text(&out.stderr));
     assert!(c.path("took").exists());
     // The killed holder's lock had between 1 s and 2 s left; it was waited out.
@@ -288,14 +288,14 @@ fn sigterm_is_forwarded_and_the_lock_released() {
     assert!(c.status_json(&[]).is_empty(), "released");
 }
 
-/// Makes the lock of a `run` lost: stops the process (no renewals), waits past the TTL
-/// and the takeover grace, purges the lock from a third process, and continues it. Returns its output.
+/// Makes the lock of a `run` lost: removes its document from under it (as an operator's
+/// unlock would), so that its next renewal is refused. Returns its output.
 fn lose_the_lock(c: &Coll, script: &str) -> std::process::Output {
     let lw = c.spawn(&[
         "run",
         "job/lost",
         "--ttl",
-        "2s",
+        "6s",
         "--kill-after",
         "1s",
         "--",
@@ -304,19 +304,16 @@ fn lose_the_lock(c: &Coll, script: &str) -> std::process::Output {
         script,
     ]);
     wait_for_file(&c.path("started"));
-    lw.signal(Signal::SIGSTOP);
-    let expired = wait_for(LONG, || c.status_json(&[]).iter().all(|l| l["ttl_ms"] == 0));
-    assert!(expired, "the lock expires while its holder is stopped");
-    // Purge spares it until the takeover grace has passed too.
-    std::thread::sleep(lockwright::DEFAULT_TAKEOVER_GRACE + Duration::from_millis(100));
-    let purge = c.run(&["purge"]);
-    assert!(purge.status.success(), "purge: {}", text(&purge.stderr));
-    assert!(
-        text(&purge.stdout).contains("removed 1 expired lock(s): `job/lost`"),
-        "{}",
-        text(&purge.stdout)
-    );
-    lw.signal(Signal::SIGCONT);
+    let removed = c
+        .block_on(
+            c.client
+                .store()
+                .collection()
+                .delete_many(mongodb::bson::doc! {})
+                .into_future(),
+        )
+        .expect("delete");
+    assert_eq!(removed.deleted_count, 1);
     lw.finish(LONG)
 }
 
@@ -344,10 +341,54 @@ fn a_lost_lock_kills_cmd_that_ignores_sigterm() {
         &c,
         "trap '' TERM; echo $$ > pid; touch started; while :; do sleep 0.1; done",
     );
-    kill_group_in(&c.path("pid"));
     let err = text(&out.stderr);
     assert_eq!(code(&out), 76, "stderr: {err}");
+    assert!(err.contains("(SIGKILL in 1s)"), "{err}");
     assert!(err.contains("still running; sending SIGKILL"), "{err}");
+}
+
+#[test]
+fn kill_after_must_leave_renewals_their_time() {
+    let c = Coll::new();
+    // A renewal at 1 s leaves 0.9 s of trust: SIGTERM may come at most 0.45 s early.
+    let out = c.run(&[
+        "run",
+        "job/k",
+        "--ttl",
+        "2s",
+        "--kill-after",
+        "1s",
+        "--",
+        "true",
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(code(&out), 2, "stderr: {err}");
+    assert!(
+        err.contains("--kill-after 1s: at most 450ms with --ttl 2s"),
+        "{err}"
+    );
+    let out = c.run(&[
+        "run",
+        "job/k",
+        "--ttl",
+        "2s",
+        "--kill-after",
+        "450ms",
+        "--",
+        "true",
+    ]);
+    assert_eq!(code(&out), 0, "stderr: {}", text(&out.stderr));
+    let out = c.run(&[
+        "elect",
+        "job/k",
+        "--lease",
+        "2s",
+        "--kill-after",
+        "1s",
+        "--",
+        "true",
+    ]);
+    assert_eq!(code(&out), 2, "stderr: {}", text(&out.stderr));
 }
 
 #[test]
@@ -385,7 +426,6 @@ fn waiting_runs_are_granted_in_the_order_they_came_and_shown_waiting() {
     assert_no_lock_id(&c.locks(), &table);
     holder.signal(Signal::SIGTERM);
     drop(holder);
-    kill_group_in(&c.path("pid"));
     for w in waiters {
         let out = w.finish(LONG);
         assert_eq!(code(&out), 0, "stderr: {}", text(&out.stderr));

@@ -212,24 +212,18 @@ impl Proc {
     }
 }
 
+impl From<Child> for Proc {
+    fn from(child: Child) -> Self {
+        Proc(Some(child))
+    }
+}
+
 impl Drop for Proc {
     fn drop(&mut self) {
         if let Some(mut child) = self.0.take() {
             let _ = child.kill();
             let _ = child.wait();
         }
-    }
-}
-
-/// Kills the process group whose leader's pid is in `pid_file` (a command orphaned by a
-/// killed `lockwright`), if the file exists.
-pub fn kill_group_in(pid_file: &Path) {
-    let pid = std::fs::read_to_string(pid_file).ok();
-    if let Some(pid) = pid.and_then(|p| p.trim().parse::<i32>().ok()) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
     }
 }
 
@@ -276,4 +270,86 @@ pub fn assert_no_lock_id(locks: &[LockStatus], output: &str) {
             "a lock id leaked into: {output}"
         );
     }
+}
+
+/// A TCP proxy on 127.0.0.1 to one server, which can cut every connection through it (and
+/// refuse new ones) at once: a client cut off from the server while others still reach it.
+pub struct Proxy {
+    /// Its port.
+    pub port: u16,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    open: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Proxy {
+    /// A proxy to `server` (`host:port`).
+    pub fn to(server: &str) -> Self {
+        use std::net::{Shutdown, TcpListener, TcpStream};
+        use std::sync::atomic::Ordering;
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
+        let port = listener.local_addr().expect("its address").port();
+        let proxy = Proxy {
+            port,
+            cut: Default::default(),
+            open: Default::default(),
+        };
+        let (cut, open, server) = (proxy.cut.clone(), proxy.open.clone(), server.to_owned());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                let upstream = match TcpStream::connect(&server) {
+                    Ok(s) if !cut.load(Ordering::SeqCst) => s,
+                    _ => {
+                        let _ = client.shutdown(Shutdown::Both);
+                        continue;
+                    }
+                };
+                let pipe = |mut from: TcpStream, mut to: TcpStream| {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(Shutdown::Both);
+                    });
+                };
+                let clones = (client.try_clone(), upstream.try_clone());
+                let (Ok(c2), Ok(u2)) = clones else { continue };
+                if let Ok(mut open) = open.lock() {
+                    open.extend(client.try_clone().ok());
+                    open.extend(upstream.try_clone().ok());
+                }
+                pipe(client, u2);
+                pipe(upstream, c2);
+            }
+        });
+        proxy
+    }
+
+    /// `mongodb://` through the proxy, to that one server.
+    pub fn uri(&self) -> String {
+        format!("mongodb://127.0.0.1:{}/?directConnection=true", self.port)
+    }
+
+    /// Cuts every connection, and refuses new ones from now on.
+    pub fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Ok(open) = self.open.lock() {
+            for s in open.iter() {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+        }
+    }
+}
+
+/// The primary of the deployment `c` is on, as `host:port`.
+pub fn primary(c: &Coll) -> String {
+    let hello = c
+        .block_on(
+            c.client
+                .store()
+                .client()
+                .database("admin")
+                .run_command(mongodb::bson::doc! {"hello": 1})
+                .into_future(),
+        )
+        .expect("hello");
+    hello.get_str("primary").expect("a primary").to_owned()
 }

@@ -284,6 +284,7 @@ fn deliver<S: LockStore>(
             let (signal, view) = watch::channel(LeaseView {
                 ended: None,
                 trust_until,
+                trusted_at: shared.now(),
             });
             outlets.signals.insert(key, signal);
             let guard = LockGuard {
@@ -320,7 +321,11 @@ fn deliver<S: LockStore>(
                 metrics::renewal_lag(renewal_lag(&shared.config, previous, ttl, shared.now()));
             }
             if let Some(signal) = outlets.signals.get(&key) {
-                signal.send_modify(|v| v.trust_until = trust_until);
+                let now = shared.now();
+                signal.send_modify(|v| {
+                    v.trust_until = trust_until;
+                    v.trusted_at = now;
+                });
             }
         }
         Event::AttemptFailed { key, error } => {
