@@ -37,8 +37,9 @@ impl MongoStore {
 
 impl MongoStore {
     /// The documents `filter` matches and the server's `now`, in one aggregation outside a
-    /// transaction, decoded with the store's takeover grace (after checking the collection
-    /// is ready for `op`).
+    /// transaction, majority-committed (it reports who holds and waits: never what a
+    /// rollback may erase), decoded with the store's takeover grace (after checking the
+    /// collection is ready for `op`).
     pub(crate) async fn read_with_now(
         &self,
         op: &'static str,
@@ -48,6 +49,7 @@ impl MongoStore {
         let aggregate = self
             .coll
             .aggregate(pipeline::read_with_now(filter, &self.now_expr()))
+            .read_concern(mongodb::options::ReadConcern::majority())
             .with_type::<RawDocumentBuf>()
             .batch_size(CURSOR_BATCH);
         let docs = all_rows(op, aggregate)

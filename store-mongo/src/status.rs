@@ -1,7 +1,14 @@
 //! `status` (the locks matching a filter) and `summary` (every resource's contention),
 //! each read in one command.
+//!
+//! Reads that report who holds or leads read what is majority-committed (read concern
+//! `majority`): a grant applied on a primary that a failover then rolls back is never
+//! reported. It costs no command: the primary answers from its majority-committed
+//! snapshot, which trails its newest writes by about one replication round trip (a lock
+//! just granted with `w: 1`, or renewed, shows as of that snapshot until then).
 
 use mongodb::bson::{RawDocumentBuf, doc};
+use mongodb::options::ReadConcern;
 
 use lockwright_engine::table;
 use lockwright_engine::{Error, Filter, LockStatus, Summary, Timestamp};
@@ -25,12 +32,16 @@ pub(crate) async fn status(store: &MongoStore, filter: &Filter) -> Result<Vec<Lo
     let prefilter = pipeline::status_prefilter(filter, now);
     let raw = if ttl_bound {
         let coll = store.coll.clone_with_type::<RawDocumentBuf>();
-        let find = coll.find(prefilter).batch_size(CURSOR_BATCH);
+        let find = coll
+            .find(prefilter)
+            .read_concern(ReadConcern::majority())
+            .batch_size(CURSOR_BATCH);
         all_rows("status", find).await?
     } else {
         let aggregate = store
             .coll
             .aggregate(pipeline::read_with_now(prefilter, &store.now_expr()))
+            .read_concern(ReadConcern::majority())
             .with_type::<RawDocumentBuf>()
             .batch_size(CURSOR_BATCH);
         all_rows("status", aggregate).await?
