@@ -83,8 +83,16 @@ impl Leader {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum LeaderNews {
     /// `leader` was granted the election's exclusive lock (by a request, or handed it in
-    /// the line).
-    Leads(Resource, Leader),
+    /// the line), whose lease ends at `until` unless renewed (the store's clock; `None` for
+    /// a lock without a TTL). News may come late: see [`news_needs_read`].
+    Leads {
+        /// The election.
+        election: Resource,
+        /// Who leads it.
+        leader: Leader,
+        /// When the lease the news is of ends, unless renewed.
+        until: Option<Timestamp>,
+    },
     /// News may have been lost (the subscription began, or its stream reopened or fell
     /// behind): who leads is to be read.
     Missed,
@@ -105,6 +113,17 @@ pub fn leader_of<'a>(locks: impl IntoIterator<Item = &'a LockStatus>) -> Option<
         .filter(|l| l.mode == Mode::Exclusive && l.ttl.is_none_or(|t| !t.is_zero()))
         .max_by_key(|l| l.fence)
         .map(Leader::of)
+}
+
+/// Whether news of a leader whose lease ends at `until` must be confirmed by a read before
+/// it is reported, at wall time `now`: when that lease has ended. News carries no promise
+/// that its leader still leads (it may arrive late: its writer paused after its write, a
+/// cursor fell behind); a leader whose lease has ended may have been replaced, or the
+/// leadership lapsed, and nothing would retract the report. A renewal moves the lease on
+/// without news, so a read tells.
+#[must_use]
+pub fn news_needs_read(until: Option<Timestamp>, now: Timestamp) -> bool {
+    until.is_some_and(|until| until <= now)
 }
 
 /// What an observer of an election reports of the leaders its reads return: each leader

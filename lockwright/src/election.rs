@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use futures_util::Stream;
 pub use lockwright_engine::election::Leader;
-use lockwright_engine::election::{LeaderNews, LeaderStream, Observer, leader_of};
-use lockwright_engine::{Error, Filter, LockOptions, LockStore, Mode, Resource};
+use lockwright_engine::election::{LeaderNews, LeaderStream, Observer, leader_of, news_needs_read};
+use lockwright_engine::{Error, Filter, LockOptions, LockStore, Mode, Resource, Timestamp};
 use tokio::time::Instant;
 
 use crate::client::Client;
@@ -264,11 +264,16 @@ impl<S: LockStore> Watch<S> {
             let step = tokio::select! {
                 biased;
                 heard = news => match heard {
-                    Some(LeaderNews::Leads(election, leader)) if election == self.election => {
-                        self.read_at = Instant::now() + self.every;
-                        Step::Heard(leader)
+                    Some(LeaderNews::Leads { election, leader, until }) if election == self.election => {
+                        // News of a lease that has ended (it came late) is confirmed by a read.
+                        if news_needs_read(until, wall_clock()) {
+                            Step::Read
+                        } else {
+                            self.read_at = Instant::now() + self.every;
+                            Step::Heard(leader)
+                        }
                     }
-                    Some(LeaderNews::Leads(..)) => continue,
+                    Some(LeaderNews::Leads { .. }) => continue,
                     Some(LeaderNews::Missed) => Step::Read,
                     None => {
                         // The store stopped sending news: reads alone from now on.
@@ -293,4 +298,11 @@ impl<S: LockStore> Watch<S> {
             }
         }
     }
+}
+
+/// The wall clock, against which news says when its lease ends (the store's clock: on
+/// MongoDB the server's; a process whose clock is far behind the store's trusts late news
+/// longer, one ahead reads more often).
+fn wall_clock() -> Timestamp {
+    Timestamp::from_system_time(std::time::SystemTime::now()).unwrap_or(Timestamp::EPOCH)
 }

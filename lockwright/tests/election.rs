@@ -460,3 +460,78 @@ mod mongo {
         teardown(client.store()).await;
     }
 }
+
+/// A store whose news of leaders the test sends (one subscription).
+#[cfg(feature = "mem")]
+struct Told {
+    inner: lockwright::MemStore,
+    news: std::sync::Mutex<Option<lockwright_engine::election::LeaderStream>>,
+}
+
+#[cfg(feature = "mem")]
+impl lockwright_testkit::Forward for Told {
+    type Inner = lockwright::MemStore;
+
+    fn inner(&self) -> &lockwright::MemStore {
+        &self.inner
+    }
+
+    fn leaders(&self) -> Option<lockwright_engine::election::LeaderStream> {
+        self.news.lock().unwrap().take()
+    }
+}
+
+#[cfg(feature = "mem")]
+lockwright_testkit::forward_lock_store!(Told);
+
+/// News that comes late (its writer paused after its write: its lease has ended) is not
+/// reported on its word: the observer reads who leads instead. Fresh news is reported.
+#[cfg(feature = "mem")]
+#[tokio::test]
+async fn late_news_of_a_leader_is_confirmed_by_a_read() {
+    use lockwright_engine::Timestamp;
+    use lockwright_engine::election::LeaderNews;
+    let (tell, told) = tokio::sync::mpsc::unbounded_channel();
+    let told = futures_util::stream::unfold(told, |mut rx| async move {
+        rx.recv().await.map(|news| (news, rx))
+    });
+    let client = Client::new(Told {
+        inner: lockwright::MemStore::new(),
+        news: std::sync::Mutex::new(Some(Box::pin(told))),
+    });
+    let locker = Locker::new(client.clone(), LockerConfig::default()).unwrap();
+    let a = locker.campaign("e", "a", &lease()).await.unwrap();
+    // Reads only at the start (and when news says to): an hour between reads.
+    let mut observed = Box::pin(client.observe("e", Duration::from_secs(3_600)));
+    assert_eq!(observed.next().await.unwrap().unwrap().fence, a.fence());
+    let now = Timestamp::from_system_time(std::time::SystemTime::now()).unwrap();
+    let news = |value: &str, fence, until| LeaderNews::Leads {
+        election: lockwright::Resource::new("e").unwrap(),
+        leader: lockwright::Leader::new(Some(value.to_owned()), fence, now),
+        until: Some(until),
+    };
+    // Late: its lease ended a second ago. A read names a, who was reported already.
+    tell.send(news(
+        "late",
+        a.fence() + 100,
+        Timestamp::from_millis(now.as_millis() - 1_000),
+    ))
+    .unwrap();
+    // Fresh: reported as it comes.
+    tell.send(news(
+        "fresh",
+        a.fence() + 200,
+        now.saturating_add(Duration::from_secs(60)),
+    ))
+    .unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(60), observed.next())
+        .await
+        .expect("the fresh news is reported")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        next.value.as_deref(),
+        Some("fresh"),
+        "late news was reported on its word: {next:?}"
+    );
+}

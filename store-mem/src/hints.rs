@@ -147,8 +147,11 @@ impl Notifier {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .contains(&lock.resource)
         {
-            self.observers
-                .send(&LeaderNews::Leads(lock.resource.clone(), Leader::of(lock)));
+            self.observers.send(&LeaderNews::Leads {
+                election: lock.resource.clone(),
+                leader: Leader::of(lock),
+                until: lock.expires_at,
+            });
         }
     }
 }

@@ -331,8 +331,8 @@ fn hint_of(wake: &Document) -> Option<Hint> {
     })
 }
 
-/// What news of a leader says: the election, and who leads it since when with what fence
-/// and value. `None` for a document that is not news (the collection's seed).
+/// What news of a leader says: the election, who leads it since when with what fence and
+/// value, and when the lease the news is of ends. `None` for a document that is not news (the collection's seed).
 fn news_of(news: &Document) -> Option<LeaderNews> {
     let resource = news.get_str(RESOURCE).ok()?;
     let fence = u64::try_from(news.get_i64(FENCE).ok()?).ok()?;
@@ -343,10 +343,18 @@ fn news_of(news: &Document) -> Option<LeaderNews> {
         _ => return None,
     };
     let value = news.get_str(VALUE).ok().map(str::to_owned);
-    Some(LeaderNews::Leads(
-        Resource::stored(resource),
-        Leader::new(value, fence, since),
-    ))
+    // News from before leases were carried has none: taken as current, as it was.
+    let until = match news.get(EXPIRES) {
+        Some(Bson::DateTime(d)) => u64::try_from(d.timestamp_millis())
+            .ok()
+            .map(Timestamp::from_millis),
+        _ => None,
+    };
+    Some(LeaderNews::Leads {
+        election: Resource::stored(resource),
+        leader: Leader::new(value, fence, since),
+        until,
+    })
 }
 
 /// Opens the tailable cursor of `tail` on `coll` (creating the collection if it is not

@@ -475,8 +475,8 @@ impl LockStore for MongoStore {
 impl MongoStore {
     /// Announces those of `leaders` whose elections this store announces, in a task of
     /// their own (the operation that made them does not wait for it).
-    fn announce(&self, leaders: impl IntoIterator<Item = (Resource, Leader)>) {
-        let leaders: Vec<(Resource, Leader)> = {
+    fn announce(&self, leaders: impl IntoIterator<Item = (Resource, Leader, Option<Timestamp>)>) {
+        let leaders: Vec<(Resource, Leader, Option<Timestamp>)> = {
             let elections = self
                 .elections
                 .lock()
@@ -486,7 +486,7 @@ impl MongoStore {
             }
             leaders
                 .into_iter()
-                .filter(|(r, _)| elections.contains(r))
+                .filter(|(r, _, _)| elections.contains(r))
                 .collect()
         };
         if !leaders.is_empty() {

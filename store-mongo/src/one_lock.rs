@@ -226,12 +226,10 @@ impl MongoStore {
         if crate::mutants::active(crate::mutants::Mutant::NewsSkipsHandOver) {
             return;
         }
-        self.announce(
-            handed
-                .iter()
-                .filter_map(|w| w.leader.clone())
-                .map(|l| (resource.clone(), l)),
-        );
+        self.announce(handed.iter().filter_map(|w| {
+            let until = w.grant.as_ref().and_then(|g| g.expires_at);
+            Some((resource.clone(), w.leader.clone()?, until))
+        }));
     }
 }
 
@@ -349,7 +347,11 @@ pub(crate) async fn lock(store: &MongoStore, request: &LockRequest) -> Result<Lo
     let claim = granted.renewed_at.is_some()
         && !crate::mutants::active(crate::mutants::Mutant::NewsOfClaims);
     if request.access == Access::Exclusive && !claim {
-        store.announce([(granted.resource.clone(), Leader::of(&granted))]);
+        store.announce([(
+            granted.resource.clone(),
+            Leader::of(&granted),
+            granted.expires_at,
+        )]);
     }
     Ok(granted)
 }

@@ -47,8 +47,8 @@ pub(crate) const SHARDS: usize = 16;
 /// The collection of the news of leaders, `<collection>.wakes.leaders`, numbered after the
 /// shards: every observing process tails it whole (see [`Wakes::announce`]).
 pub(crate) const LEADERS: usize = SHARDS;
-/// A leader's news's value (absent when it proclaimed none); its resource, fence and
-/// since-when are a wake's `r`, `f` and `c`.
+/// A leader's news's value (absent when it proclaimed none); its resource, fence,
+/// since-when and the end of the lease it was granted are a wake's `r`, `f`, `c` and `e`.
 pub(crate) const VALUE: &str = "v";
 /// The size of each capped collection: some 600 wakes.
 const SHARD_BYTES: u64 = 64 * 1024;
@@ -232,18 +232,21 @@ impl Wakes {
     /// whose every tailable cursor (one per observing process, whatever the elections it
     /// observes) the server wakes. Best effort, as wakes: a failure is logged, and the
     /// observers read who leads every so often.
-    pub(crate) async fn announce(&self, leaders: Vec<(Resource, Leader)>) {
+    pub(crate) async fn announce(&self, leaders: Vec<(Resource, Leader, Option<Timestamp>)>) {
         if leaders.is_empty() {
             return;
         }
         let docs: Vec<Document> = leaders
             .iter()
-            .map(|(resource, leader)| {
+            .map(|(resource, leader, until)| {
                 let mut d = doc! {
                     RESOURCE: resource.as_str(),
                     FENCE: i64::try_from(leader.fence).unwrap_or(i64::MAX),
                     CREATED: schema_date(leader.since),
                 };
+                if let Some(until) = until {
+                    d.insert(EXPIRES, schema_date(*until));
+                }
                 if let Some(value) = &leader.value {
                     d.insert(VALUE, value.as_str());
                 }

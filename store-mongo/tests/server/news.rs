@@ -56,7 +56,7 @@ async fn news_sent_before_the_cursor_opened_is_not_passed_on() {
     let fields: Vec<&str> = stored[0].keys().map(String::as_str).collect();
     assert_eq!(
         fields,
-        ["_id", "r", "f", "c", "v"],
+        ["_id", "r", "f", "c", "e", "v"],
         "no lock id in the news"
     );
     assert_eq!(stored[0].get_str("v"), Ok("old"));
@@ -70,7 +70,11 @@ async fn news_sent_before_the_cursor_opened_is_not_passed_on() {
         .unwrap();
     assert_eq!(
         next(&mut news).await,
-        LeaderNews::Leads(e, Leader::of(&new)),
+        LeaderNews::Leads {
+            election: e,
+            leader: Leader::of(&new),
+            until: new.expires_at,
+        },
         "the old leader is no news"
     );
     drop(news);

@@ -29,6 +29,15 @@ fn election(name: &str) -> Resource {
     Resource::new(name).expect("a valid name")
 }
 
+/// The news of `lock`'s grant on `e`.
+fn leads(e: &str, lock: &LockStatus) -> LeaderNews {
+    LeaderNews::Leads {
+        election: election(e),
+        leader: Leader::of(lock),
+        until: lock.expires_at,
+    }
+}
+
 cases! {
     __conformance_news;
 
@@ -42,7 +51,8 @@ cases! {
         let first = cx.xlock("e", &a, &valued("a")).await.expect("a's grant");
         assert_eq!(
             next(&mut news).await,
-            LeaderNews::Leads(election("e"), Leader::of(&first))
+            leads("e", &first),
+            "news of a grant, with the end of its lease"
         );
         // b waits in line; a resigns (a one-lock release): the store hands b the lock, and
         // that is news, with b's value and the hand-over's fence.
@@ -53,10 +63,12 @@ cases! {
         cx.clock.advance(ms(1));
         let resigned = cx.store.unlock_one(&first.resource, &a).await;
         assert!(resigned.expect("unlock_one").is_some(), "a's lock");
-        let handed = match next(&mut news).await {
-            LeaderNews::Leads(e, leader) if e == election("e") => leader,
+        let (handed, until) = match next(&mut news).await {
+            LeaderNews::Leads { election: e, leader, until } if e == election("e") => (leader, until),
             other => panic!("expected news of b, got {other:?}"),
         };
+        // The lease b was handed: its claim lease, from the hand-over.
+        assert_eq!(until, Some(at(ms(1)).saturating_add(LEASE)), "the claim lease's end");
         assert_eq!(handed.value.as_deref(), Some("b"));
         assert!(handed.fence > first.fence, "{} after {}", handed.fence, first.fence);
         assert_eq!(handed.since, at(ms(1)));
@@ -73,7 +85,7 @@ cases! {
             .expect("f's grant");
         assert_eq!(
             next(&mut news).await,
-            LeaderNews::Leads(election("f"), Leader::of(&f)),
+            leads("f", &f),
             "no news of b's claim, nor of g"
         );
         // A new subscription hears none of the news before it: first `Missed`, then the
@@ -85,7 +97,7 @@ cases! {
         let again = cx.xlock("e", generate_lock_id(), &valued("c")).await.expect("c's grant");
         assert_eq!(
             next(&mut news).await,
-            LeaderNews::Leads(election("e"), Leader::of(&again)),
+            leads("e", &again),
             "no old news"
         );
     }
