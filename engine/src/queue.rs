@@ -174,7 +174,8 @@ pub struct QueueEntry {
     /// When the place lapses unless the waiter asks again.
     pub expires_at: Timestamp,
     /// Until when the place may be handed the lock: its waiter's last request plus its
-    /// claim lease, or that request's instant for a place kept far back. `None` for a place
+    /// claim lease, or the Unix epoch for a place kept far back (stale whatever the store's
+    /// clock reads, also after it stepped back). `None` for a place
     /// whose writer did not record it (an earlier version): such a place is fresh as long
     /// as it is live.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -320,14 +321,17 @@ impl Queue {
     /// `ticket` takes a place at the back in `mode` at `now`, or refreshes the place it has
     /// (keeping its order, taking the new mode, lease and what a handoff grants: see
     /// [`LockRequest::handoff`](crate::LockRequest::handoff)), fresh for the ticket's claim
-    /// lease from `now` (stale at once when kept far back), after the dead places are
-    /// dropped.
+    /// lease from `now` (stale for good when kept far back, until it asks with a claim lease
+    /// again), after the dead places are dropped.
     pub fn join(&mut self, ticket: &Ticket, mode: Mode, handoff: Handoff, now: Timestamp) {
         self.drop_dead(now);
         let expires_at = now.saturating_add(ticket.ttl.as_duration());
+        // Far back: stale however the store's clock moves (were it `now`, a clock stepped
+        // back would make the place fresh for the size of the step, and a release would
+        // hand it a lock with the place's long lease).
         let fresh_until = ticket
             .claim
-            .map_or(now, |c| now.saturating_add(c.as_duration()));
+            .map_or(Timestamp::EPOCH, |c| now.saturating_add(c.as_duration()));
         let handoff = Some(handoff);
         match self.0.iter_mut().find(|e| e.ticket == ticket.id) {
             Some(e) => {
@@ -451,5 +455,25 @@ mod tests {
         // A place taken after the dead ones are dropped goes to the back.
         q.join(&ticket("b"), Mode::Exclusive, handoff(), at(4_000));
         assert_eq!(ids(q.iter()), ["c", "b"]);
+    }
+
+    /// A place kept far back is stale at once, and stays stale when the store's clock steps
+    /// back (an NTP step, a failover to a member behind): it is never handed the lock, with
+    /// its long lease or any other, until its waiter asks with a claim lease again.
+    #[test]
+    fn a_place_kept_far_back_stays_stale_when_the_clock_steps_back() {
+        let mut q = Queue::new();
+        let far = Ticket::new(LockId::new("a").unwrap(), MAX_QUEUE_TTL)
+            .unwrap()
+            .far_back();
+        q.join(&far, Mode::Exclusive, handoff(), at(10_000));
+        assert!(q[0].is_live(at(10_000)));
+        for now in [10_000, 9_999, 5_000, 0] {
+            assert!(!q[0].is_fresh(at(now)), "fresh at {now} ms");
+        }
+        // Asking with a claim lease makes it fresh again, for that lease.
+        q.join(&ticket("a"), Mode::Exclusive, handoff(), at(11_000));
+        assert!(q[0].is_fresh(at(11_000)));
+        assert!(!q[0].is_fresh(at(14_000)));
     }
 }

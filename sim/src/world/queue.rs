@@ -251,9 +251,9 @@ impl World {
                     );
                 }
                 let expires = store_now.saturating_add(ticket.ttl.as_duration());
-                let fresh_until = ticket
-                    .claim
-                    .map_or(store_now, |c| store_now.saturating_add(c.as_duration()));
+                let fresh_until = ticket.claim.map_or(Timestamp::EPOCH, |c| {
+                    store_now.saturating_add(c.as_duration())
+                });
                 let lease = ticket.handoff_lease().as_duration();
                 self.report.tally.far_keeps += u64::from(ticket.claim.is_none());
                 if let Some(p) = self.queues.places[r]

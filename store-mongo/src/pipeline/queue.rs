@@ -200,8 +200,8 @@ pub(super) fn without(places: &str, ticket: &LockId) -> Bson {
 }
 
 /// The queue after a fair request's refusal: the live places, with `ticket`'s refreshed in
-/// place (its `expiresAt` at `now + ttl`, `freshUntil` at `now + claim`, or `now` for a
-/// place kept far back, its `mode`, its `tag`: see `hints::place_tag`, and the handoff
+/// place (its `expiresAt` at `now + ttl`, `freshUntil` at `now + claim`, or the Unix epoch
+/// for a place kept far back, its `mode`, its `tag`: see `hints::place_tag`, and the handoff
 /// with the ticket's claim lease), or a new place at the back (`queuedAt = now`).
 pub(super) fn enqueued(
     ticket: &Ticket,
@@ -213,7 +213,8 @@ pub(super) fn enqueued(
     let claim_ms = super::ms(ticket.handoff_lease().as_duration());
     let fresh_until = match ticket.claim {
         Some(_) => Bson::Document(doc! { "$add": [ readings.now.clone(), claim_ms ] }),
-        None => readings.now.clone(),
+        // Far back: stale however the clock moves (the engine's `Queue::join`).
+        None => Bson::DateTime(mongodb::bson::DateTime::from_millis(0)),
     };
     let id = literal(ticket.id.as_str());
     let mode = mode_name(request.mode());

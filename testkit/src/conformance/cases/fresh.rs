@@ -103,6 +103,27 @@ cases! {
         );
     }
 
+    async fn a_place_kept_far_back_is_handed_nothing_when_the_clock_steps_back(cx) {
+        let holder = generate_lock_id();
+        cx.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
+        let (ta, a) = (generate_lock_id(), generate_lock_id());
+        cx.clock.advance(secs(10));
+        let far_back = Fair {
+            far: true,
+            ..fair(&ta, secs(600))
+        };
+        assert_eq!(queued_live(cx.xlock_fair("r", &a, &far_back).await), (0, 0));
+        // The store's clock steps back 5 s (an NTP step, a failover to a member behind):
+        // the release hands a's place nothing (with its 600 s lease or any other).
+        cx.clock.set(at(secs(5)));
+        cx.unlock(&holder).await.expect("unlock");
+        assert!(all(cx).await.is_empty(), "a place kept far back was handed the lock");
+        assert_eq!(waiting(cx, "r").await, vec![Mode::Exclusive], "a keeps its place");
+        // Asking to be next again, a is granted as the head of the line.
+        let granted = cx.xlock_fair("r", &a, &fair(&ta, LEASE)).await.expect("a's grant");
+        assert_eq!(granted.lock_id, a);
+    }
+
     async fn a_stale_place_blocks_nobody(cx) {
         let holder = generate_lock_id();
         cx.xlock("r", &holder, &ttl(secs(30))).await.expect("grant");
