@@ -34,9 +34,12 @@ impl MongoStore {
                 async move {
                     let docs = read_all(coll, (*read).clone(), s).await?;
                     let mut read = Read::from_docs(&docs, *grace);
-                    // A document is deleted only below the fence floor the server read it at.
+                    // A document is deleted only below the fence floor the server read it at
+                    // (its cluster time, as the stand-alone delete decides), and a place
+                    // handed the lock takes its fence at that floor: the floor of `t`, the
+                    // wall clock, is not the rule and may be ahead of it.
                     if let Some(floor) = read.floor {
-                        read.table.raise_fence_clock(floor);
+                        read.table = std::mem::take(&mut read.table).with_fence_floor(floor);
                     }
                     // The groups were found abandoned before this transaction began; one may have
                     // lost its abandoned lock since (taken over, or purged by another purger) and
