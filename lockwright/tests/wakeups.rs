@@ -392,6 +392,93 @@ mod mongo {
     }
 
     /// The waiter's guard, and the holder's Locker (to drop the collection with).
+    /// Where the wakes' capped collections cannot be made (a user without the `create`
+    /// privilege; servers that speak MongoDB's protocol without capped collections),
+    /// waiting still works: every `create` of the test's processes is refused, no acquire
+    /// fails, and three fair waiters are granted in the order they came, by polling.
+    #[tokio::test]
+    async fn waiters_are_granted_in_order_where_the_wakes_cannot_be_made() {
+        let store = fresh_store(None).await;
+        let admin = store.client().database("admin");
+        let app = format!("lockwright-nowakes-{}", ObjectId::new().to_hex());
+        // Each store a process of its own, its commands recorded.
+        let logs = std::sync::Mutex::new(Vec::new());
+        let process = || async {
+            let mut opts = options().await;
+            logs.lock().unwrap().push(CommandLog::attach(&mut opts));
+            opts.app_name = Some(app.clone());
+            let client = mongodb::Client::with_options(opts).unwrap();
+            let ns = store.collection().namespace();
+            MongoStore::from_collection(client.database(&ns.db).collection(&ns.coll))
+        };
+        // Unauthorized, for this test's processes alone.
+        let fail = doc! {
+            "configureFailPoint": "failCommand", "mode": "alwaysOn",
+            "data": { "failCommands": ["create"], "errorCode": 13, "appName": &app },
+        };
+        admin.run_command(fail).await.unwrap();
+        let holder = Locker::new(Client::new(process().await), LockerConfig::default()).unwrap();
+        let options = LockOptions::exclusive(Duration::from_secs(30));
+        let held = holder.acquire("job", &options).await.unwrap();
+        let (tx, mut order) = tokio::sync::mpsc::unbounded_channel();
+        let mut waiters = Vec::new();
+        for name in ["first", "second", "third"] {
+            let locker = Locker::new(Client::new(process().await), LockerConfig::default()).unwrap();
+            let (tx, options) = (tx.clone(), options.clone());
+            waiters.push(tokio::spawn(async move {
+                let guard = locker.acquire("job", &options).await;
+                let _ = tx.send(name);
+                guard.unwrap().release().await.unwrap();
+            }));
+            // Each has its place before the next one comes.
+            let mut placed = false;
+            for _ in 0..6_000 {
+                let waiting = store.waiters(&lockwright::Resource::new("job").unwrap()).await;
+                if waiting.unwrap().len() == waiters.len() {
+                    placed = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert!(placed, "{name} took its place within a minute");
+        }
+        held.release().await.unwrap();
+        let mut granted = Vec::new();
+        for waiter in waiters {
+            let done = tokio::time::timeout(Duration::from_secs(120), waiter).await;
+            done.expect("granted within two minutes, by polling").unwrap();
+        }
+        while let Ok(name) = order.try_recv() {
+            granted.push(name);
+        }
+        let shards = store
+            .client()
+            .database(&store.collection().namespace().db)
+            .list_collection_names()
+            .await
+            .unwrap();
+        let off = doc! { "configureFailPoint": "failCommand", "mode": "off" };
+        admin.run_command(off).await.unwrap();
+        let creates: Vec<Option<Outcome>> = logs
+            .into_inner()
+            .unwrap()
+            .iter()
+            .flat_map(CommandLog::take_outcomes)
+            .filter(|(name, _, _)| name == "create")
+            .map(|(_, _, outcome)| outcome)
+            .collect();
+        assert!(
+            !creates.is_empty() && creates.iter().all(|o| *o == Some(Outcome::Failed(Some(13)))),
+            "the wakes' collections were asked for, and refused: {creates:?}"
+        );
+        assert_eq!(granted, ["first", "second", "third"], "granted in order");
+        assert!(
+            !shards.iter().any(|c| c.contains(".wakes")),
+            "no wake collection was made: {shards:?}"
+        );
+        teardown(&store).await;
+    }
+
     type Granted = (lockwright::LockGuard<MongoStore>, Locker<MongoStore>);
 
     /// A waiter with `config` waits for a lock held by another process; its wakes cursor
