@@ -43,7 +43,7 @@
 //!
 //! `tag` and `wake` serve hints alone, and no rule reads them (the decoder ignores both):
 //! a place carries the tag of the store that took it (random, one per store, not a
-//! secret) and, after a dot, 16 bits of a hash of its ticket (`LockId::tag`), and each
+//! secret) and, after a dot, 64 bits of a hash of its ticket (`LockId::place_tag`), and each
 //! write that hands the lock over sets `wake` to its command's nonce and the tags of the
 //! places it handed the lock to, so that the writer, reading the document back, knows
 //! whom to wake (see the `wakes` module). A place without a tag (an older version's) is
