@@ -423,7 +423,8 @@ mod mongo {
         let (tx, mut order) = tokio::sync::mpsc::unbounded_channel();
         let mut waiters = Vec::new();
         for name in ["first", "second", "third"] {
-            let locker = Locker::new(Client::new(process().await), LockerConfig::default()).unwrap();
+            let locker =
+                Locker::new(Client::new(process().await), LockerConfig::default()).unwrap();
             let (tx, options) = (tx.clone(), options.clone());
             waiters.push(tokio::spawn(async move {
                 let guard = locker.acquire("job", &options).await;
@@ -433,7 +434,9 @@ mod mongo {
             // Each has its place before the next one comes.
             let mut placed = false;
             for _ in 0..6_000 {
-                let waiting = store.waiters(&lockwright::Resource::new("job").unwrap()).await;
+                let waiting = store
+                    .waiters(&lockwright::Resource::new("job").unwrap())
+                    .await;
                 if waiting.unwrap().len() == waiters.len() {
                     placed = true;
                     break;
@@ -446,7 +449,8 @@ mod mongo {
         let mut granted = Vec::new();
         for waiter in waiters {
             let done = tokio::time::timeout(Duration::from_secs(120), waiter).await;
-            done.expect("granted within two minutes, by polling").unwrap();
+            done.expect("granted within two minutes, by polling")
+                .unwrap();
         }
         while let Ok(name) = order.try_recv() {
             granted.push(name);
@@ -468,7 +472,10 @@ mod mongo {
             .map(|(_, _, outcome)| outcome)
             .collect();
         assert!(
-            !creates.is_empty() && creates.iter().all(|o| *o == Some(Outcome::Failed(Some(13)))),
+            !creates.is_empty()
+                && creates
+                    .iter()
+                    .all(|o| *o == Some(Outcome::Failed(Some(13)))),
             "the wakes' collections were asked for, and refused: {creates:?}"
         );
         assert_eq!(granted, ["first", "second", "third"], "granted in order");
