@@ -68,6 +68,15 @@ pub enum Mutant {
     /// when the hint arrived, not from when its last refusal was sent (the handoff may be
     /// older than the hint by the hint's delay).
     LockerTrustsWakeOnArrival,
+    /// A waiter trusts a wake that says its place was handed the lock while a request of
+    /// its own is in flight (whose reply, which may predate the handoff, should decide).
+    LockerTrustsWakeInFlight,
+    /// A waiter trusts a wake's grant whatever its fence: a late wake of a handoff it never
+    /// claimed, from before its last refusal, is taken for a new one.
+    LockerTrustsWakeOfOldFence,
+    /// A waiter trusts a wake's grant for its acquire's TTL, not the claim lease the store
+    /// handed it for.
+    LockerTrustsWakeForTtl,
     /// Grants ignore the queue: a request overtakes the waiters ahead of it.
     QueueIgnored,
     /// A shared request overtakes a waiting writer (no writer preference).
@@ -105,7 +114,7 @@ pub enum Mutant {
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 32] = [
+    pub const ALL: [Mutant; 35] = [
         Mutant::PurgeIgnoresGroups,
         Mutant::PurgeIgnoresCreatedBefore,
         Mutant::RenewWithoutMargin,
@@ -126,6 +135,9 @@ impl Mutant {
         Mutant::LockerIgnoresRetryIn,
         Mutant::LockerHeadStopsListening,
         Mutant::LockerTrustsWakeOnArrival,
+        Mutant::LockerTrustsWakeInFlight,
+        Mutant::LockerTrustsWakeOfOldFence,
+        Mutant::LockerTrustsWakeForTtl,
         Mutant::QueueIgnored,
         Mutant::SharedOvertakesWriter,
         Mutant::QueueDeadEntryBlocks,
@@ -164,6 +176,9 @@ impl Mutant {
             Mutant::LockerIgnoresRetryIn => "locker_ignores_retry_in",
             Mutant::LockerHeadStopsListening => "locker_head_stops_listening",
             Mutant::LockerTrustsWakeOnArrival => "locker_trusts_wake_on_arrival",
+            Mutant::LockerTrustsWakeInFlight => "locker_trusts_wake_in_flight",
+            Mutant::LockerTrustsWakeOfOldFence => "locker_trusts_wake_of_old_fence",
+            Mutant::LockerTrustsWakeForTtl => "locker_trusts_wake_for_ttl",
             Mutant::QueueIgnored => "queue_ignored",
             Mutant::SharedOvertakesWriter => "shared_overtakes_writer",
             Mutant::QueueDeadEntryBlocks => "queue_dead_entry_blocks",
@@ -201,6 +216,9 @@ impl Mutant {
                 | Mutant::LockerIgnoresRetryIn
                 | Mutant::LockerHeadStopsListening
                 | Mutant::LockerTrustsWakeOnArrival
+                | Mutant::LockerTrustsWakeInFlight
+                | Mutant::LockerTrustsWakeOfOldFence
+                | Mutant::LockerTrustsWakeForTtl
         )
     }
 

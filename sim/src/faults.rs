@@ -34,6 +34,10 @@ pub struct FaultMix {
     /// Chance per hint the store sends, in 1/1000, that the subscription's stream ends
     /// instead (the hint is lost with it; the client hears the end, then subscribes again).
     pub stream_drop_permille: u16,
+    /// Percentage of hints that arrive late: up to `late_hint_ms` later than the latency.
+    pub late_hint_pct: u32,
+    /// How late a late hint may be, in ms.
+    pub late_hint_ms: u64,
     /// The clients that acquire fairly, one bit each (not a fault: drawn with the mix, from
     /// a stream of its own).
     pub fair_clients: u32,
@@ -92,6 +96,14 @@ impl FaultMix {
             } else {
                 0
             },
+            // Drawn last from the hints' stream, and only when configured: the seeds of
+            // every other configuration draw what they drew before.
+            late_hint_pct: if opts.late_hint_ms > 0 && on(hints) {
+                hints.random_range(1..50)
+            } else {
+                0
+            },
+            late_hint_ms: opts.late_hint_ms,
             fair_clients: 0,
         };
         if opts.calm {
@@ -169,6 +181,7 @@ impl FaultMix {
             && self.pause_permille == 0
             && self.clock_jump_ms == 0
             && self.stream_drop_permille == 0
+            && self.late_hint_pct == 0
     }
 }
 
@@ -193,6 +206,13 @@ impl fmt::Display for FaultMix {
             ", hints duplicated {}%, hint streams dropped {}‰",
             self.hint_dup_pct, self.stream_drop_permille
         )?;
+        if self.late_hint_pct > 0 {
+            write!(
+                f,
+                ", hints late {}% (up to {} ms)",
+                self.late_hint_pct, self.late_hint_ms
+            )?;
+        }
         if self.fair_clients != 0 {
             let fair: Vec<usize> = (0..32).filter(|&c| self.is_fair(c)).collect();
             write!(f, "; fair clients {fair:?}")?;
@@ -225,6 +245,8 @@ pub struct Faults {
     pub lost_hints: u64,
     /// Hints delivered twice.
     pub duplicated_hints: u64,
+    /// Hints delivered late (past the network's latency).
+    pub late_hints: u64,
     /// Subscriptions to hints that ended under a client (the store dropped the stream, or
     /// the subscription never reached it).
     pub dropped_streams: u64,

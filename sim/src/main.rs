@@ -5,7 +5,7 @@
 //! lockwright-sim --seed S [--svg FILE]             replay one seed, print its timeline
 //! options: --clients C --resources R --ttl MS --margin MS --drift-ppm P --duration MS --no-fencing
 //!          --grace-ms MS --clock-jump-ms MS --calm --fair-seeds PCT --fair-clients PCT
-//!          --queue-ttl MS --fair --election
+//!          --queue-ttl MS --fair --election --late-hints MS
 //! ```
 //!
 //! Run `lockwright-sim --help` for the options and their defaults.
@@ -96,6 +96,10 @@ struct Args {
     /// The lease of a fair waiter's place in a queue, in ms (100 to 600000).
     #[arg(long, value_name = "MS", default_value_t = Options::default().queue_ttl_ms)]
     queue_ttl: u64,
+    /// Late hints: in half of the seeds, a share of the hints arrive up to MS later than the
+    /// network's latency (0: none; at most 60000).
+    #[arg(long, value_name = "MS", default_value_t = Options::default().late_hint_ms)]
+    late_hints: u64,
 }
 
 impl Args {
@@ -125,6 +129,8 @@ impl Args {
             Some("--queue-ttl must be between 100 and 600000 ms")
         } else if self.election && self.resources != 1 && self.resources != d.resources {
             Some("--election runs one resource: --resources must be 1")
+        } else if self.late_hints > 60_000 {
+            Some("--late-hints must be at most 60000 ms")
         } else if self.seeds == 0 {
             Some("--seeds must be at least 1")
         } else {
@@ -152,6 +158,7 @@ impl Args {
             fair_clients_pct: if fair { 100 } else { self.fair_clients },
             queue_ttl_ms: self.queue_ttl,
             election: self.election,
+            late_hint_ms: self.late_hints,
         }
     }
 }
@@ -334,7 +341,7 @@ fn main() -> ExitCode {
         summary.tally.batched_refusals
     );
     println!(
-        "{} hints sent, {} heard ({} locks held on one; {} lost, {} duplicated in {} seeds; {} hint streams dropped in {} seeds); {} subscriptions, {} dropped while waiting far back",
+        "{} hints sent, {} heard ({} locks held on one; {} lost, {} duplicated in {} seeds; {} hint streams dropped in {} seeds; {} late); {} subscriptions, {} dropped while waiting far back",
         summary.tally.hints_sent,
         summary.tally.hints_heard,
         summary.tally.held_on_hint,
@@ -343,6 +350,7 @@ fn main() -> ExitCode {
         summary.seeds_with[6],
         summary.faults.dropped_streams,
         summary.seeds_with[7],
+        summary.faults.late_hints,
         summary.tally.subscriptions,
         summary.tally.far_back_unsubscribed
     );

@@ -43,6 +43,9 @@ pub struct Options {
     /// An election on `r0` (see [`Options::election`]): every client is a candidate, and an
     /// observer reads who leads.
     pub election: bool,
+    /// Late hints: in half of the seeds, a share of the hints (drawn per seed) arrive up to
+    /// this many ms later than the network's latency, past a claim lease (0: none).
+    pub late_hint_ms: u64,
 }
 
 impl Default for Options {
@@ -72,6 +75,7 @@ impl Default for Options {
             fair_clients_pct: 75,
             queue_ttl_ms: 1_000,
             election: false,
+            late_hint_ms: 0,
         }
     }
 }
@@ -86,6 +90,23 @@ impl Options {
             fair_seeds_pct: 100,
             fair_clients_pct: 100,
             election: true,
+            ..Options::default()
+        }
+    }
+
+    /// The wakes that hand a lock, verified: twelve fair clients on two resources (places
+    /// far back in long lines), places leased for 400 ms (a claim lease shorter than the
+    /// TTL), hints up to 1.5 s late (past a claim lease) in half of the seeds, and the
+    /// default failovers, which step the store's clock back as often as forward.
+    #[must_use]
+    pub fn wakes() -> Self {
+        Options {
+            clients: 12,
+            resources: 2,
+            fair_seeds_pct: 100,
+            fair_clients_pct: 100,
+            queue_ttl_ms: 400,
+            late_hint_ms: 1_500,
             ..Options::default()
         }
     }
@@ -151,6 +172,11 @@ impl Options {
             "queue-ttl",
             self.queue_ttl_ms.to_string(),
             d.queue_ttl_ms.to_string(),
+        );
+        add(
+            "late-hints",
+            self.late_hint_ms.to_string(),
+            d.late_hint_ms.to_string(),
         );
         if !self.fencing {
             out.push_str(" --no-fencing");

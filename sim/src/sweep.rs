@@ -49,6 +49,7 @@ impl SweepSummary {
         self.faults.clock_jumps_back += r.faults.clock_jumps_back;
         self.faults.lost_hints += r.faults.lost_hints;
         self.faults.duplicated_hints += r.faults.duplicated_hints;
+        self.faults.late_hints += r.faults.late_hints;
         self.faults.dropped_streams += r.faults.dropped_streams;
         self.faults.partitions += r.faults.partitions;
         self.faults.partitioned_messages += r.faults.partitioned_messages;

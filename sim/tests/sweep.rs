@@ -328,3 +328,32 @@ fn a_seed_replays_exactly() {
     let svg = timeline_svg(&opts, &first);
     assert!(svg.starts_with("<svg") && svg.contains("client 2"));
 }
+
+/// The wakes that hand a lock: twelve fair clients on two resources (long lines, places
+/// kept far back), a claim lease shorter than the TTL, hints up to 1.5 s late (past a claim
+/// lease) and failovers that step the store's clock back as often as forward. A waiter
+/// trusts a wake's grant only within its guards (no request in flight, a near place, a
+/// fence above what its refusal accounted for, trust from its last keep for the claim
+/// lease): holder safety holds in every seed. The kill matrix runs it (`no_violation`)
+/// against the Locker's mutants, which break those guards one at a time.
+#[test]
+fn wake_sweep_finds_no_violation() {
+    #[cfg(lockwright_mutants)]
+    lockwright_engine::mutants::activate_from_env();
+    let summary = sweep(&Options::wakes(), 0, 200, |_| {});
+    assert_eq!(
+        summary.violation_count(),
+        0,
+        "{:?}; failing seeds {:?}",
+        summary.violations,
+        summary.failing_seeds
+    );
+    // Non-vacuity: late hints arrived, clocks stepped back, places were kept far back and
+    // handed over, and locks were held on a wake.
+    let (f, t) = (&summary.faults, &summary.tally);
+    assert!(f.late_hints > 0 && f.clock_jumps_back > 0, "{f:?}");
+    assert!(
+        t.far_keeps > 0 && t.places_handed > 0 && t.held_on_hint > 0,
+        "{t:?}"
+    );
+}

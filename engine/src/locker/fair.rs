@@ -368,13 +368,22 @@ impl<R: RngCore> LockerCore<R> {
         let Some(kept_at) = place.kept_at else {
             return false;
         };
-        if a.attempt.is_some() || place.kept_far || grant.fence <= place.fence {
+        let in_flight = a.attempt.is_some() && !mutants::active(Mutant::LockerTrustsWakeInFlight);
+        // (A place kept far back is handed nothing by the store, whatever its clock does:
+        // this check is a second line, against a store that would, and has no mutant of
+        // its own, which no harness could tell from the shipped rule.)
+        let far = place.kept_far;
+        let old =
+            grant.fence <= place.fence && !mutants::active(Mutant::LockerTrustsWakeOfOldFence);
+        if in_flight || far || old {
             return false;
         }
         // The claim lease (the place's, or what the store says it handed if shorter), and
         // no longer than a grant of the acquire's own TTL would be trusted.
         let mut lease = self.config.queue_ttl.min(a.ask.ttl.as_duration());
-        if let Some(expires) = grant.expires_at {
+        if mutants::active(Mutant::LockerTrustsWakeForTtl) {
+            lease = a.ask.ttl.as_duration();
+        } else if let Some(expires) = grant.expires_at {
             lease = lease.min(Duration::from_millis(
                 expires
                     .as_millis()

@@ -211,7 +211,15 @@ impl World {
             1
         };
         for _ in 0..copies {
-            let at = self.now + self.latency();
+            let mut at = self.now + self.latency();
+            if hint.is_some()
+                && !self.healing
+                && self.mix.late_hint_pct > 0
+                && self.rng.random_range(0..100) < self.mix.late_hint_pct
+            {
+                self.report.faults.late_hints += 1;
+                at += self.rng.random_range(0..=self.mix.late_hint_ms);
+            }
             self.push(
                 at,
                 Event::Hint {
