@@ -96,13 +96,18 @@ catalogue! {
     NewsSkipsHandOver => "news_skips_hand_over",
     /// A claim of a lock handed over earlier is news again, as if it made a new leader.
     NewsOfClaims => "news_of_claims",
+    /// A one-lock release is replayed at the fence floor of the reply's `now` (the wall
+    /// clock), not at the floor the command ran at (its cluster time): the wakes and news of
+    /// what it handed over can name a fence the store never gave.
+    ReplayIgnoresFenceFloor => "replay_ignores_fence_floor",
 }
 
 impl Mutant {
     /// What the mutant breaks, as the kill matrix sorts it: `pipeline_queue` (the queue's
     /// rules, which only the harnesses that make fair requests run), `pipeline`,
-    /// `fenced_write` (which only the fenced-write harness runs), or `news` (the news of
-    /// leaders, which only the harnesses that read it run).
+    /// `fenced_write` (which only the fenced-write harness runs), `news` (the news of
+    /// leaders, which only the harnesses that read it run), or `replay` (the replay of a
+    /// release, whose fences the wakes and news name).
     #[must_use]
     pub fn kind(self) -> &'static str {
         match self {
@@ -118,6 +123,7 @@ impl Mutant {
             | Mutant::PipelineResignLeavesPlace => "pipeline_queue",
             Mutant::FencedWriteUnconditional => "fenced_write",
             Mutant::NewsSkipsHandOver | Mutant::NewsOfClaims => "news",
+            Mutant::ReplayIgnoresFenceFloor => "replay",
             _ => "pipeline",
         }
     }

@@ -499,7 +499,9 @@ pub(crate) async fn unlock_one(
     // At the fence floor the command ran at, the replay takes the very fences it took, and
     // its wakes say what they handed (without it, only whom).
     let floor = floor_of(&doc);
-    if let Some(floor) = floor {
+    if let Some(floor) = floor
+        && !crate::mutants::active(crate::mutants::Mutant::ReplayIgnoresFenceFloor)
+    {
         table = table.with_fence_floor(floor);
     }
     let released = table.unlock_one(&name, lock_id, now);
