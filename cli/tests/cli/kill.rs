@@ -62,16 +62,17 @@ fn started(c: &Coll, n: usize) -> (i32, u128) {
     )
 }
 
-/// Runs the kill test for the subcommand whose arguments `args(n)` gives: a holder, then
-/// KILLS times a waiter started, the holder SIGKILLed, its group watched until gone, and
-/// the waiter's CMD awaited.
-fn kill_holders(name: &str, args: impl Fn(usize) -> Vec<String>) {
+/// Runs the kill test of `lockwright ARGS -- sh -c CMD`: a holder, then KILLS times a
+/// waiter started, the holder SIGKILLed, its group watched until gone, and the waiter's CMD
+/// awaited.
+fn kill_holders(name: &str, args: &[&str]) {
     let c = Coll::new();
     let spawn = |n: usize| -> Proc {
         let mut command = c.lw();
         command
             .env("LOCKWRIGHT_TAKEOVER_GRACE", "500ms")
-            .args(args(n))
+            .args(args)
+            .args(["--", "sh", "-c", &cmd(n)])
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         Proc::from(command.spawn().expect("spawn lockwright"))
@@ -146,39 +147,12 @@ fn wait_for_within(limit: Duration, mut cond: impl FnMut() -> bool) -> Option<u1
 
 #[test]
 fn run_killed_takes_its_command_with_it() {
-    kill_holders("run", |n| {
-        [
-            "run",
-            "job/kill",
-            "--wait",
-            "--ttl",
-            "2s",
-            "--",
-            "sh",
-            "-c",
-            &cmd(n),
-        ]
-        .map(str::to_owned)
-        .to_vec()
-    });
+    kill_holders("run", &["run", "job/kill", "--wait", "--ttl", "2s"]);
 }
 
 #[test]
 fn elect_killed_takes_its_command_with_it() {
-    kill_holders("elect", |n| {
-        [
-            "elect",
-            "job/kill-elect",
-            "--lease",
-            "2s",
-            "--",
-            "sh",
-            "-c",
-            &cmd(n),
-        ]
-        .map(str::to_owned)
-        .to_vec()
-    });
+    kill_holders("elect", &["elect", "job/kill-elect", "--lease", "2s"]);
 }
 
 #[test]
