@@ -9,11 +9,13 @@ use std::time::Duration;
 
 use crate::support::{Coll, assert_no_lock_id, code, text, wait_for, wait_for_file};
 
-/// A CMD that records its environment, then runs until `stop-<name>` exists.
+/// A CMD that records its environment (written whole, then renamed: a reader never finds
+/// the file empty), then runs until `stop-<name>` exists.
 fn hold(name: &str) -> String {
     format!(
-        "echo \"$LOCKWRIGHT_FENCE $LOCKWRIGHT_RESOURCE $LOCKWRIGHT_LEADER_VALUE\" > env-{name}; \
-         echo $$ > pid-{name}; while [ ! -e stop-{name} ]; do sleep 0.1; done"
+        "echo \"$LOCKWRIGHT_FENCE $LOCKWRIGHT_RESOURCE $LOCKWRIGHT_LEADER_VALUE\" > env-{name}.tmp; \
+         mv env-{name}.tmp env-{name}; echo $$ > pid-{name}; \
+         while [ ! -e stop-{name} ]; do sleep 0.1; done"
     )
 }
 
