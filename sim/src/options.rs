@@ -94,8 +94,8 @@ impl Options {
         }
     }
 
-    /// The wakes that hand a lock, verified: twelve fair clients on two resources (places
-    /// far back in long lines), places leased for 400 ms (a claim lease shorter than the
+    /// The wakes that hand a lock, verified: twelve fair clients (the sweep also runs 8 and
+    /// 16) on two resources (places far back in long lines), places leased for 400 ms (a claim lease shorter than the
     /// TTL), hints up to 1.5 s late (past a claim lease) in half of the seeds, and the
     /// default failovers, which step the store's clock back as often as forward.
     #[must_use]

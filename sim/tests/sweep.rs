@@ -329,8 +329,8 @@ fn a_seed_replays_exactly() {
     assert!(svg.starts_with("<svg") && svg.contains("client 2"));
 }
 
-/// The wakes that hand a lock: twelve fair clients on two resources (long lines, places
-/// kept far back), a claim lease shorter than the TTL, hints up to 1.5 s late (past a claim
+/// The wakes that hand a lock: 8, 12 and 16 fair clients on two resources (long lines,
+/// places kept far back), a claim lease shorter than the TTL, hints up to 1.5 s late (past a claim
 /// lease) and failovers that step the store's clock back as often as forward. A waiter
 /// trusts a wake's grant only within its guards (no request in flight, a near place, a
 /// fence above what its refusal accounted for, trust from its last keep for the claim
@@ -340,20 +340,29 @@ fn a_seed_replays_exactly() {
 fn wake_sweep_finds_no_violation() {
     #[cfg(lockwright_mutants)]
     lockwright_engine::mutants::activate_from_env();
-    let summary = sweep(&Options::wakes(), 0, 200, |_| {});
-    assert_eq!(
-        summary.violation_count(),
-        0,
-        "{:?}; failing seeds {:?}",
-        summary.violations,
-        summary.failing_seeds
-    );
-    // Non-vacuity: late hints arrived, clocks stepped back, places were kept far back and
-    // handed over, and locks were held on a wake.
-    let (f, t) = (&summary.faults, &summary.tally);
-    assert!(f.late_hints > 0 && f.clock_jumps_back > 0, "{f:?}");
-    assert!(
-        t.far_keeps > 0 && t.places_handed > 0 && t.held_on_hint > 0,
-        "{t:?}"
-    );
+    for clients in [8, 12, 16] {
+        let opts = Options {
+            clients,
+            ..Options::wakes()
+        };
+        let summary = sweep(&opts, 0, 100, |_| {});
+        assert_eq!(
+            summary.violation_count(),
+            0,
+            "{clients} clients: {:?}; failing seeds {:?}",
+            summary.violations,
+            summary.failing_seeds
+        );
+        // Non-vacuity: late hints arrived, clocks stepped back, places were kept far back
+        // and handed over, and locks were held on a wake.
+        let (f, t) = (&summary.faults, &summary.tally);
+        assert!(
+            f.late_hints > 0 && f.clock_jumps_back > 0,
+            "{clients} clients: {f:?}"
+        );
+        assert!(
+            t.far_keeps > 0 && t.places_handed > 0 && t.held_on_hint > 0,
+            "{clients} clients: {t:?}"
+        );
+    }
 }
