@@ -309,12 +309,7 @@ pub(crate) fn place_tag(store: &str, request: &lockwright_engine::LockRequest) -
 fn hint_of(wake: &Document) -> Option<Hint> {
     let resource = wake.get_str(RESOURCE).ok()?;
     let place = wake.get_str(PLACE).ok()?;
-    let date = |field| match wake.get(field) {
-        Some(Bson::DateTime(d)) => u64::try_from(d.timestamp_millis())
-            .ok()
-            .map(Timestamp::from_millis),
-        _ => None,
-    };
+    let date = |field| date_of(wake, field);
     let fence = wake.get_i64(FENCE).ok().and_then(|f| u64::try_from(f).ok());
     let grant = fence
         .zip(date(CREATED))
@@ -331,25 +326,26 @@ fn hint_of(wake: &Document) -> Option<Hint> {
     })
 }
 
-/// What news of a leader says: the election, who leads it since when with what fence and
-/// value, and when the lease the news is of ends. `None` for a document that is not news (the collection's seed).
-fn news_of(news: &Document) -> Option<LeaderNews> {
-    let resource = news.get_str(RESOURCE).ok()?;
-    let fence = u64::try_from(news.get_i64(FENCE).ok()?).ok()?;
-    let since = match news.get(CREATED) {
-        Some(Bson::DateTime(d)) => {
-            Timestamp::from_millis(u64::try_from(d.timestamp_millis()).ok()?)
-        }
-        _ => return None,
-    };
-    let value = news.get_str(VALUE).ok().map(str::to_owned);
-    // News from before leases were carried has none: taken as current, as it was.
-    let until = match news.get(EXPIRES) {
+/// The date in `field` of a wake or news document, if it holds one.
+fn date_of(doc: &Document, field: &str) -> Option<Timestamp> {
+    match doc.get(field) {
         Some(Bson::DateTime(d)) => u64::try_from(d.timestamp_millis())
             .ok()
             .map(Timestamp::from_millis),
         _ => None,
-    };
+    }
+}
+
+/// What news of a leader says: the election, who leads it since when with what fence and
+/// value, and when the lease the news is of ends. `None` for a document that is not news
+/// (the collection's seed).
+fn news_of(news: &Document) -> Option<LeaderNews> {
+    let resource = news.get_str(RESOURCE).ok()?;
+    let fence = u64::try_from(news.get_i64(FENCE).ok()?).ok()?;
+    let since = date_of(news, CREATED)?;
+    let value = news.get_str(VALUE).ok().map(str::to_owned);
+    // News from before leases were carried has none: taken as current, as it was.
+    let until = date_of(news, EXPIRES);
     Some(LeaderNews::Leads {
         election: Resource::stored(resource),
         leader: Leader::new(value, fence, since),
