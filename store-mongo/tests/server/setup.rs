@@ -190,13 +190,22 @@ async fn majority_write_concern_by_default_and_configurable() {
         Some(&WriteConcern::majority())
     );
     store.lock(&request("r", "a", None)).await.unwrap();
-    let modes: Vec<Mode> = store
-        .status(&Filter::new())
-        .await
-        .unwrap()
-        .iter()
-        .map(|l| l.mode)
-        .collect();
+    // Status reads what is majority-committed: a grant written with `w: 1` shows once it
+    // is (about a replication round trip later; a minute at most here).
+    let mut modes: Vec<Mode> = Vec::new();
+    for _ in 0..6_000 {
+        modes = store
+            .status(&Filter::new())
+            .await
+            .unwrap()
+            .iter()
+            .map(|l| l.mode)
+            .collect();
+        if !modes.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     assert_eq!(modes, [Mode::Exclusive]);
     teardown(&store).await;
 }
