@@ -222,6 +222,20 @@ impl Mutant {
         )
     }
 
+    /// Whether the mutant breaks the rule by which a waiter trusts a lock a wake handed it
+    /// ([`crate::holder::trust_wake`]), which the Locker runs (in the simulator and on a
+    /// real server) and the model's waiters too.
+    #[must_use]
+    pub fn is_wake(self) -> bool {
+        matches!(
+            self,
+            Mutant::LockerTrustsWakeOnArrival
+                | Mutant::LockerTrustsWakeInFlight
+                | Mutant::LockerTrustsWakeOfOldFence
+                | Mutant::LockerTrustsWakeForTtl
+        )
+    }
+
     /// Whether the mutant breaks the rules of fair requests' queue ([`crate::queue`]): only
     /// the harnesses that make fair requests run that code.
     #[must_use]
@@ -267,8 +281,8 @@ impl Mutant {
     }
 
     /// Whether the model checker models the rule this mutant breaks (the status filter is
-    /// not modelled, the model runs the engine's lock rules, not the Locker, and its
-    /// waiters never change their request).
+    /// not modelled, the model runs the engine's lock rules and the wake rule, not the rest
+    /// of the Locker, and its waiters never change their request).
     #[must_use]
     pub fn is_modelled(self) -> bool {
         // A grant from a place of the request's own happens only to a waiter that changed
@@ -276,6 +290,11 @@ impl Mutant {
         // that asks as it did): the model's waiters never do.
         // Its places are kept with their claim lease as their lease, so a live place is
         // always fresh: a stale place is not modelled.
+        // Its waiters' requests are answered in the step that sends them: none is ever in
+        // flight when a wake arrives.
+        if self.is_wake() {
+            return self != Mutant::LockerTrustsWakeInFlight;
+        }
         !matches!(
             self,
             Mutant::StatusTtlBoundOverwritten | Mutant::GrantLeavesEntry | Mutant::StalePlaceCounts

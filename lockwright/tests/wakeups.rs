@@ -78,6 +78,10 @@ mod mongo {
         (store, log, app)
     }
 
+    /// The `failCommand` fail point is the server's, one setting for the whole test binary:
+    /// the tests that set it take turns.
+    static FAIL_POINT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
     fn count(log: &[String], name: &str) -> usize {
         log.iter().filter(|c| *c == name).count()
     }
@@ -240,6 +244,81 @@ mod mongo {
         teardown(holder.client().store()).await;
     }
 
+    /// A wake heard while a request of the waiter's own is in flight is not trusted: the
+    /// request's reply decides. Here the waiter's keep-place request is held up in the
+    /// server (a fail point blocks it for 3 s) while the release hands its place the lock
+    /// and the wake arrives; the request then claims the handed lock, and the waiter holds
+    /// it from that reply. The lock its guard holds is the store's, and stays there: a
+    /// waiter that trusted the wake at once (the mutant `locker_trusts_wake_in_flight`)
+    /// takes the reply that comes after for a grant nobody waits for, and releases the
+    /// very lock its guard holds.
+    #[tokio::test]
+    async fn a_wake_heard_with_a_request_in_flight_waits_for_its_reply() {
+        // The kill matrix's harness `wakeups_mongo` (this test alone): the mutant named by
+        // `LOCKWRIGHT_MUTANT`, if any.
+        #[cfg(lockwright_mutants)]
+        lockwright_testkit::activate_mutant();
+        let _fail_point = FAIL_POINT.lock().await;
+        let store = fresh_store(None).await;
+        let admin = store.client().database("admin");
+        let (theirs, log, app) = other_process(&store).await;
+        let holder = Locker::new(Client::new(store), LockerConfig::default()).unwrap();
+        // A claim lease of 12 s: the held-up request (3 s) claims the handed lock well
+        // within it, however loaded the machine; it keeps its place every 6 s.
+        let mut config = hint_only();
+        config.queue_ttl = Duration::from_secs(12);
+        let waiter = Locker::new(Client::new(theirs), config).unwrap();
+        let options = LockOptions::exclusive(Duration::from_secs(30));
+        let held = holder.acquire("job", &options).await.unwrap();
+        let waiting = {
+            let (waiter, options) = (waiter.clone(), options.clone());
+            tokio::spawn(async move { waiter.acquire("job", &options).await })
+        };
+        // Refused twice (its first request, and the one its cursor's `Missed` makes): its
+        // next request is the one to keep its place, 6 s later.
+        until_answered(&log, "findAndModify", 2).await;
+        let fail = doc! {
+            "configureFailPoint": "failCommand", "mode": "alwaysOn",
+            "data": {
+                "failCommands": ["findAndModify"], "blockConnection": true,
+                "blockTimeMS": 3_000, "appName": &app,
+            },
+        };
+        admin.run_command(fail).await.unwrap();
+        log.take();
+        until_started(&log, "findAndModify").await;
+        // The request is in flight (held up in the server): the release hands its place the
+        // lock, and the wake says so before the request is answered.
+        held.release().await.unwrap();
+        let guard = tokio::time::timeout(Duration::from_secs(60), waiting).await;
+        until_answered(&log, "findAndModify", 1).await;
+        let off = doc! { "configureFailPoint": "failCommand", "mode": "off" };
+        admin.run_command(off).await.unwrap();
+        let guard = guard.expect("granted").unwrap().unwrap();
+        // Whatever the waiter did with the reply, it has done by now (the reply came 3 s
+        // after the wake); the lock its guard holds must still be in the store.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let stored = holder
+            .client()
+            .status(&lockwright::Filter::new())
+            .await
+            .unwrap();
+        assert_eq!(
+            stored.iter().map(|l| l.fence).collect::<Vec<_>>(),
+            [guard.status().fence],
+            "the store holds the guard's lock (handed {} by a wake)",
+            waiter.stats().handed_by_hint
+        );
+        assert!(
+            stored[0].renewed_at.is_some(),
+            "claimed by the held-up request"
+        );
+        assert_eq!(waiter.stats().handed_by_hint, 0, "the wake only woke it");
+        assert!(guard.is_held(), "the guard still holds");
+        guard.release().await.unwrap();
+        teardown(holder.client().store()).await;
+    }
+
     /// A racing waiter keeps no cursor: it is granted by polling on its backoff, and no
     /// `find` (no cursor) was sent by its process.
     #[tokio::test]
@@ -398,6 +477,7 @@ mod mongo {
     /// fails, and three fair waiters are granted in the order they came, by polling.
     #[tokio::test]
     async fn waiters_are_granted_in_order_where_the_wakes_cannot_be_made() {
+        let _fail_point = FAIL_POINT.lock().await;
         let store = fresh_store(None).await;
         let admin = store.client().database("admin");
         let app = format!("lockwright-nowakes-{}", ObjectId::new().to_hex());
@@ -492,8 +572,6 @@ mod mongo {
     /// A waiter with `config` waits for a lock held by another process; its wakes cursor
     /// then fails and cannot be reopened, and the holder releases. Returns its guard.
     async fn cursor_fails(config: LockerConfig, options: LockOptions) -> Granted {
-        // The fail point is the server's, for the whole test binary: one test at a time.
-        static FAIL_POINT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
         let _fail_point = FAIL_POINT.lock().await;
         let store = fresh_store(None).await;
         let admin = store.client().database("admin");

@@ -80,6 +80,18 @@ pub enum Action {
         /// The client (index).
         client: usize,
     },
+    /// The waiting client hears the wake in flight to it at `wake` (its index in
+    /// [`ClientState::wakes`](crate::ClientState::wakes)): it trusts the lock the wake
+    /// carries by the Locker's rule, or only wakes up. With `again`, a copy of the wake stays
+    /// in flight (the network duplicated it).
+    Hear {
+        /// The client (index).
+        client: usize,
+        /// Which wake in flight.
+        wake: usize,
+        /// Whether a copy stays in flight.
+        again: bool,
+    },
     /// The paused client acts again.
     Resume {
         /// The client (index).
@@ -134,6 +146,7 @@ impl Action {
             | Action::Pause { client }
             | Action::Resume { client }
             | Action::Crash { client }
+            | Action::Hear { client, .. }
             | Action::Proclaim { client } => Some(client),
             Action::PurgeBegin
             | Action::PurgeFinish
@@ -177,6 +190,15 @@ impl Action {
             Action::Resume { client } => Action::Resume { client: f(client) },
             Action::Crash { client } => Action::Crash { client: f(client) },
             Action::Proclaim { client } => Action::Proclaim { client: f(client) },
+            Action::Hear {
+                client,
+                wake,
+                again,
+            } => Action::Hear {
+                client: f(client),
+                wake,
+                again,
+            },
             Action::PurgeBegin
             | Action::PurgeFinish
             | Action::Tick
@@ -213,6 +235,18 @@ impl fmt::Display for Action {
             Action::Deliver { client } => write!(f, "c{client}'s write reaches downstream"),
             Action::Pause { client } => write!(f, "c{client} pauses"),
             Action::Resume { client } => write!(f, "c{client} resumes"),
+            Action::Hear {
+                client,
+                wake,
+                again,
+            } => {
+                let copy = if again {
+                    " (a copy stays in flight)"
+                } else {
+                    ""
+                };
+                write!(f, "c{client} hears wake #{wake}{copy}")
+            }
             Action::Crash { client } => write!(f, "c{client} crashes and restarts"),
             Action::PurgeBegin => f.write_str("purge begins"),
             Action::PurgeFinish => f.write_str("purge finishes"),
@@ -367,6 +401,16 @@ pub enum Effect {
         reported: Option<lockwright_engine::election::Leader>,
         /// The highest fence reported before.
         highest_before: Option<u64>,
+    },
+    /// A waiter heard a wake: the store handed its place the lock with `fence`.
+    HeardWake {
+        /// The resource (index).
+        resource: usize,
+        /// The handed lock's fence.
+        fence: u64,
+        /// Until when (its clock) it trusts the lock now, or `None`: the rule does not let
+        /// it, and the wake only wakes it.
+        trust_until: Option<u64>,
     },
     /// A pause, a resume, or a tick: nothing for the store.
     Nothing,
@@ -545,6 +589,20 @@ impl fmt::Display for Effect {
                 read.as_ref().map(|l| l.fence),
                 reported.as_ref().map(|l| l.fence)
             ),
+            Effect::HeardWake {
+                resource,
+                fence,
+                trust_until,
+            } => match trust_until {
+                Some(t) => write!(
+                    f,
+                    "handed r{resource} with fence {fence}: trusts it while its clock < {t}"
+                ),
+                None => write!(
+                    f,
+                    "handed r{resource} with fence {fence}: not to be trusted, it only wakes"
+                ),
+            },
             Effect::Nothing => Ok(()),
         }
     }

@@ -181,6 +181,12 @@ pub struct Config {
     /// reads who leads (`election::leader_of`) in two reads that may overlap and come back
     /// in either order, and reports them through the engine's `election::Observer`.
     pub election: bool,
+    /// Wakes ([`Config::ci_wakes`]): a lock the store hands a fair waiter's place is told to
+    /// the waiter by a wake, a message that may arrive at any later time, more than once and
+    /// in any order; a waiter that hears one trusts the lock it carries by the Locker's own
+    /// rule (`holder::trust_wake`), with no request of its own, or only wakes up. Needs
+    /// `fair`.
+    pub wakes: bool,
     /// Whether an election's candidates proclaim (once each: their second value).
     pub proclaims: bool,
     /// How many reads an election's observer makes in a run (a bound on the state space,
@@ -220,6 +226,7 @@ impl Config {
             queue_ttl: Ttl::new(Duration::from_millis(2))
                 .map_err(|e| ConfigError(e.to_string()))?,
             election: false,
+            wakes: false,
             proclaims: false,
             observer_reads: 0,
         };
@@ -302,6 +309,24 @@ impl Config {
         config.shared_limit = None;
         // As MongoDB's purge does (and a lock created after a purge began needs more time).
         config.purge_rechecks = true;
+        config
+    }
+
+    /// The configuration CI checks exhaustively for wakes: two slow clients that make plain
+    /// and fair exclusive requests on one resource (shared ones add nothing a wake decides),
+    /// waiters that hear the wakes of locks handed to their places, late (past the claim
+    /// lease), twice or out of order, and trust them by the Locker's rule; time up to 4 ms
+    /// (a place kept at 0 is handed the lock at 0 or 1, whose claim lease ends at 2 or 3,
+    /// and another client may take it over then), no client faults and no downstream
+    /// writes. `holder_safety` holds; each of the rule's guards removed (a mutant) breaks it.
+    #[must_use]
+    pub fn ci_wakes() -> Self {
+        let mut config = Config::new(2, 1, 4).expect("the CI wakes configuration is valid");
+        config.pauses = false;
+        config.crashes = false;
+        config.writes = false;
+        config.fair = true;
+        config.wakes = true;
         config
     }
 
@@ -419,6 +444,11 @@ impl Config {
                 self.grace_ms(),
                 self.skew
             )));
+        }
+        if self.wakes && !self.fair {
+            return Err(ConfigError(
+                "wakes tell fair waiters what the store handed them: they need fair".into(),
+            ));
         }
         if (self.proclaims || self.observer_reads > 0) && !self.election {
             return Err(ConfigError(

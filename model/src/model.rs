@@ -15,7 +15,8 @@ use crate::action::{Action, Effect};
 use crate::config::Config;
 use crate::state::value_word;
 use crate::state::{
-    Belief, FenceClockKey, LockKey, LockState, PendingPurge, Wait, Write, lock_id, resource, ticket,
+    Belief, FenceClockKey, LockKey, LockState, PendingPurge, Wait, WakeMsg, Write, lock_id,
+    parse_ticket, resource, ticket,
 };
 
 /// The Lockwright model: a [`stateright::Model`] over [`LockState`] and [`Action`].
@@ -172,6 +173,11 @@ impl LockModel {
                 let id = next.lock_id_of(client);
                 let removed = next.table.unlock(id, now);
                 next.clients[client].forget();
+                // With wakes, a waiter's lock id is its acquire's alone (as the Locker's
+                // is): releasing it gives the acquire up, and no wake of it is trusted after.
+                if self.config.wakes {
+                    next.clients[client].wait = None;
+                }
                 Effect::Unlocked {
                     lock_id: id.clone(),
                     removed,
@@ -327,6 +333,11 @@ impl LockModel {
             Action::Proclaim { .. } | Action::ObserveRead | Action::ObserveDeliver { .. } => {
                 self.apply_election(next, action, now)
             }
+            Action::Hear {
+                client,
+                wake,
+                again,
+            } => self.hear(next, client, wake, again),
             Action::Failover => {
                 let from = next.store_now();
                 next.offset = if next.offset == 0 {
@@ -340,6 +351,92 @@ impl LockModel {
                     to: next.store_now(),
                 }
             }
+        }
+    }
+
+    /// After a step: each lock the step handed to a place becomes a wake in flight to the
+    /// waiter whose place it is, and a client that waits no more drops its wakes.
+    pub(crate) fn send_wakes(
+        &self,
+        next: &mut LockState,
+        handed: Vec<lockwright_engine::resource::Handed>,
+    ) {
+        for h in handed {
+            let Some((client, n)) = parse_ticket(&h.ticket) else {
+                continue;
+            };
+            let c = &mut next.clients[client];
+            if c.wait.is_some_and(|w| w.ticket == n) {
+                c.wakes.push(WakeMsg {
+                    ticket: n,
+                    fence: h.status.fence,
+                    created_at: h.status.created_at.as_millis(),
+                    expires_at: h
+                        .status
+                        .expires_at
+                        .expect("a handed lock has a claim lease")
+                        .as_millis(),
+                });
+                c.wakes.sort_unstable();
+            }
+        }
+        for c in &mut next.clients {
+            if c.wait.is_none() {
+                c.wakes.clear();
+            }
+        }
+    }
+
+    /// Client `client` hears its wake in flight at `index`: the Locker's rule
+    /// (`holder::trust_wake`) decides whether it trusts the lock the wake carries, measured
+    /// from when it sent the request whose refusal last kept its place. Its requests are
+    /// atomic, so none is in flight; its places are all near (places kept far back are not
+    /// modelled). The rule's renew margin is 0 here: one model tick is TTL-sized, and the
+    /// margin keeps a claim renewable (liveness), which the model does not judge.
+    fn hear(&self, next: &mut LockState, client: usize, index: usize, again: bool) -> Effect {
+        let c = &mut next.clients[client];
+        let wake = if again {
+            c.wakes[index]
+        } else {
+            c.wakes.remove(index)
+        };
+        let now = c.rate.local(next.now);
+        let wait = c.wait.expect("only a waiting client has wakes in flight");
+        let trusted = wait
+            .kept_at
+            .filter(|_| wait.ticket == wake.ticket)
+            .and_then(|kept_at| {
+                let heard = holder::Wake {
+                    in_flight: false,
+                    kept_far: false,
+                    kept_at: LocalMs(kept_at),
+                    place_fence: wait.fence,
+                    fence: wake.fence,
+                    created_at: Timestamp::from_millis(wake.created_at),
+                    expires_at: Some(Timestamp::from_millis(wake.expires_at)),
+                };
+                let rule = holder::WakeRule {
+                    queue_ttl: self.config.queue_ttl.as_duration(),
+                    ttl: self.config.ttl,
+                    renew_fraction: 0.5,
+                    renew_margin: std::time::Duration::ZERO,
+                    drift_margin: self.config.drift_margin,
+                };
+                holder::trust_wake(&heard, &rule, LocalMs(now)).map(|(_, _, until)| until.0)
+            });
+        if let Some(t) = trusted {
+            c.beliefs[wait.resource] = Some(Belief {
+                mode: wait.mode,
+                fence: wake.fence,
+            });
+            c.trust_until = Some(c.trust_until.map_or(t, |old| old.min(t)));
+            c.wait = None;
+            c.wakes.clear();
+        }
+        Effect::HeardWake {
+            resource: wait.resource,
+            fence: wake.fence,
+            trust_until: trusted,
         }
     }
 
@@ -362,6 +459,8 @@ impl LockModel {
                 ticket: (0..=u8::MAX)
                     .find(|&n| !next.has_live_place_of(ticket(client, n)))
                     .expect("fewer than 256 tickets of one client are ever in a queue"),
+                kept_at: None,
+                fence: 0,
             })
         });
         debug_assert!(wait.is_none_or(|w| w.resource == r && w.mode == mode));
@@ -450,12 +549,23 @@ impl LockModel {
                     ticket: ticket_id,
                 }
             }
-            Err(Error::AlreadyLocked { queued, .. }) => Effect::Refused {
-                resource: r,
-                mode,
-                ticket: ticket_id,
-                queued: queued.map(|q| q.ahead),
-            },
+            Err(Error::AlreadyLocked { queued, .. }) => {
+                // With wakes, the waiter keeps what the Locker keeps of the refusal that
+                // kept its place: when it sent the request, and the fence it reported.
+                let sent = next.local(client);
+                if self.config.wakes
+                    && let (Some(q), Some(w)) = (&queued, next.clients[client].wait.as_mut())
+                {
+                    w.kept_at = Some(sent);
+                    w.fence = q.fence;
+                }
+                Effect::Refused {
+                    resource: r,
+                    mode,
+                    ticket: ticket_id,
+                    queued: queued.map(|q| q.ahead),
+                }
+            }
             Err(other) => panic!("lock failed unexpectedly: {other}"),
         }
     }
@@ -557,6 +667,20 @@ impl LockModel {
                 // Pausing matters only to a client that holds something.
                 if config.pauses && trusts {
                     actions.push(Action::Pause { client });
+                }
+            }
+            if !c.paused {
+                for wake in 0..c.wakes.len() {
+                    actions.push(Action::Hear {
+                        client,
+                        wake,
+                        again: false,
+                    });
+                    actions.push(Action::Hear {
+                        client,
+                        wake,
+                        again: true,
+                    });
                 }
             }
             if c.write.is_some() {

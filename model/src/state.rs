@@ -42,6 +42,25 @@ pub struct Wait {
     pub mode: Mode,
     /// Which ticket: `q<client>.<ticket>` ([`ticket`]).
     pub ticket: u8,
+    /// With [`Config::wakes`](crate::Config::wakes): the local instant (ms) it sent the
+    /// request whose refusal last kept its place (`None` before one did, and without wakes).
+    pub kept_at: Option<u64>,
+    /// With wakes: the fence that refusal reported (the highest the resource had granted);
+    /// 0 without wakes.
+    pub fence: u64,
+}
+
+/// A wake in flight to a waiter: the store handed its place (ticket) a lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WakeMsg {
+    /// The ticket of the place handed the lock.
+    pub ticket: u8,
+    /// The handed lock's fence.
+    pub fence: u64,
+    /// The handed lock's creation (store ms).
+    pub created_at: u64,
+    /// The handed lock's end (store ms): the handoff plus the claim lease.
+    pub expires_at: u64,
 }
 
 /// One client.
@@ -72,6 +91,10 @@ pub struct ClientState {
     /// [`value_word`]): 0, or what its last proclaim that the
     /// store took set. Always 0 outside elections.
     pub value: u8,
+    /// With [`Config::wakes`](crate::Config::wakes): the wakes in flight to it, for the
+    /// places of the wait it is in (a wait that ends takes its wakes with it: the next one
+    /// is another acquire, whose places a wake of this one never names). Sorted.
+    pub wakes: Vec<WakeMsg>,
 }
 
 impl ClientState {
@@ -320,6 +343,7 @@ impl LockState {
                     write: None,
                     wait: None,
                     value: 0,
+                    wakes: Vec::new(),
                 })
                 .collect(),
             purge: None,

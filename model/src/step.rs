@@ -20,9 +20,13 @@ impl LockModel {
         let mut next = state.clone();
         next.last = Verdict::default();
         let effect = self.apply(&mut next, action);
-        // The properties restate handoffs from the states; the table's own record of them
-        // is for stores that wake waiters.
-        next.table.take_handed();
+        // The properties restate handoffs from the states; with wakes, each handoff is a
+        // wake in flight to the waiter whose place it names (a waiter whose wait ended
+        // drops its wakes: they name places of an acquire that is over).
+        let handed = next.table.take_handed();
+        if self.config().wakes {
+            self.send_wakes(&mut next, handed);
+        }
         next.fence_clock = self.fence_clock_key(&next);
         next.last = props::judge(&Transition {
             model: self,

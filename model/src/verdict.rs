@@ -72,11 +72,15 @@ pub enum Check {
     LateProclaimRefused,
     /// An observer's read came back naming a leader older than one it reported.
     StaleReadSkipped,
+    /// A waiter heard a wake and trusted the lock it carried.
+    HeldOnWake,
+    /// A waiter heard a wake that the rule did not let it trust (late, old, or too short).
+    WakeOnlyWoke,
 }
 
 impl Check {
     /// Every check, in bit order.
-    pub const ALL: [Check; 29] = [
+    pub const ALL: [Check; 31] = [
         Check::SharedLimit,
         Check::PurgeSafety,
         Check::RenewAfterPurge,
@@ -106,6 +110,8 @@ impl Check {
         Check::Proclaimed,
         Check::LateProclaimRefused,
         Check::StaleReadSkipped,
+        Check::HeldOnWake,
+        Check::WakeOnlyWoke,
     ];
 
     /// The property name this check stands for.
@@ -141,6 +147,8 @@ impl Check {
             Check::Proclaimed => "sometimes_proclaimed",
             Check::LateProclaimRefused => "sometimes_late_proclaim_refused",
             Check::StaleReadSkipped => "sometimes_stale_read_skipped",
+            Check::HeldOnWake => "sometimes_held_on_wake",
+            Check::WakeOnlyWoke => "sometimes_wake_only_woke",
         }
     }
 }

@@ -7,8 +7,8 @@
 //! holds the places the rules give (`queue_places`).
 //!
 //! The kill-matrix script runs the tests whose names contain `properties_hold_ci`
-//! (`properties_hold_ci`, `properties_hold_ci_skew` and `properties_hold_ci_fair`: cargo's
-//! filter is a substring) with
+//! (`properties_hold_ci`, `properties_hold_ci_skew`, `properties_hold_ci_fair`,
+//! `properties_hold_ci_wakes` and the others: cargo's filter is a substring) with
 //! `LOCKWRIGHT_MUTANT=<name>` and the `mutants` feature: every mutant the model covers must
 //! make one of them fail.
 // A test fails by panicking; unwrapping the checker's own results is the plain way to say so.
@@ -37,6 +37,9 @@ const CI_FAIR_UNIQUE_STATES: usize = 60_481;
 
 /// The unique states of an exhaustive search of [`Config::ci_handoff`].
 const CI_HANDOFF_UNIQUE_STATES: usize = 155_343;
+
+/// The unique states of an exhaustive search of [`Config::ci_wakes`].
+const CI_WAKES_UNIQUE_STATES: usize = 49_086;
 
 /// The unique states of an exhaustive search of [`Config::ci_election`].
 const CI_ELECTION_UNIQUE_STATES: usize = 43_071;
@@ -190,6 +193,19 @@ fn properties_hold_ci_handoff() {
     let outcome = bfs(&config);
     assert_all_hold(&config, &outcome);
     assert_eq!(outcome.unique, CI_HANDOFF_UNIQUE_STATES);
+}
+
+/// Wakes that hand a lock, heard late, twice or out of order, and trusted by the Locker's
+/// own rule (`holder::trust_wake`): holder safety holds. The kill matrix runs it against the
+/// rule's mutants (the wake trusted from its arrival, for the TTL, or with a fence its
+/// place's refusal already accounted for), each of which breaks `holder_safety` here.
+#[test]
+fn properties_hold_ci_wakes() {
+    setup();
+    let config = Config::ci_wakes();
+    let outcome = bfs(&config);
+    assert_all_hold(&config, &outcome);
+    assert_eq!(outcome.unique, CI_WAKES_UNIQUE_STATES);
 }
 
 #[test]

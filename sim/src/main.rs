@@ -179,6 +179,11 @@ fn election_line(f: &lockwright_sim::Faults, t: &lockwright_sim::Tally) -> Strin
 }
 
 fn main() -> ExitCode {
+    // A build with `--cfg lockwright_mutants` runs the mutant `LOCKWRIGHT_MUTANT` names.
+    #[cfg(lockwright_mutants)]
+    if let Some(m) = lockwright_engine::mutants::activate_from_env() {
+        eprintln!("mutant {} on", m.name());
+    }
     let args = Args::parse();
     let opts = args.options();
     let replay = |seed: u64| {

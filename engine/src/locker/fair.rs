@@ -39,7 +39,7 @@ use rand_core::RngCore;
 
 use super::{Acquire, Grant, LockerCore, Purpose, Request};
 use crate::access::Access;
-use crate::holder::trust_until;
+use crate::holder::{Wake, WakeRule, trust_wake};
 use crate::lease::LeaseKey;
 use crate::mutants::{self, Mutant};
 use crate::names::LockId;
@@ -47,7 +47,7 @@ use crate::port::HandedLock;
 use crate::queue::Ticket;
 use crate::status::{Holder, LockStatus, Queued};
 
-use crate::time::{LocalMs, Ttl, duration_millis};
+use crate::time::{LocalMs, duration_millis};
 
 /// The most grant fences a waiter keeps while an attempt is in flight (more than a flight
 /// can see in practice; past it the count is corrected by the next attempt).
@@ -368,47 +368,25 @@ impl<R: RngCore> LockerCore<R> {
         let Some(kept_at) = place.kept_at else {
             return false;
         };
-        let in_flight = a.attempt.is_some() && !mutants::active(Mutant::LockerTrustsWakeInFlight);
-        // (A place kept far back is handed nothing by the store, whatever its clock does:
-        // this check is a second line, against a store that would, and has no mutant of
-        // its own, which no harness could tell from the shipped rule.)
-        let far = place.kept_far;
-        let old =
-            grant.fence <= place.fence && !mutants::active(Mutant::LockerTrustsWakeOfOldFence);
-        if in_flight || far || old {
-            return false;
-        }
-        // The claim lease (the place's, or what the store says it handed if shorter), and
-        // no longer than a grant of the acquire's own TTL would be trusted.
-        let mut lease = self.config.queue_ttl.min(a.ask.ttl.as_duration());
-        if mutants::active(Mutant::LockerTrustsWakeForTtl) {
-            lease = a.ask.ttl.as_duration();
-        } else if let Some(expires) = grant.expires_at {
-            lease = lease.min(Duration::from_millis(
-                expires
-                    .as_millis()
-                    .saturating_sub(grant.created_at.as_millis()),
-            ));
-        }
-        let since = if mutants::active(Mutant::LockerTrustsWakeOnArrival) {
-            now
-        } else {
-            kept_at
+        let wake = Wake {
+            in_flight: a.attempt.is_some(),
+            kept_far: place.kept_far,
+            kept_at,
+            place_fence: place.fence,
+            fence: grant.fence,
+            created_at: grant.created_at,
+            expires_at: grant.expires_at,
         };
-        // Its first renewal, due at `renew_fraction` of the lease, must find more than the
-        // renew margin left, or the store would refuse to renew (claim) it.
-        if lease.mul_f64(1.0 - self.config.renew_fraction) <= self.renew_margin {
-            return false;
-        }
-        let Ok(lease) = Ttl::new(lease) else {
+        let rule = WakeRule {
+            queue_ttl: self.config.queue_ttl,
+            ttl: a.ask.ttl,
+            renew_fraction: self.config.renew_fraction,
+            renew_margin: self.renew_margin,
+            drift_margin: self.config.drift_margin,
+        };
+        let Some((lease, since, until)) = trust_wake(&wake, &rule, now) else {
             return false;
         };
-        let Some(until) = trust_until(since, lease, self.config.drift_margin) else {
-            return false;
-        };
-        if now.saturating_add(self.renew_margin) >= until {
-            return false;
-        }
         let mode = a.ask.access.mode();
         let status = LockStatus {
             resource: a.ask.resource.clone(),

@@ -201,6 +201,12 @@ pub fn properties(config: &Config) -> Vec<Property<LockModel>> {
             props.push(Property::sometimes("sometimes_two_waiters", two_waiters));
         }
     }
+    if config.wakes {
+        props.extend([
+            sometimes_saw!("sometimes_held_on_wake", HeldOnWake),
+            sometimes_saw!("sometimes_wake_only_woke", WakeOnlyWoke),
+        ]);
+    }
     if config.election {
         // Candidates take no shared locks.
         props.retain(|p| {

@@ -27,6 +27,13 @@ pub(super) fn witnesses(tr: &Transition<'_>, out: &mut PropSet) {
     {
         out.insert(Check::ClaimedHandoff);
     }
+    if let Effect::HeardWake { trust_until, .. } = tr.effect {
+        out.insert(if trust_until.is_some() {
+            Check::HeldOnWake
+        } else {
+            Check::WakeOnlyWoke
+        });
+    }
     match tr.effect {
         Effect::Granted {
             resource,

@@ -83,6 +83,10 @@ pub(crate) enum Preset {
     /// requests (places in the queue live 2 ms), leaving the queue, dying while waiting
     /// (checked in CI).
     Fair,
+    /// 2 clients, 1 resource, 4 ticks, no pauses, crashes or writes, plain and fair
+    /// requests, and wakes: a lock handed to a place is told to its waiter late, twice or
+    /// out of order, and trusted by the Locker's rule (checked in CI).
+    Wakes,
     /// 2 candidates of an election on 1 resource, 4 ticks: campaigns (fair exclusive
     /// requests), resigns, proclaims (late ones too), no crashes (checked in CI).
     Election,
@@ -222,6 +226,7 @@ impl ModelArgs {
             Preset::Three => Config::three_clients(),
             Preset::Skew => Config::ci_skew(),
             Preset::Fair => Config::ci_fair(),
+            Preset::Wakes => Config::ci_wakes(),
             Preset::Election => Config::ci_election(),
             Preset::Observe => Config::ci_observe(),
         };

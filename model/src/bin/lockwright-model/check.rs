@@ -67,8 +67,13 @@ pub(crate) fn describe(config: &Config) -> String {
         },
         if config.fair {
             format!(
-                "fair requests too (queue places live {} ms)",
-                config.queue_ttl_ms()
+                "fair requests too (queue places live {} ms){}",
+                config.queue_ttl_ms(),
+                if config.wakes {
+                    ", wakes (late, duplicated, reordered) trusted by the Locker's rule"
+                } else {
+                    ""
+                }
             )
         } else {
             "no fair requests".to_string()

@@ -123,13 +123,15 @@ fn list_mutants() -> ExitCode {
 #[cfg(lockwright_mutants)]
 fn list_mutants() -> ExitCode {
     // One line per mutant of the engine's catalogue: its name, what it breaks (the engine's
-    // rules, the Locker's state machine, leader election's own rules, the queue of fair
+    // rules, the wake rule, the Locker's state machine, leader election's own rules, the queue of fair
     // requests, the holding rule, or the status filter's TTL bounds),
     // and whether the model checks that rule. The kill-matrix script requires the model
     // checker to kill the modelled ones and the simulator each Locker one; the MongoDB store
     // lists its own (`lockwright-mongod list-mutants`).
     for m in lockwright_engine::mutants::Mutant::ALL {
-        let kind = if m.is_locker() {
+        let kind = if m.is_wake() {
+            "wake"
+        } else if m.is_locker() {
             "locker"
         } else if m.is_election() {
             "election"
