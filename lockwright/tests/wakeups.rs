@@ -133,6 +133,10 @@ mod mongo {
     /// unclaimed.
     #[tokio::test]
     async fn a_release_wakes_a_waiter_in_another_process() {
+        // The kill matrix's harness `wakeups_mongo`: the mutant named by
+        // `LOCKWRIGHT_MUTANT`, if any.
+        #[cfg(lockwright_mutants)]
+        lockwright_testkit::activate_mutant();
         let store = fresh_store(None).await;
         let (theirs, log, _) = other_process(&store).await;
         let holder = Locker::new(Client::new(store), LockerConfig::default()).unwrap();
