@@ -12,8 +12,9 @@
 //! - [`Config`]: clients and their clock rates, resources, the time bound, TTL, shared limit,
 //!   renew margin, drift margin, takeover grace, the skew between the store members' clocks
 //!   and the number of failovers, faults, fair requests and their places' lease, symmetry
-//!   reduction; [`Config::ci`], [`Config::ci_faults`], [`Config::ci_skew`] and
-//!   [`Config::ci_fair`] are what CI checks exhaustively.
+//!   reduction; [`Config::ci`], [`Config::ci_faults`], [`Config::ci_skew`],
+//!   [`Config::ci_fair`], [`Config::ci_handoff`], [`Config::ci_wakes`],
+//!   [`Config::ci_election`] and [`Config::ci_observe`] are what CI checks exhaustively.
 //! - [`LockState`], [`Action`]: what the checker explores.
 //! - [`props`]: `mutual_exclusion`, `shared_limit`, `purge_safety`, `renew_after_purge`,
 //!   `holder_safety`, `fence_monotonic`, `idempotence`, `no_lost_grant`, the queue's `fifo`,
@@ -87,6 +88,14 @@
 //!   resource, 0..=5 ms, 110,263 unique states (with queues, `skew` had 1,596,597 and `ci`
 //!   more than 4.2 M before the fence floor became the cluster-time rule: by command,
 //!   `--fair`).
+//! - **Wakes** ([`Config::wakes`], on in [`Config::ci_wakes`]): every lock a step hands to a
+//!   place becomes a wake in flight to the waiter whose place it names
+//!   ([`state::WakeMsg`]); the waiter hears it at any later step, once or twice
+//!   ([`Action::Hear`]), and trusts the lock it carries by the Locker's own rule
+//!   (`holder::trust_wake`), measured from when it sent the request whose refusal last
+//!   kept its place, or only wakes up. Requests are atomic, so none is in flight when a
+//!   wake arrives; a waiter's lock id is its acquire's alone (releasing it gives the wait
+//!   up), and a wait that ends drops its wakes.
 //!
 //! ```
 //! use lockwright_model::{Config, LockModel};
@@ -103,16 +112,21 @@
 
 pub mod action;
 pub mod config;
+pub mod effect;
 pub mod election;
+pub mod enabled;
 pub mod model;
 pub mod props;
+mod show;
 pub mod state;
 pub mod step;
 pub mod symmetry;
 pub mod trace;
 pub mod verdict;
+pub mod wake;
 
 pub use action::{Action, Effect};
 pub use config::{Config, ConfigError, Rate};
 pub use model::LockModel;
+pub use state::WakeMsg;
 pub use state::{Belief, ClientState, FenceClockKey, LockState, Wait};
