@@ -5,14 +5,14 @@ use std::time::Duration;
 
 use clap::Args;
 use futures_util::StreamExt;
-use lockwright::{Client, DEFAULT_RENEW_MARGIN, Ended, Leader, LockOptions, Locker, LockerConfig};
+use lockwright::{Client, Ended, Leader, LockOptions};
 use lockwright_engine::error::Escaped;
 
 use crate::connect::{ConnArgs, connect};
 use crate::exit::{self, CliError};
 use crate::progress;
 use crate::signals::{self, Signals};
-use crate::supervise::{CmdArgs, Supervised, supervise};
+use crate::supervise::{CmdArgs, Supervised, locker_for, supervise};
 
 /// `lockwright elect`.
 #[derive(Debug, Args)]
@@ -46,12 +46,7 @@ pub async fn elect(conn: &ConnArgs, args: ElectArgs) -> Result<u8, CliError> {
         Some(owner) => options.owner(owner),
         None => options,
     };
-    let store = connect(conn).await?;
-    let margin = DEFAULT_RENEW_MARGIN.min(args.lease / 4);
-    let client = Client::with_renew_margin(store, margin)?;
-    let config = LockerConfig::default();
-    let kill_after = args.cmd.kill_after(args.lease, &config, "--lease")?;
-    let locker = Locker::new(client, config)?;
+    let (locker, kill_after) = locker_for(conn, &args.cmd, args.lease, "--lease").await?;
     let mut signals = Signals::catch()?;
     let election = Escaped(&args.election).to_string();
     loop {

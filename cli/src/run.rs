@@ -5,16 +5,16 @@ use std::time::Duration;
 
 use clap::Args;
 use lockwright::{
-    Client, DEFAULT_RENEW_MARGIN, Error, Filter, LockGuard, LockOptions, LockStatus, Locker,
-    LockerConfig, MongoStore, SharedLimit,
+    Client, Error, Filter, LockGuard, LockOptions, LockStatus, Locker, LockerConfig, MongoStore,
+    SharedLimit,
 };
 use lockwright_engine::error::Escaped;
 
-use crate::connect::{ConnArgs, connect};
+use crate::connect::ConnArgs;
 use crate::exit::{self, CliError};
 use crate::progress;
 use crate::signals::{self, Signals};
-use crate::supervise::{CmdArgs, Supervised, supervise};
+use crate::supervise::{CmdArgs, Supervised, locker_for, supervise};
 
 /// `lockwright run`.
 #[derive(Debug, Args)]
@@ -62,14 +62,7 @@ const RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Runs `lockwright run`; returns CMD's exit code or one of lockwright's own.
 pub async fn run(conn: &ConnArgs, args: RunArgs) -> Result<u8, CliError> {
     let options = lock_options(&args);
-    let store = connect(conn).await?;
-    // Renewals are refused for locks expiring within the margin; keep it well inside a
-    // short TTL so that TTLs of a second or two work.
-    let margin = DEFAULT_RENEW_MARGIN.min(args.ttl / 4);
-    let client = Client::with_renew_margin(store, margin)?;
-    let config = LockerConfig::default();
-    let kill_after = args.cmd.kill_after(args.ttl, &config, "--ttl")?;
-    let locker = Locker::new(client, config)?;
+    let (locker, kill_after) = locker_for(conn, &args.cmd, args.ttl, "--ttl").await?;
     // Caught from here on: a signal while waiting ends the wait, and leaves no lock.
     let mut signals = Signals::catch()?;
     let guard = match acquire(&locker, &args, &options, &mut signals).await {

@@ -17,12 +17,13 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 use clap::Args;
-use lockwright::{LockGuard, LockerConfig, MongoStore};
+use lockwright::{Client, DEFAULT_RENEW_MARGIN, LockGuard, Locker, LockerConfig, MongoStore};
 use lockwright_engine::error::Escaped;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use tokio::time::Instant;
 
+use crate::connect::{ConnArgs, connect};
 use crate::exit::{self, CliError};
 use crate::signals::Signals;
 use crate::watchdog::{Kills, Watchdog};
@@ -85,6 +86,27 @@ impl CmdArgs {
             ))),
         }
     }
+}
+
+/// The Locker a command under a lock of `ttl` runs with, on the deployment `conn` names,
+/// and the time CMD is given to stop ([`CmdArgs::kill_after`]; `flag` names the TTL's
+/// flag in messages). Renewals are refused for locks expiring within the renew margin, so
+/// the margin stays well inside a short TTL (a quarter of it), and TTLs of a second or two
+/// work.
+///
+/// # Errors
+/// The usage error of [`CmdArgs::kill_after`], or the deployment's.
+pub(crate) async fn locker_for(
+    conn: &ConnArgs,
+    cmd: &CmdArgs,
+    ttl: Duration,
+    flag: &str,
+) -> Result<(Locker<MongoStore>, Duration), CliError> {
+    let config = LockerConfig::default();
+    let kill_after = cmd.kill_after(ttl, &config, flag)?;
+    let store = connect(conn).await?;
+    let client = Client::with_renew_margin(store, DEFAULT_RENEW_MARGIN.min(ttl / 4))?;
+    Ok((Locker::new(client, config)?, kill_after))
 }
 
 /// What [`supervise`] runs, and how.

@@ -115,6 +115,15 @@ pub fn leader_of<'a>(locks: impl IntoIterator<Item = &'a LockStatus>) -> Option<
         .map(Leader::of)
 }
 
+/// Whether a lock a request was just granted makes news of a new leader, for a store that
+/// announces the leaders of its elections: an exclusive grant made now. A claim (a fair
+/// request that found the lock the store had handed its place, and renewed it) is no news:
+/// the write that handed it over told of that leader.
+#[must_use]
+pub fn grant_is_news(granted: &LockStatus) -> bool {
+    granted.mode == Mode::Exclusive && granted.renewed_at.is_none()
+}
+
 /// Whether news of a leader whose lease ends at `until` must be confirmed by a read before
 /// it is reported, at wall time `now`: when that lease has ended. News carries no promise
 /// that its leader still leads (it may arrive late: its writer paused after its write, a

@@ -5,7 +5,7 @@
 //! schedule asks for, and reports how each ended. One schedule serves every lock a process
 //! holds, ordered by a deadline index, so N held locks need one task.
 //!
-//! Validity follows the holding rule ([`crate::holder::trust_until`]): a lock is trusted
+//! Validity follows the holding rule ([`crate::trust::trust_until`]): a lock is trusted
 //! until `sent + ttl - drift_margin`, where `sent` is when the request that granted or last
 //! renewed it was **sent**. A renewal is due at `sent + ttl * renew_fraction`. A transient
 //! failure is retried after a short backoff, at most `max_attempts` times per renewal; a
@@ -17,9 +17,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::holder::trust_until;
 use crate::names::LockId;
 use crate::time::{LocalMs, Ttl, duration_millis};
+use crate::trust::trust_until;
 
 /// A caller-chosen handle for one held lock.
 pub type LeaseKey = u64;

@@ -37,7 +37,6 @@ pub mod access;
 pub mod election;
 pub mod error;
 pub mod filter;
-pub mod holder;
 pub mod invalid;
 pub mod lease;
 pub mod lock;
@@ -54,6 +53,7 @@ pub mod resource;
 pub mod status;
 pub mod table;
 pub mod time;
+pub mod trust;
 
 pub use access::{Access, Mode, SharedLimit};
 pub use error::{BoxError, Error, MalformedDocument, Outcome, Result};

@@ -223,7 +223,7 @@ impl Mutant {
     }
 
     /// Whether the mutant breaks the rule by which a waiter trusts a lock a wake handed it
-    /// ([`crate::holder::trust_wake`]), which the Locker runs (in the simulator and on a
+    /// ([`crate::trust::trust_wake`]), which the Locker runs (in the simulator and on a
     /// real server) and the model's waiters too.
     #[must_use]
     pub fn is_wake(self) -> bool {
@@ -273,7 +273,7 @@ impl Mutant {
         matches!(self, Mutant::StatusTtlBoundOverwritten)
     }
 
-    /// Whether the mutant breaks the holding rule ([`crate::holder`]), which only a client
+    /// Whether the mutant breaks the holding rule ([`crate::trust`]), which only a client
     /// that holds locks runs (the Locker, and the model's clients), never a store.
     #[must_use]
     pub fn is_holding(self) -> bool {

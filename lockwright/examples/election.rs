@@ -101,21 +101,40 @@ where
     Ok((fences, stale))
 }
 
+/// The in-memory stand-in for the data's store: it remembers the highest fence it accepted
+/// and refuses a write with a lower one, naming that fence.
+#[cfg(feature = "mem")]
+#[derive(Default)]
+struct Downstream(std::sync::Mutex<u64>);
+
+#[cfg(feature = "mem")]
+impl Downstream {
+    fn write(&self, fence: u64) -> Result<(), u64> {
+        let mut highest = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if fence < *highest {
+            return Err(*highest);
+        }
+        *highest = fence;
+        Ok(())
+    }
+}
+
 #[cfg(feature = "mem")]
 async fn in_memory() -> Result<(), Error> {
-    use lockwright_testkit::{FencedStore, Verdict};
-
-    let downstream = FencedStore::new();
+    let downstream = Downstream::default();
     let client = Client::new(lockwright::MemStore::new());
     let (_, stale) = elect(&client, |fence, text| {
-        let verdict = downstream.write(ELECTION, fence);
+        let verdict = downstream.write(fence);
         async move {
             Ok(match verdict {
-                Verdict::Rejected { highest } => {
+                Err(highest) => {
                     println!("  rejected {text:?}: fence {fence} is older than {highest}");
                     false
                 }
-                Verdict::Accepted | Verdict::AcceptedStale { .. } => {
+                Ok(()) => {
                     println!("  accepted {text:?} with fence {fence}");
                     true
                 }

@@ -40,6 +40,27 @@ async fn a_then_b<S: LockStore + 'static>(
     Ok((a, Locker::new(client.clone(), config)?))
 }
 
+/// The in-memory stand-in for the data's store: it remembers the highest fence it accepted
+/// and refuses a write with a lower one, naming that fence.
+#[cfg(feature = "mem")]
+#[derive(Default)]
+struct Downstream(std::sync::Mutex<u64>);
+
+#[cfg(feature = "mem")]
+impl Downstream {
+    fn write(&self, fence: u64) -> Result<(), u64> {
+        let mut highest = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if fence < *highest {
+            return Err(*highest);
+        }
+        *highest = fence;
+        Ok(())
+    }
+}
+
 fn failed(what: &str) -> Error {
     Error::invalid("example", format!("fencing failed: {what}"))
 }
@@ -47,15 +68,13 @@ fn failed(what: &str) -> Error {
 #[cfg(feature = "mem")]
 async fn in_memory() -> Result<(), Error> {
     use lockwright::MemStore;
-    use lockwright_testkit::{FencedStore, Verdict};
-
-    let downstream = FencedStore::new();
-    let write = |fence: u64, value: &str| match downstream.write("invoice-42", fence) {
-        Verdict::Rejected { highest } => {
+    let downstream = Downstream::default();
+    let write = |fence: u64, value: &str| match downstream.write(fence) {
+        Err(highest) => {
             println!("  rejected {value:?}: fence {fence} is older than {highest}");
             false
         }
-        Verdict::Accepted | Verdict::AcceptedStale { .. } => {
+        Ok(()) => {
             println!("  downstream accepted {value:?} with fence {fence}");
             true
         }

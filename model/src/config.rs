@@ -184,7 +184,7 @@ pub struct Config {
     /// Wakes ([`Config::ci_wakes`]): a lock the store hands a fair waiter's place is told to
     /// the waiter by a wake, a message that may arrive at any later time, more than once and
     /// in any order; a waiter that hears one trusts the lock it carries by the Locker's own
-    /// rule (`holder::trust_wake`), with no request of its own, or only wakes up. Needs
+    /// rule (`trust::trust_wake`), with no request of its own, or only wakes up. Needs
     /// `fair`.
     pub wakes: bool,
     /// Whether an election's candidates proclaim (once each: their second value).

@@ -92,7 +92,7 @@
 //!   place becomes a wake in flight to the waiter whose place it names
 //!   ([`state::WakeMsg`]); the waiter hears it at any later step, once or twice
 //!   ([`Action::Hear`]), and trusts the lock it carries by the Locker's own rule
-//!   (`holder::trust_wake`), measured from when it sent the request whose refusal last
+//!   (`trust::trust_wake`), measured from when it sent the request whose refusal last
 //!   kept its place, or only wakes up. Requests are atomic, so none is in flight when a
 //!   wake arrives; a waiter's lock id is its acquire's alone (releasing it gives the wait
 //!   up), and a wait that ends drops its wakes.

@@ -1,15 +1,13 @@
 //! The transitions: each one calls the engine (`LockTable::lock`, exclusive or shared, plain
 //! or fair, `leave_queue`, `unlock`, `renew`, `table::expired_groups`, `purge_groups`,
-//! `delete_empty`, `holder::trust_until`) on the model's copy of the store, at the store's
+//! `delete_empty`, `trust::trust_until`) on the model's copy of the store, at the store's
 //! clock (real time plus the current primary's offset). The model adds only what is outside
 //! the engine: real time, the store clock's offset, client clocks, beliefs and waits
 //! (tickets), faults, and the fenced downstream store.
 
 use lockwright_engine::Access;
 use lockwright_engine::table::{delete_empty, expired_groups, fence_floor, purge_groups};
-use lockwright_engine::{
-    Error, LocalMs, LockOptions, LockRequest, Mode, Ticket, Timestamp, holder,
-};
+use lockwright_engine::{Error, LocalMs, LockOptions, LockRequest, Mode, Ticket, Timestamp, trust};
 
 use crate::action::{Action, Effect};
 use crate::config::Config;
@@ -194,7 +192,7 @@ impl LockModel {
                         let local = next.local(client);
                         let c = &mut next.clients[client];
                         let local = LocalMs(local);
-                        match holder::trust_until(local, self.config.ttl, self.config.drift_margin)
+                        match trust::trust_until(local, self.config.ttl, self.config.drift_margin)
                             .map(|t| t.0)
                         {
                             Some(t) => c.trust_until = Some(t),
@@ -444,7 +442,7 @@ impl LockModel {
                 // The request is answered in the same step, so it was sent at this local time.
                 let sent = next.local(client);
                 let trust_until =
-                    holder::trust_until(LocalMs(sent), self.config.ttl, self.config.drift_margin)
+                    trust::trust_until(LocalMs(sent), self.config.ttl, self.config.drift_margin)
                         .map(|t| t.0);
                 if let Some(t) = trust_until {
                     let c = &mut next.clients[client];

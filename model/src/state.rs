@@ -75,7 +75,7 @@ pub struct ClientState {
     /// What it believes it holds, per resource.
     pub beliefs: Vec<Option<Belief>>,
     /// The local instant (ms) from which it no longer trusts its group: the holding rule,
-    /// `holder::trust_until(sent_local, ttl, drift_margin)` of the request that granted or
+    /// `trust::trust_until(sent_local, ttl, drift_margin)` of the request that granted or
     /// last renewed it, taken as the earliest over the group's locks, because a purge
     /// removes the whole group once any one of its locks has expired. `None` with no beliefs.
     pub trust_until: Option<u64>,

@@ -1,11 +1,11 @@
 //! Wakes ([`Config::wakes`](crate::Config::wakes)): a lock a step hands to a place is a
 //! message in flight to the waiter whose place it names, which hears it at any later step,
-//! once or twice, and trusts the lock by the Locker's own rule (`holder::trust_wake`).
+//! once or twice, and trusts the lock by the Locker's own rule (`trust::trust_wake`).
 
 use std::time::Duration;
 
 use lockwright_engine::resource::Handed;
-use lockwright_engine::{LocalMs, Timestamp, holder};
+use lockwright_engine::{LocalMs, Timestamp, trust};
 
 use crate::effect::Effect;
 use crate::model::LockModel;
@@ -42,7 +42,7 @@ impl LockModel {
     }
 
     /// Client `client` hears its wake in flight at `index`: the Locker's rule
-    /// (`holder::trust_wake`) decides whether it trusts the lock the wake carries, measured
+    /// (`trust::trust_wake`) decides whether it trusts the lock the wake carries, measured
     /// from when it sent the request whose refusal last kept its place. Its requests are
     /// atomic, so none is in flight; its places are all near (places kept far back are not
     /// modelled). The rule's renew margin is 0 here: one model tick is TTL-sized, and the
@@ -66,7 +66,7 @@ impl LockModel {
             .kept_at
             .filter(|_| wait.ticket == wake.ticket)
             .and_then(|kept_at| {
-                let heard = holder::Wake {
+                let heard = trust::Wake {
                     in_flight: false,
                     kept_far: false,
                     kept_at: LocalMs(kept_at),
@@ -75,14 +75,14 @@ impl LockModel {
                     created_at: Timestamp::from_millis(wake.created_at),
                     expires_at: Some(Timestamp::from_millis(wake.expires_at)),
                 };
-                let rule = holder::WakeRule {
+                let rule = trust::WakeRule {
                     queue_ttl: self.config().queue_ttl.as_duration(),
                     ttl: self.config().ttl,
                     renew_fraction: 0.5,
                     renew_margin: Duration::ZERO,
                     drift_margin: self.config().drift_margin,
                 };
-                holder::trust_wake(&heard, &rule, LocalMs(now)).map(|(_, _, until)| until.0)
+                trust::trust_wake(&heard, &rule, LocalMs(now)).map(|(_, _, until)| until.0)
             });
         if let Some(t) = trusted {
             c.beliefs[wait.resource] = Some(Belief {

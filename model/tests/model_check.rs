@@ -196,7 +196,7 @@ fn properties_hold_ci_handoff() {
 }
 
 /// Wakes that hand a lock, heard late, twice or out of order, and trusted by the Locker's
-/// own rule (`holder::trust_wake`): holder safety holds. The kill matrix runs it against the
+/// own rule (`trust::trust_wake`): holder safety holds. The kill matrix runs it against the
 /// rule's mutants (the wake trusted from its arrival, for the TTL, or with a fence its
 /// place's refusal already accounted for), each of which breaks `holder_safety` here.
 #[test]

@@ -127,7 +127,7 @@ impl Notifier {
     /// every observer who leads it, when exclusive and granted now: a claim renews a lock
     /// handed over earlier, which [`Notifier::handed`] told of).
     pub(crate) fn taken(&self, granted: &LockStatus) {
-        if granted.renewed_at.is_none() {
+        if lockwright_engine::election::grant_is_news(granted) {
             self.leads(granted);
         }
         if self.hints.any() {

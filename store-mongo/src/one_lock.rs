@@ -342,11 +342,10 @@ pub(crate) async fn lock(store: &MongoStore, request: &LockRequest) -> Result<Lo
     let granted = store
         .grant(request.access.operation(), request, build)
         .await?;
-    // A grant this write made (a claim renews a lock handed over earlier, whose writer
-    // announced it).
-    let claim = granted.renewed_at.is_some()
-        && !crate::mutants::active(crate::mutants::Mutant::NewsOfClaims);
-    if request.access == Access::Exclusive && !claim {
+    let news = lockwright_engine::election::grant_is_news(&granted)
+        || (crate::mutants::active(crate::mutants::Mutant::NewsOfClaims)
+            && granted.mode == lockwright_engine::Mode::Exclusive);
+    if news {
         store.announce([(
             granted.resource.clone(),
             Leader::of(&granted),

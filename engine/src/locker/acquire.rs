@@ -6,7 +6,6 @@ use rand_core::RngCore;
 use super::{Ask, Grant, Held, LockerCore, Purpose, Timer, Wait};
 use super::{Event, Reply, Request};
 use crate::error::Error;
-use crate::holder::trust_until;
 use crate::lease::LeaseKey;
 use crate::lock::LockRequest;
 use crate::mutants::{self, Mutant};
@@ -14,6 +13,7 @@ use crate::names::LockId;
 use crate::status::{Holder, LockStatus};
 use crate::time::duration_millis;
 use crate::time::{LocalMs, Ttl};
+use crate::trust::trust_until;
 
 impl<R: RngCore> LockerCore<R> {
     pub(super) fn attempt(&mut self, key: LeaseKey, now: LocalMs) {

@@ -39,13 +39,13 @@ use rand_core::RngCore;
 
 use super::{Acquire, Grant, LockerCore, Purpose, Request};
 use crate::access::Access;
-use crate::holder::{Wake, WakeRule, trust_wake};
 use crate::lease::LeaseKey;
 use crate::mutants::{self, Mutant};
 use crate::names::LockId;
 use crate::port::HandedLock;
 use crate::queue::Ticket;
 use crate::status::{Holder, LockStatus, Queued};
+use crate::trust::{Wake, WakeRule, trust_wake};
 
 use crate::time::{LocalMs, duration_millis};
 

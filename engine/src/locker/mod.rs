@@ -47,11 +47,11 @@ use rand_core::RngCore;
 
 use crate::access::Access;
 use crate::error::Error;
-use crate::holder::trust_until;
 use crate::lease::{LeaseEvent, LeaseKey, LeaseSchedule};
 use crate::names::{LockId, Resource};
 use crate::status::{Holder, Renewal};
 use crate::time::{LocalMs, Ttl, duration_millis, validate_margin};
+use crate::trust::trust_until;
 
 pub use self::config::{LockerConfig, LockerStats};
 pub use self::fair::NEAR_HEAD;

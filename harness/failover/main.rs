@@ -44,7 +44,7 @@
 //!
 //! ```text
 //! scripts/mongod.sh install
-//! cargo run -p lockwright --features mongo --release --example failover -- --clients 32 --seconds 60
+//! cargo run -p lockwright-harness --release --example failover -- --clients 32 --seconds 60
 //! ```
 //!
 //! `--skew MEMBER=MS` starts a member with its wall clock shifted (libfaketime). Exit status:
