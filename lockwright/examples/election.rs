@@ -19,6 +19,11 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use lockwright::{Client, Error, LockOptions, LockStore, Locker, LockerConfig};
 
+#[cfg(feature = "mem")]
+mod downstream;
+#[cfg(feature = "mem")]
+use downstream::Downstream;
+
 const ELECTION: &str = "scheduler";
 const CANDIDATES: [&str; 3] = ["node-a:7000", "node-b:7000", "node-c:7000"];
 
@@ -99,27 +104,6 @@ where
         l.shutdown();
     }
     Ok((fences, stale))
-}
-
-/// The in-memory stand-in for the data's store: it remembers the highest fence it accepted
-/// and refuses a write with a lower one, naming that fence.
-#[cfg(feature = "mem")]
-#[derive(Default)]
-struct Downstream(std::sync::Mutex<u64>);
-
-#[cfg(feature = "mem")]
-impl Downstream {
-    fn write(&self, fence: u64) -> Result<(), u64> {
-        let mut highest = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if fence < *highest {
-            return Err(*highest);
-        }
-        *highest = fence;
-        Ok(())
-    }
 }
 
 #[cfg(feature = "mem")]

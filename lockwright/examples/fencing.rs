@@ -19,6 +19,11 @@ use std::time::Duration;
 
 use lockwright::{Client, Error, LockOptions, LockStore, Locker, LockerConfig};
 
+#[cfg(feature = "mem")]
+mod downstream;
+#[cfg(feature = "mem")]
+use downstream::Downstream;
+
 /// How long A holds its lock, and how long it pauses.
 const TTL: Duration = Duration::from_millis(300);
 const PAUSE: Duration = Duration::from_millis(500);
@@ -38,27 +43,6 @@ async fn a_then_b<S: LockStore + 'static>(
     let mut config = LockerConfig::default();
     config.drift_margin = Duration::from_millis(30);
     Ok((a, Locker::new(client.clone(), config)?))
-}
-
-/// The in-memory stand-in for the data's store: it remembers the highest fence it accepted
-/// and refuses a write with a lower one, naming that fence.
-#[cfg(feature = "mem")]
-#[derive(Default)]
-struct Downstream(std::sync::Mutex<u64>);
-
-#[cfg(feature = "mem")]
-impl Downstream {
-    fn write(&self, fence: u64) -> Result<(), u64> {
-        let mut highest = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if fence < *highest {
-            return Err(*highest);
-        }
-        *highest = fence;
-        Ok(())
-    }
 }
 
 fn failed(what: &str) -> Error {

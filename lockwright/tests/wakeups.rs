@@ -127,6 +127,47 @@ mod mongo {
         panic!("{name} not sent in a minute: {log:?}");
     }
 
+    /// A holder on `store` that holds `job` (exclusive, 30 s), and a waiter in another
+    /// process (its commands in `log`, its `appName` in `app`) that polls once an hour,
+    /// keeps places leased for `queue_ttl` (the default if `None`), and waits for `job`:
+    /// refused, then its cursor opens (`find`) and its `Missed` makes it ask once more,
+    /// refused again, both answered before this returns (a request still in flight at the
+    /// release would claim the handed lock itself, not the wake).
+    struct Contended {
+        holder: Locker<MongoStore>,
+        held: lockwright::LockGuard<MongoStore>,
+        waiter: Locker<MongoStore>,
+        waiting:
+            tokio::task::JoinHandle<Result<lockwright::LockGuard<MongoStore>, lockwright::Error>>,
+        log: CommandLog,
+        app: String,
+    }
+
+    async fn contended(store: MongoStore, queue_ttl: Option<Duration>) -> Contended {
+        let (theirs, log, app) = other_process(&store).await;
+        let holder = Locker::new(Client::new(store), LockerConfig::default()).unwrap();
+        let mut config = hint_only();
+        if let Some(ttl) = queue_ttl {
+            config.queue_ttl = ttl;
+        }
+        let waiter = Locker::new(Client::new(theirs), config).unwrap();
+        let options = LockOptions::exclusive(Duration::from_secs(30));
+        let held = holder.acquire("job", &options).await.unwrap();
+        let waiting = {
+            let (waiter, options) = (waiter.clone(), options.clone());
+            tokio::spawn(async move { waiter.acquire("job", &options).await })
+        };
+        until_answered(&log, "findAndModify", 2).await;
+        Contended {
+            holder,
+            held,
+            waiter,
+            waiting,
+            log,
+            app,
+        }
+    }
+
     /// A waiter in another process holds the lock after the release without a request of
     /// its own: the release handed its place the lock, and the wake said what. Its backoff
     /// is an hour, so no poll did. Its first renewal would claim it; its release ends it
@@ -137,21 +178,14 @@ mod mongo {
         // `LOCKWRIGHT_MUTANT`, if any.
         #[cfg(lockwright_mutants)]
         lockwright_testkit::activate_mutant();
-        let store = fresh_store(None).await;
-        let (theirs, log, _) = other_process(&store).await;
-        let holder = Locker::new(Client::new(store), LockerConfig::default()).unwrap();
-        let waiter = Locker::new(Client::new(theirs), hint_only()).unwrap();
-        let options = LockOptions::exclusive(Duration::from_secs(30));
-        let held = holder.acquire("job", &options).await.unwrap();
-        let waiting = {
-            let (waiter, options) = (waiter.clone(), options.clone());
-            tokio::spawn(async move { waiter.acquire("job", &options).await })
-        };
-        // Refused, then the cursor opens (`find`) and its `Missed` makes the waiter
-        // ask once more, refused again. Both answered before the release: a request still
-        // in flight then would claim the handed lock itself, and the wake-up would not be
-        // what grants it.
-        until_answered(&log, "findAndModify", 2).await;
+        let Contended {
+            holder,
+            held,
+            waiter,
+            waiting,
+            log,
+            ..
+        } = contended(fresh_store(None).await, None).await;
         let before = log.take();
         assert_eq!(count(&before, "find"), 1, "one cursor: {before:?}");
         held.release().await.unwrap();
@@ -197,21 +231,15 @@ mod mongo {
     /// the claim lease until then, becomes the lock's TTL, under the same fence.
     #[tokio::test]
     async fn a_lock_held_on_a_wake_is_claimed_by_its_first_renewal() {
-        let store = fresh_store(None).await;
-        let (theirs, log, _) = other_process(&store).await;
-        let holder = Locker::new(Client::new(store), LockerConfig::default()).unwrap();
         // A claim lease of 10 s: the first renewal, at half of it, finds 5 s left, more
         // than the renew margin (1 s) however loaded the machine.
-        let mut config = hint_only();
-        config.queue_ttl = Duration::from_secs(10);
-        let waiter = Locker::new(Client::new(theirs), config).unwrap();
-        let options = LockOptions::exclusive(Duration::from_secs(30));
-        let held = holder.acquire("job", &options).await.unwrap();
-        let waiting = {
-            let (waiter, options) = (waiter.clone(), options.clone());
-            tokio::spawn(async move { waiter.acquire("job", &options).await })
-        };
-        until_answered(&log, "findAndModify", 2).await;
+        let Contended {
+            holder,
+            held,
+            waiter,
+            waiting,
+            ..
+        } = contended(fresh_store(None).await, Some(Duration::from_secs(10))).await;
         held.release().await.unwrap();
         let guard = tokio::time::timeout(Duration::from_secs(60), waiting)
             .await
@@ -265,22 +293,17 @@ mod mongo {
         let _fail_point = FAIL_POINT.lock().await;
         let store = fresh_store(None).await;
         let admin = store.client().database("admin");
-        let (theirs, log, app) = other_process(&store).await;
-        let holder = Locker::new(Client::new(store), LockerConfig::default()).unwrap();
         // A claim lease of 12 s: the held-up request (3 s) claims the handed lock well
-        // within it, however loaded the machine; it keeps its place every 6 s.
-        let mut config = hint_only();
-        config.queue_ttl = Duration::from_secs(12);
-        let waiter = Locker::new(Client::new(theirs), config).unwrap();
-        let options = LockOptions::exclusive(Duration::from_secs(30));
-        let held = holder.acquire("job", &options).await.unwrap();
-        let waiting = {
-            let (waiter, options) = (waiter.clone(), options.clone());
-            tokio::spawn(async move { waiter.acquire("job", &options).await })
-        };
-        // Refused twice (its first request, and the one its cursor's `Missed` makes): its
-        // next request is the one to keep its place, 6 s later.
-        until_answered(&log, "findAndModify", 2).await;
+        // within it, however loaded the machine. Refused twice, the waiter's next request
+        // is the one to keep its place, 6 s later.
+        let Contended {
+            holder,
+            held,
+            waiter,
+            waiting,
+            log,
+            app,
+        } = contended(store, Some(Duration::from_secs(12))).await;
         let fail = doc! {
             "configureFailPoint": "failCommand", "mode": "alwaysOn",
             "data": {
