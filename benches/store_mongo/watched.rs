@@ -7,7 +7,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use lockwright_engine::{
-    Filter, LockId, LockRequest, LockStatus, LockStore, Renewal, Resource, Result, Ttl,
+    LockId, LockRequest, LockStatus, LockStore, Notices, Query, Reading, Release, Released,
+    Renewal, Resource, Result, Ttl,
 };
 use lockwright_store_mongo::MongoStore;
 
@@ -111,42 +112,21 @@ impl LockStore for Watched {
         granted
     }
 
-    async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>> {
-        self.inner.unlock(lock_id).await
+    async fn release(&self, what: Release<'_>) -> Result<Released> {
+        self.inner.release(what).await
     }
 
     async fn renew(&self, lock_id: &LockId, ttl: Ttl, margin: Duration) -> Result<Vec<LockStatus>> {
         self.inner.renew(lock_id, ttl, margin).await
     }
 
-    async fn renew_one(&self, lock: &Renewal, margin: Duration) -> Result<LockStatus> {
-        let (at, lag_ms) = self.begin(std::iter::once((&lock.resource, lock.ttl)));
-        let renewed = self.inner.renew_one(lock, margin).await;
-        self.end(
-            at,
-            lag_ms,
-            1,
-            renewed.is_ok().then_some(&lock.resource).into_iter(),
-        );
-        renewed
-    }
-
-    async fn set_comment(
-        &self,
-        resource: &Resource,
-        lock_id: &LockId,
-        comment: Option<&str>,
-    ) -> Result<LockStatus> {
-        self.inner.set_comment(resource, lock_id, comment).await
-    }
-
-    async fn renew_many(
+    async fn renew_each(
         &self,
         locks: &[Renewal],
         margin: Duration,
     ) -> Result<Vec<Result<LockStatus>>> {
         let (at, lag_ms) = self.begin(locks.iter().map(|r| (&r.resource, r.ttl)));
-        let outcomes = self.inner.renew_many(locks, margin).await;
+        let outcomes = self.inner.renew_each(locks, margin).await;
         let renewed: Vec<&Resource> = match &outcomes {
             Ok(each) => locks
                 .iter()
@@ -160,35 +140,24 @@ impl LockStore for Watched {
         outcomes
     }
 
-    async fn unlock_one(
+    async fn set_comment(
         &self,
         resource: &Resource,
         lock_id: &LockId,
-    ) -> Result<Option<LockStatus>> {
-        self.inner.unlock_one(resource, lock_id).await
+        comment: Option<&str>,
+    ) -> Result<LockStatus> {
+        self.inner.set_comment(resource, lock_id, comment).await
     }
 
-    async fn leave_queue(&self, resource: &Resource, ticket: &LockId) -> Result<bool> {
-        self.inner.leave_queue(resource, ticket).await
-    }
-
-    async fn waiters(&self, resource: &Resource) -> Result<Vec<lockwright_engine::Waiter>> {
-        self.inner.waiters(resource).await
-    }
-
-    async fn summary(&self) -> Result<lockwright_engine::Summary> {
-        self.inner.summary().await
-    }
-
-    async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>> {
-        self.inner.status(filter).await
+    async fn read(&self, query: Query<'_>) -> Result<Reading> {
+        self.inner.read(query).await
     }
 
     async fn purge(&self) -> Result<Vec<LockStatus>> {
         self.inner.purge().await
     }
 
-    async fn create_indexes(&self) -> Result<()> {
-        self.inner.create_indexes().await
+    fn notices(&self) -> Option<&dyn Notices> {
+        self.inner.notices()
     }
 }

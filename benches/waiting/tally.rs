@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lockwright_engine::{
-    Error, Filter, HintStream, LockId, LockRequest, LockStatus, LockStore, Renewal, Resource,
-    Result, Summary, Ttl, Waiter,
+    Error, HintStream, LockId, LockRequest, LockStatus, LockStore, Notices, Query, Reading,
+    Release, Released, Renewal, Resource, Result, Ttl,
 };
 
 /// Commands or calls so far, by name.
@@ -46,9 +46,13 @@ impl<S: LockStore> LockStore for Tallied<S> {
         granted
     }
 
-    async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>> {
-        self.calls.add("unlock");
-        self.inner.unlock(lock_id).await
+    async fn release(&self, what: Release<'_>) -> Result<Released> {
+        match what {
+            Release::Group(_) => self.calls.add("unlock"),
+            Release::Lock { .. } => self.calls.add("unlock_one"),
+            Release::Place { .. } => {}
+        }
+        self.inner.release(what).await
     }
 
     async fn renew(&self, lock_id: &LockId, ttl: Ttl, margin: Duration) -> Result<Vec<LockStatus>> {
@@ -56,9 +60,17 @@ impl<S: LockStore> LockStore for Tallied<S> {
         self.inner.renew(lock_id, ttl, margin).await
     }
 
-    async fn renew_one(&self, lock: &Renewal, margin: Duration) -> Result<LockStatus> {
-        self.calls.add("renew_one");
-        self.inner.renew_one(lock, margin).await
+    async fn renew_each(
+        &self,
+        locks: &[Renewal],
+        margin: Duration,
+    ) -> Result<Vec<Result<LockStatus>>> {
+        self.calls.add(if locks.len() == 1 {
+            "renew_one"
+        } else {
+            "renew_many"
+        });
+        self.inner.renew_each(locks, margin).await
     }
 
     async fn set_comment(
@@ -71,39 +83,11 @@ impl<S: LockStore> LockStore for Tallied<S> {
         self.inner.set_comment(resource, lock_id, comment).await
     }
 
-    async fn renew_many(
-        &self,
-        locks: &[Renewal],
-        margin: Duration,
-    ) -> Result<Vec<Result<LockStatus>>> {
-        self.calls.add("renew_many");
-        self.inner.renew_many(locks, margin).await
-    }
-
-    async fn unlock_one(
-        &self,
-        resource: &Resource,
-        lock_id: &LockId,
-    ) -> Result<Option<LockStatus>> {
-        self.calls.add("unlock_one");
-        self.inner.unlock_one(resource, lock_id).await
-    }
-
-    async fn leave_queue(&self, resource: &Resource, ticket: &LockId) -> Result<bool> {
-        self.inner.leave_queue(resource, ticket).await
-    }
-
-    async fn waiters(&self, resource: &Resource) -> Result<Vec<Waiter>> {
-        self.inner.waiters(resource).await
-    }
-
-    async fn summary(&self) -> Result<Summary> {
-        self.inner.summary().await
-    }
-
-    async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>> {
-        self.calls.add("status");
-        self.inner.status(filter).await
+    async fn read(&self, query: Query<'_>) -> Result<Reading> {
+        if let Query::Locks(_) = query {
+            self.calls.add("status");
+        }
+        self.inner.read(query).await
     }
 
     async fn purge(&self) -> Result<Vec<LockStatus>> {
@@ -111,10 +95,13 @@ impl<S: LockStore> LockStore for Tallied<S> {
         self.inner.purge().await
     }
 
-    async fn create_indexes(&self) -> Result<()> {
-        self.inner.create_indexes().await
+    fn notices(&self) -> Option<&dyn Notices> {
+        Some(self)
     }
+}
 
+/// The inner store's notices, each hint subscription counted.
+impl<S: LockStore> Notices for Tallied<S> {
     fn hints(&self) -> Option<HintStream> {
         let hints = self.inner.hints();
         self.calls

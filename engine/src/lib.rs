@@ -62,7 +62,9 @@ pub use invalid::InvalidArgument;
 pub use lock::{LockRequest, StoredLock};
 pub use names::{LockId, Resource};
 pub use options::LockOptions;
-pub use port::{HandedLock, Hint, HintStream, LockStore};
+pub use port::{
+    HandedLock, Hint, HintStream, LockStore, Notices, Query, Reading, Release, Released,
+};
 pub use queue::{Handoff, MAX_QUEUE_TTL, MIN_QUEUE_TTL, Queue, QueueEntry, Ticket, Waiter};
 pub use resource::{
     ClusterTime, DEFAULT_TAKEOVER_GRACE, MAX_TAKEOVER_GRACE, ResourceState, check_takeover_grace,

@@ -298,11 +298,18 @@ impl<S: LockStore> Client<S> {
     pub async fn purge(&self) -> Result<Vec<LockStatus>, Error> {
         self.metered("purge", None, self.inner.store.purge()).await
     }
+}
 
-    /// Creates the indexes the backend needs. Idempotent.
+/// Administration of a MongoDB store, which is not part of the store port.
+#[cfg(feature = "mongo")]
+impl Client<lockwright_store_mongo::MongoStore> {
+    /// Creates the indexes the collection needs
+    /// ([`MongoStore::create_indexes`](lockwright_store_mongo::MongoStore::create_indexes)).
+    /// Idempotent; a new collection gets its unique index on first use anyway.
     ///
     /// # Errors
-    /// A backend error.
+    /// `Misconfigured` when an index on `resource` that cannot be trusted is in the way; a
+    /// backend error otherwise.
     pub async fn create_indexes(&self) -> Result<(), Error> {
         self.metered("create_indexes", None, self.inner.store.create_indexes())
             .await

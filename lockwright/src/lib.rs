@@ -53,8 +53,9 @@ pub use purger::{Purger, PurgerHandle, PurgerReport};
 
 pub use lockwright_engine::{
     Access, DEFAULT_TAKEOVER_GRACE, Error, Filter, Hint, HintStream, Holder, LockId, LockOptions,
-    LockRequest, LockStatus, LockStore, MAX_TAKEOVER_GRACE, MalformedDocument, Mode, Outcome,
-    Renewal, Resource, ResourceSummary, SharedLimit, Summary, Ticket, Timestamp, Ttl, Waiter,
+    LockRequest, LockStatus, LockStore, MAX_TAKEOVER_GRACE, MalformedDocument, Mode, Notices,
+    Outcome, Query, Reading, Release, Released, Renewal, Resource, ResourceSummary, SharedLimit,
+    Summary, Ticket, Timestamp, Ttl, Waiter,
 };
 
 /// A clock that moves only when told to: hand it to `MemStore::with_clock` to drive expiry

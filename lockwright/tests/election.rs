@@ -215,21 +215,25 @@ impl lockwright_testkit::Forward for Lagging {
         &self.inner
     }
 
-    /// No news: the observer polls, and its reads are what lags.
-    fn leaders(&self) -> Option<lockwright_engine::election::LeaderStream> {
+    /// No news and no hints: the observer polls, and its reads are what lags.
+    fn notices(&self) -> Option<&dyn lockwright::Notices> {
         None
     }
 
-    async fn status(
+    async fn read(
         &self,
-        filter: &lockwright::Filter,
-    ) -> Result<Vec<lockwright::LockStatus>, lockwright::Error> {
-        if self.lag.load(std::sync::atomic::Ordering::SeqCst) {
+        query: lockwright::Query<'_>,
+    ) -> Result<lockwright::Reading, lockwright::Error> {
+        if matches!(query, lockwright::Query::Locks(_))
+            && self.lag.load(std::sync::atomic::Ordering::SeqCst)
+        {
             self.lagged
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            return Ok(self.kept.lock().unwrap().clone());
+            return Ok(lockwright::Reading::Locks(
+                self.kept.lock().unwrap().clone(),
+            ));
         }
-        lockwright::LockStore::status(&self.inner, filter).await
+        lockwright::LockStore::read(&self.inner, query).await
     }
 }
 
@@ -302,12 +306,14 @@ impl<S: LockStore> lockwright_testkit::Forward for Reads<S> {
         &self.inner
     }
 
-    async fn status(
+    async fn read(
         &self,
-        filter: &lockwright::Filter,
-    ) -> Result<Vec<lockwright::LockStatus>, lockwright::Error> {
-        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.inner.status(filter).await
+        query: lockwright::Query<'_>,
+    ) -> Result<lockwright::Reading, lockwright::Error> {
+        if matches!(query, lockwright::Query::Locks(_)) {
+            self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        lockwright::LockStore::read(&self.inner, query).await
     }
 }
 
@@ -474,6 +480,22 @@ impl lockwright_testkit::Forward for Told {
 
     fn inner(&self) -> &lockwright::MemStore {
         &self.inner
+    }
+
+    fn notices(&self) -> Option<&dyn lockwright::Notices> {
+        Some(self)
+    }
+}
+
+/// The inner store's hints and announcements, and the news this test hands it.
+#[cfg(feature = "mem")]
+impl lockwright::Notices for Told {
+    fn hints(&self) -> Option<lockwright::HintStream> {
+        lockwright::LockStore::hints(&self.inner)
+    }
+
+    fn announce_leaders(&self, election: &lockwright::Resource) {
+        lockwright::LockStore::announce_leaders(&self.inner, election);
     }
 
     fn leaders(&self) -> Option<lockwright_engine::election::LeaderStream> {

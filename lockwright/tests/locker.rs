@@ -11,8 +11,8 @@ use std::time::Duration;
 #[cfg(feature = "mem")]
 use lockwright::MemStore;
 use lockwright::{
-    Client, Ended, Error, Filter, HintStream, LockId, LockOptions, LockRequest, LockStatus,
-    LockStore, Locker, LockerConfig, Outcome, Renewal, Resource,
+    Client, Ended, Error, Filter, LockOptions, LockRequest, LockStatus, LockStore, Locker,
+    LockerConfig, Outcome, Release, Released, Renewal,
 };
 use lockwright_testkit::Backend;
 #[cfg(feature = "mem")]
@@ -111,36 +111,34 @@ impl<S: LockStore> lockwright_testkit::Forward for Faulty<S> {
         tokio::time::sleep(Duration::from_millis(delay)).await;
         granted
     }
-    async fn unlock_one(&self, r: &Resource, id: &LockId) -> Result<Option<LockStatus>, Error> {
-        self.unlock_calls.fetch_add(1, Ordering::SeqCst);
-        let fail = self
-            .unlock_failures
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if fail {
-            return Err(Error::backend(
-                "unlock",
-                std::io::Error::other("connection reset"),
-            ));
+    async fn release(&self, what: Release<'_>) -> Result<Released, Error> {
+        if let Release::Lock { .. } = what {
+            self.unlock_calls.fetch_add(1, Ordering::SeqCst);
+            let fail = self
+                .unlock_failures
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            if fail {
+                return Err(Error::backend(
+                    "unlock",
+                    std::io::Error::other("connection reset"),
+                ));
+            }
         }
-        self.inner.unlock_one(r, id).await
+        self.inner.release(what).await
     }
-    async fn renew_one(&self, lock: &Renewal, m: Duration) -> Result<LockStatus, Error> {
-        self.renew_fault().await?;
-        self.inner.renew_one(lock, m).await
-    }
-    async fn renew_many(
+    async fn renew_each(
         &self,
         locks: &[Renewal],
         m: Duration,
     ) -> Result<Vec<Result<LockStatus, Error>>, Error> {
         self.renew_fault().await?;
-        self.inner.renew_many(locks, m).await
+        self.inner.renew_each(locks, m).await
     }
 
     /// None: this store never passed its inner store's hints on, so waiters on it poll, and
     /// the timings of these tests were set that way.
-    fn hints(&self) -> Option<HintStream> {
+    fn notices(&self) -> Option<&dyn lockwright::Notices> {
         None
     }
 }

@@ -304,23 +304,33 @@ impl lockwright_testkit::Forward for Failing {
         &self.inner
     }
 
-    async fn renew_one(&self, lock: &Renewal, m: Duration) -> Result<LockStatus, Error> {
-        self.renew_fault().await;
-        self.inner.renew_one(lock, m).await
-    }
-
-    async fn renew_many(
+    async fn renew_each(
         &self,
         locks: &[Renewal],
         m: Duration,
     ) -> Result<Vec<Result<LockStatus, Error>>, Error> {
         self.renew_fault().await;
-        self.inner.renew_many(locks, m).await
+        self.inner.renew_each(locks, m).await
     }
 
+    fn notices(&self) -> Option<&dyn lockwright::Notices> {
+        Some(self)
+    }
+}
+
+/// The inner store's notices, but a hint stream that ends after its first hint.
+impl lockwright::Notices for Failing {
     fn hints(&self) -> Option<HintStream> {
         let stream = self.inner.hints()?;
         Some(Box::pin(stream.take(1)))
+    }
+
+    fn announce_leaders(&self, election: &lockwright::Resource) {
+        self.inner.announce_leaders(election);
+    }
+
+    fn leaders(&self) -> Option<lockwright_engine::election::LeaderStream> {
+        self.inner.leaders()
     }
 }
 

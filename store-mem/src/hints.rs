@@ -71,6 +71,20 @@ pub(crate) struct Notifier {
     elections: Mutex<HashSet<Resource>>,
 }
 
+impl lockwright_engine::Notices for Notifier {
+    fn hints(&self) -> Option<HintStream> {
+        Some(self.subscribe())
+    }
+
+    fn announce_leaders(&self, election: &Resource) {
+        self.announce(election);
+    }
+
+    fn leaders(&self) -> Option<LeaderStream> {
+        Some(self.observe())
+    }
+}
+
 impl Notifier {
     /// A new subscription to hints, starting with `Missed`.
     pub(crate) fn subscribe(&self) -> HintStream {

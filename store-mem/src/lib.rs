@@ -32,8 +32,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lockwright_engine::{
-    Filter, HintStream, LockId, LockRequest, LockStatus, LockStore, LockTable, Renewal, Resource,
-    Result, Summary, Ttl, Waiter, table,
+    Filter, LockId, LockRequest, LockStatus, LockStore, LockTable, Notices, Query, Reading,
+    Release, Released, Renewal, Resource, Result, Summary, Ttl, Waiter, table,
 };
 
 pub use clock::SystemClock;
@@ -162,8 +162,9 @@ fn lock(m: &Mutex<LockTable>) -> MutexGuard<'_, LockTable> {
         .expect("a lock-table shard was poisoned by a panic inside a lock transition")
 }
 
-impl LockStore for MemStore {
-    async fn lock(&self, request: &LockRequest) -> Result<LockStatus> {
+/// The store's operations, which [`LockStore`]'s required methods dispatch to.
+impl MemStore {
+    async fn op_lock(&self, request: &LockRequest) -> Result<LockStatus> {
         let op = request.access.operation();
         let _span = tracing::debug_span!("mem.lock", op, resource = %request.resource).entered();
         let (granted, handed) = {
@@ -178,7 +179,7 @@ impl LockStore for MemStore {
         granted
     }
 
-    async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>> {
+    async fn op_unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>> {
         let _span = tracing::debug_span!("mem.unlock").entered();
         let (removed, handed) = {
             let mut shards = self.lock_all();
@@ -190,13 +191,18 @@ impl LockStore for MemStore {
         Ok(removed)
     }
 
-    async fn renew(&self, lock_id: &LockId, ttl: Ttl, margin: Duration) -> Result<Vec<LockStatus>> {
+    async fn op_renew(
+        &self,
+        lock_id: &LockId,
+        ttl: Ttl,
+        margin: Duration,
+    ) -> Result<Vec<LockStatus>> {
         let _span = tracing::debug_span!("mem.renew", ttl_ms = ttl.as_millis()).entered();
         let mut shards = self.lock_all();
         table::renew(&mut shards, lock_id, ttl, margin, self.clock.now())
     }
 
-    async fn renew_one(&self, r: &Renewal, margin: Duration) -> Result<LockStatus> {
+    async fn op_renew_one(&self, r: &Renewal, margin: Duration) -> Result<LockStatus> {
         let _span =
             tracing::debug_span!("mem.renew_one", resource = %r.resource, ttl_ms = r.ttl.as_millis())
                 .entered();
@@ -204,7 +210,7 @@ impl LockStore for MemStore {
         shard.renew_one(&r.resource, &r.lock_id, r.ttl, margin, self.clock.now())
     }
 
-    async fn set_comment(
+    async fn op_set_comment(
         &self,
         resource: &Resource,
         lock_id: &LockId,
@@ -220,7 +226,7 @@ impl LockStore for MemStore {
         )
     }
 
-    async fn renew_many(
+    async fn op_renew_many(
         &self,
         locks: &[Renewal],
         margin: Duration,
@@ -243,7 +249,7 @@ impl LockStore for MemStore {
             .collect())
     }
 
-    async fn unlock_one(
+    async fn op_unlock_one(
         &self,
         resource: &Resource,
         lock_id: &LockId,
@@ -261,7 +267,7 @@ impl LockStore for MemStore {
         Ok(removed)
     }
 
-    async fn leave_queue(&self, resource: &Resource, ticket: &LockId) -> Result<bool> {
+    async fn op_leave_queue(&self, resource: &Resource, ticket: &LockId) -> Result<bool> {
         let _span = tracing::debug_span!("mem.leave_queue", resource = %resource).entered();
         let (left, handed) = {
             let mut shard = lock(self.shard_of(resource.as_str()));
@@ -276,7 +282,7 @@ impl LockStore for MemStore {
         Ok(left)
     }
 
-    async fn waiters(&self, resource: &Resource) -> Result<Vec<Waiter>> {
+    async fn op_waiters(&self, resource: &Resource) -> Result<Vec<Waiter>> {
         let _span = tracing::debug_span!("mem.waiters", resource = %resource).entered();
         let now = self.clock.now();
         let shard = lock(self.shard_of(resource.as_str()));
@@ -286,20 +292,20 @@ impl LockStore for MemStore {
             .unwrap_or_default())
     }
 
-    async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>> {
+    async fn op_status(&self, filter: &Filter) -> Result<Vec<LockStatus>> {
         let _span = tracing::debug_span!("mem.status").entered();
         filter.validate()?;
         let shards = self.lock_all();
         Ok(table::status(&shards, filter, self.clock.now()))
     }
 
-    async fn summary(&self) -> Result<Summary> {
+    async fn op_summary(&self) -> Result<Summary> {
         let _span = tracing::debug_span!("mem.summary").entered();
         let shards = self.lock_all();
         Ok(Summary::of(&shards, self.clock.now(), Vec::new()))
     }
 
-    async fn purge(&self) -> Result<Vec<LockStatus>> {
+    async fn op_purge(&self) -> Result<Vec<LockStatus>> {
         let _span = tracing::debug_span!("mem.purge").entered();
         let (removed, handed) = {
             let mut shards = self.lock_all();
@@ -311,28 +317,69 @@ impl LockStore for MemStore {
         self.notifier.freed(removed.iter().map(|s| &s.resource));
         Ok(removed)
     }
+}
 
-    async fn create_indexes(&self) -> Result<()> {
-        Ok(())
+impl LockStore for MemStore {
+    async fn lock(&self, request: &LockRequest) -> Result<LockStatus> {
+        self.op_lock(request).await
+    }
+
+    async fn release(&self, what: Release<'_>) -> Result<Released> {
+        match what {
+            Release::Group(lock_id) => self.op_unlock(lock_id).await.map(Released::locks),
+            Release::Lock { resource, lock_id } => self
+                .op_unlock_one(resource, lock_id)
+                .await
+                .map(|l| Released::locks(l.into_iter().collect())),
+            Release::Place { resource, ticket } => self
+                .op_leave_queue(resource, ticket)
+                .await
+                .map(Released::place),
+        }
+    }
+
+    async fn renew(&self, lock_id: &LockId, ttl: Ttl, margin: Duration) -> Result<Vec<LockStatus>> {
+        self.op_renew(lock_id, ttl, margin).await
+    }
+
+    async fn renew_each(
+        &self,
+        locks: &[Renewal],
+        margin: Duration,
+    ) -> Result<Vec<Result<LockStatus>>> {
+        match locks {
+            [one] => Ok(vec![self.op_renew_one(one, margin).await]),
+            _ => self.op_renew_many(locks, margin).await,
+        }
+    }
+
+    async fn set_comment(
+        &self,
+        resource: &Resource,
+        lock_id: &LockId,
+        comment: Option<&str>,
+    ) -> Result<LockStatus> {
+        self.op_set_comment(resource, lock_id, comment).await
+    }
+
+    async fn read(&self, query: Query<'_>) -> Result<Reading> {
+        match query {
+            Query::Locks(filter) => self.op_status(filter).await.map(Reading::Locks),
+            Query::Waiters(resource) => self.op_waiters(resource).await.map(Reading::Waiters),
+            Query::Summary => self.op_summary().await.map(Reading::Summary),
+        }
+    }
+
+    async fn purge(&self) -> Result<Vec<LockStatus>> {
+        self.op_purge().await
     }
 
     /// Hints from an in-process notifier: `Taken` after each grant, `Freed` after each
     /// release and for each resource a purge emptied. Never lost; a lock that merely
-    /// expires sends none (its waiters learnt its end from the refusal).
-    fn hints(&self) -> Option<HintStream> {
-        Some(self.notifier.subscribe())
-    }
-
-    /// From now on, each grant of `election`'s exclusive lock, and each hand-over of it,
-    /// is news, as on MongoDB.
-    fn announce_leaders(&self, election: &Resource) {
-        self.notifier.announce(election);
-    }
-
-    /// News from the same notifier: `Leads` after each grant and each hand-over of an
-    /// announced election's exclusive lock (not after a claim of what was handed over).
-    /// Never lost.
-    fn leaders(&self) -> Option<lockwright_engine::election::LeaderStream> {
-        Some(self.notifier.observe())
+    /// expires sends none (its waiters learnt its end from the refusal). News from the same
+    /// notifier: `Leads` after each grant and each hand-over of an announced election's
+    /// exclusive lock (not after a claim of what was handed over). Never lost.
+    fn notices(&self) -> Option<&dyn Notices> {
+        Some(&self.notifier)
     }
 }

@@ -9,7 +9,7 @@ use futures_util::{FutureExt, TryStreamExt};
 use mongodb::bson::{Bson, RawDocumentBuf, doc};
 
 use lockwright_engine::table;
-use lockwright_engine::{Error, LockId, LockStatus, LockStore, Renewal, Resource, Ttl};
+use lockwright_engine::{Error, LockId, LockStatus, Renewal, Resource, Ttl};
 
 use crate::read::{Read, read_all, unless_skipped};
 use crate::{MongoStore, pipeline, schema, wakes};
@@ -59,8 +59,7 @@ pub(crate) async fn unlock(store: &MongoStore, lock_id: &LockId) -> Result<Vec<L
     match store.group_shape(lock_id).await {
         GroupShape::Empty => return Ok(Vec::new()),
         GroupShape::One(resource) => {
-            return Ok(store
-                .unlock_one(&resource, lock_id)
+            return Ok(crate::one_lock::unlock_one(store, &resource, lock_id)
                 .await?
                 .into_iter()
                 .collect());
@@ -120,7 +119,9 @@ pub(crate) async fn renew(
                 lock_id: lock_id.clone(),
                 ttl,
             };
-            return Ok(vec![store.renew_one(&lock, margin).await?]);
+            return Ok(vec![
+                crate::one_lock::renew_one(store, &lock, margin).await?,
+            ]);
         }
         GroupShape::More => {}
     }

@@ -31,7 +31,7 @@
 //! A replica set (or sharded cluster) is required, because transactions make the group
 //! operations atomic and majority writes make grants survive a failover; a one-member
 //! replica set is enough. The store also refuses to run without a unique index on
-//! `resource` that it can trust ([`LockStore::create_indexes`] makes one, compatible with
+//! `resource` that it can trust ([`MongoStore::create_indexes`] makes one, compatible with
 //! the Go library's), and names it as the `hint` of every grant, so that a grant fails
 //! rather than inserts a second document for a resource once the index is gone.
 //!
@@ -77,8 +77,8 @@ pub use failure::MongoFailure;
 pub use fenced::{DEFAULT_FENCE_FIELD, FencedCollection};
 use lockwright_engine::election::{Leader, LeaderNews, LeaderStream};
 use lockwright_engine::{
-    Clock, DEFAULT_TAKEOVER_GRACE, Error, Filter, HintStream, LockId, LockRequest, LockStatus,
-    LockStore, Renewal, Resource, Result, Timestamp, Ttl,
+    Clock, DEFAULT_TAKEOVER_GRACE, Error, HintStream, LockId, LockRequest, LockStatus, LockStore,
+    Notices, Query, Reading, Release, Released, Renewal, Resource, Result, Timestamp, Ttl,
 };
 pub use retry::RETRY_WINDOW;
 pub use setup::CollectionUse;
@@ -340,8 +340,9 @@ impl MongoStore {
 }
 
 // Each operation opens its span here and runs in its module: `one_lock` (lock,
-// renew_one, unlock_one: one `findAndModify` each), `group` (unlock, renew, renew_many:
-// a transaction over the group), `status`, `purge`, and `setup` (create_indexes).
+// renew_each of one, release of one lock: one `findAndModify` each), `group` (release of a
+// group, renew, renew_each: a transaction over the group), `queue` (release of a place,
+// waiters), `status`, `purge`, and `setup` (create_indexes, not part of the port).
 impl LockStore for MongoStore {
     #[tracing::instrument(
         name = "mongo.lock",
@@ -353,9 +354,22 @@ impl LockStore for MongoStore {
         self.bounded(op, one_lock::lock(self, request)).await
     }
 
-    #[tracing::instrument(name = "mongo.unlock", skip_all)]
-    async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>> {
-        self.bounded("unlock", group::unlock(self, lock_id)).await
+    #[tracing::instrument(name = "mongo.release", skip_all)]
+    async fn release(&self, what: Release<'_>) -> Result<Released> {
+        match what {
+            Release::Group(lock_id) => self
+                .bounded("unlock", group::unlock(self, lock_id))
+                .await
+                .map(Released::locks),
+            Release::Lock { resource, lock_id } => self
+                .bounded("unlock", one_lock::unlock_one(self, resource, lock_id))
+                .await
+                .map(|l| Released::locks(l.into_iter().collect())),
+            Release::Place { resource, ticket } => self
+                .bounded("leave_queue", queue::leave_queue(self, resource, ticket))
+                .await
+                .map(Released::place),
+        }
     }
 
     #[tracing::instrument(name = "mongo.renew", skip_all, fields(ttl_ms = ttl.as_millis()))]
@@ -364,10 +378,23 @@ impl LockStore for MongoStore {
             .await
     }
 
-    #[tracing::instrument(name = "mongo.renew_one", skip_all, fields(resource = %lock.resource, ttl_ms = lock.ttl.as_millis()))]
-    async fn renew_one(&self, lock: &Renewal, margin: Duration) -> Result<LockStatus> {
-        self.bounded("renew", one_lock::renew_one(self, lock, margin))
-            .await
+    /// One lock: one `findAndModify`. More: one transaction over their documents.
+    #[tracing::instrument(name = "mongo.renew_each", skip_all, fields(locks = locks.len()))]
+    async fn renew_each(
+        &self,
+        locks: &[Renewal],
+        margin: Duration,
+    ) -> Result<Vec<Result<LockStatus>>> {
+        match locks {
+            [one] => Ok(vec![
+                self.bounded("renew", one_lock::renew_one(self, one, margin))
+                    .await,
+            ]),
+            _ => {
+                self.bounded("renew", group::renew_many(self, locks, margin))
+                    .await
+            }
+        }
     }
 
     #[tracing::instrument(name = "mongo.set_comment", skip_all, fields(resource = %resource))]
@@ -384,46 +411,19 @@ impl LockStore for MongoStore {
         .await
     }
 
-    #[tracing::instrument(name = "mongo.renew_many", skip_all, fields(locks = locks.len()))]
-    async fn renew_many(
-        &self,
-        locks: &[Renewal],
-        margin: Duration,
-    ) -> Result<Vec<Result<LockStatus>>> {
-        self.bounded("renew", group::renew_many(self, locks, margin))
-            .await
-    }
-
-    #[tracing::instrument(name = "mongo.unlock_one", skip_all, fields(resource = %resource))]
-    async fn unlock_one(
-        &self,
-        resource: &Resource,
-        lock_id: &LockId,
-    ) -> Result<Option<LockStatus>> {
-        self.bounded("unlock", one_lock::unlock_one(self, resource, lock_id))
-            .await
-    }
-
-    #[tracing::instrument(name = "mongo.leave_queue", skip_all, fields(resource = %resource))]
-    async fn leave_queue(&self, resource: &Resource, ticket: &LockId) -> Result<bool> {
-        self.bounded("leave_queue", queue::leave_queue(self, resource, ticket))
-            .await
-    }
-
-    #[tracing::instrument(name = "mongo.waiters", skip_all, fields(resource = %resource))]
-    async fn waiters(&self, resource: &Resource) -> Result<Vec<lockwright_engine::Waiter>> {
-        self.bounded("waiters", queue::waiters(self, resource))
-            .await
-    }
-
-    #[tracing::instrument(name = "mongo.status", skip_all)]
-    async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>> {
-        status::status(self, filter).await
-    }
-
-    #[tracing::instrument(name = "mongo.summary", skip_all)]
-    async fn summary(&self) -> Result<lockwright_engine::Summary> {
-        self.bounded("summary", status::summary(self)).await
+    #[tracing::instrument(name = "mongo.read", skip_all)]
+    async fn read(&self, query: Query<'_>) -> Result<Reading> {
+        match query {
+            Query::Locks(filter) => status::status(self, filter).await.map(Reading::Locks),
+            Query::Waiters(resource) => self
+                .bounded("waiters", queue::waiters(self, resource))
+                .await
+                .map(Reading::Waiters),
+            Query::Summary => self
+                .bounded("summary", status::summary(self))
+                .await
+                .map(Reading::Summary),
+        }
     }
 
     #[tracing::instrument(name = "mongo.purge", skip_all)]
@@ -431,20 +431,14 @@ impl LockStore for MongoStore {
         purge::purge(self).await
     }
 
-    /// Creates the unique index on `resource` with the Go library's options (`unique`,
-    /// `sparse`), unless a unique index on `resource` that can be trusted is there already,
-    /// and the four plain indexes both libraries use. The Go library's `CreateIndexes`
-    /// succeeds on a collection set up here, and this on one set up by the Go library.
-    ///
-    /// # Errors
-    /// `Misconfigured` when an index on `resource` that cannot be trusted is in the way (say
-    /// a partial or collated one); `Backend` otherwise.
-    #[tracing::instrument(name = "mongo.create_indexes", skip_all)]
-    async fn create_indexes(&self) -> Result<()> {
-        self.bounded("create_indexes", setup::create_indexes(self))
-            .await
+    /// Hints and news from tailable cursors on this store's capped collections: see
+    /// [`Notices`] for `MongoStore`.
+    fn notices(&self) -> Option<&dyn Notices> {
+        Some(self)
     }
+}
 
+impl Notices for MongoStore {
     /// Hints from one tailable cursor on this store's wake collection, shared by every
     /// subscription of this store (see the modules `hints` and `wakes` in the source):
     /// [`Hint::First`](lockwright_engine::Hint::First) naming the place when a write handed
@@ -469,6 +463,23 @@ impl LockStore for MongoStore {
     /// after the collection turned out unreadable here (logged once).
     fn leaders(&self) -> Option<LeaderStream> {
         self.leaders.subscribe(&self.wakes)
+    }
+}
+
+impl MongoStore {
+    /// Creates the unique index on `resource` with the Go library's options (`unique`,
+    /// `sparse`), unless a unique index on `resource` that can be trusted is there already,
+    /// and the four plain indexes both libraries use. Idempotent. The Go library's
+    /// `CreateIndexes` succeeds on a collection set up here, and this on one set up by the
+    /// Go library. A new collection gets its unique index on first use anyway.
+    ///
+    /// # Errors
+    /// `Misconfigured` when an index on `resource` that cannot be trusted is in the way (say
+    /// a partial or collated one); `Backend` otherwise.
+    #[tracing::instrument(name = "mongo.create_indexes", skip_all)]
+    pub async fn create_indexes(&self) -> Result<()> {
+        self.bounded("create_indexes", setup::create_indexes(self))
+            .await
     }
 }
 

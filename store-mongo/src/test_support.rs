@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use lockwright_engine::{LockStore, ManualClock};
+use lockwright_engine::ManualClock;
 use mongodb::Client;
 use mongodb::bson::oid::ObjectId;
 use mongodb::bson::{Bson, Document};

@@ -484,7 +484,7 @@ async fn check(stores: &[MongoStore; 2], c: &Case) -> Result<(), TestCaseError> 
             });
         }
         let margin = Duration::from_millis(*margin_ms);
-        let server = each(store.renew_many(&batch, margin).await)?;
+        let server = each(store.renew_each(&batch, margin).await)?;
         let engine = each(Ok(batch
             .iter()
             .map(|r| table.renew_one(&r.resource, &r.lock_id, r.ttl, margin, NOW))

@@ -4,15 +4,15 @@
 use std::future::Future;
 use std::time::Duration;
 
-use lockwright_engine::election::LeaderStream;
 use lockwright_engine::{
-    Filter, HintStream, LockId, LockRequest, LockStatus, LockStore, Renewal, Resource, Result,
-    Summary, Ttl, Waiter,
+    LockId, LockRequest, LockStatus, LockStore, Notices, Query, Reading, Release, Released,
+    Renewal, Resource, Result, Ttl,
 };
 
-/// A wrapper around the store [`Forward::inner`]: every method of [`LockStore`] is here too,
-/// and by default passes the call on to the inner store unchanged (hints included), so a
-/// test store that breaks, delays or counts one or two calls writes only those. Then one
+/// A wrapper around the store [`Forward::inner`]: every required method of [`LockStore`]
+/// is here too, and by default passes the call on to the inner store unchanged (notices
+/// included), so a test store that breaks, delays or counts one or two calls writes only
+/// those. Then one
 /// line, [`forward_lock_store!`](crate::forward_lock_store), makes it a [`LockStore`] that
 /// calls these methods (a blanket `impl<T: Forward> LockStore for T` cannot be written
 /// outside the engine, which owns the trait). Name the trait by its path rather than
@@ -52,9 +52,9 @@ pub trait Forward: Send + Sync + 'static {
         self.inner().lock(request)
     }
 
-    /// [`LockStore::unlock`].
-    fn unlock(&self, lock_id: &LockId) -> impl Future<Output = Result<Vec<LockStatus>>> + Send {
-        self.inner().unlock(lock_id)
+    /// [`LockStore::release`].
+    fn release(&self, what: Release<'_>) -> impl Future<Output = Result<Released>> + Send {
+        self.inner().release(what)
     }
 
     /// [`LockStore::renew`].
@@ -67,13 +67,13 @@ pub trait Forward: Send + Sync + 'static {
         self.inner().renew(lock_id, ttl, margin)
     }
 
-    /// [`LockStore::renew_one`].
-    fn renew_one(
+    /// [`LockStore::renew_each`].
+    fn renew_each(
         &self,
-        lock: &Renewal,
+        locks: &[Renewal],
         margin: Duration,
-    ) -> impl Future<Output = Result<LockStatus>> + Send {
-        self.inner().renew_one(lock, margin)
+    ) -> impl Future<Output = Result<Vec<Result<LockStatus>>>> + Send {
+        self.inner().renew_each(locks, margin)
     }
 
     /// [`LockStore::set_comment`].
@@ -86,46 +86,9 @@ pub trait Forward: Send + Sync + 'static {
         self.inner().set_comment(resource, lock_id, comment)
     }
 
-    /// [`LockStore::renew_many`].
-    fn renew_many(
-        &self,
-        locks: &[Renewal],
-        margin: Duration,
-    ) -> impl Future<Output = Result<Vec<Result<LockStatus>>>> + Send {
-        self.inner().renew_many(locks, margin)
-    }
-
-    /// [`LockStore::unlock_one`].
-    fn unlock_one(
-        &self,
-        resource: &Resource,
-        lock_id: &LockId,
-    ) -> impl Future<Output = Result<Option<LockStatus>>> + Send {
-        self.inner().unlock_one(resource, lock_id)
-    }
-
-    /// [`LockStore::leave_queue`].
-    fn leave_queue(
-        &self,
-        resource: &Resource,
-        ticket: &LockId,
-    ) -> impl Future<Output = Result<bool>> + Send {
-        self.inner().leave_queue(resource, ticket)
-    }
-
-    /// [`LockStore::waiters`].
-    fn waiters(&self, resource: &Resource) -> impl Future<Output = Result<Vec<Waiter>>> + Send {
-        self.inner().waiters(resource)
-    }
-
-    /// [`LockStore::status`].
-    fn status(&self, filter: &Filter) -> impl Future<Output = Result<Vec<LockStatus>>> + Send {
-        self.inner().status(filter)
-    }
-
-    /// [`LockStore::summary`].
-    fn summary(&self) -> impl Future<Output = Result<Summary>> + Send {
-        self.inner().summary()
+    /// [`LockStore::read`].
+    fn read(&self, query: Query<'_>) -> impl Future<Output = Result<Reading>> + Send {
+        self.inner().read(query)
     }
 
     /// [`LockStore::purge`].
@@ -133,31 +96,16 @@ pub trait Forward: Send + Sync + 'static {
         self.inner().purge()
     }
 
-    /// [`LockStore::create_indexes`].
-    fn create_indexes(&self) -> impl Future<Output = Result<()>> + Send {
-        self.inner().create_indexes()
-    }
-
-    /// [`LockStore::hints`]: the inner store's.
-    fn hints(&self) -> Option<HintStream> {
-        self.inner().hints()
-    }
-
-    /// [`LockStore::announce_leaders`]: the inner store's.
-    fn announce_leaders(&self, election: &Resource) {
-        self.inner().announce_leaders(election);
-    }
-
-    /// [`LockStore::leaders`]: the inner store's.
-    fn leaders(&self) -> Option<LeaderStream> {
-        self.inner().leaders()
+    /// [`LockStore::notices`]: the inner store's.
+    fn notices(&self) -> Option<&dyn Notices> {
+        self.inner().notices()
     }
 }
 
 /// Implements [`LockStore`](lockwright_engine::LockStore) for a type that implements
-/// [`Forward`], every method calling the [`Forward`] method of the same name:
-/// `forward_lock_store!(TheStore);`, or for a generic wrapper
-/// `forward_lock_store!(impl<S: LockStore> TheStore<S>);`.
+/// [`Forward`], each of its eight required methods calling the [`Forward`] method of the
+/// same name (the provided ones go through those): `forward_lock_store!(TheStore);`, or
+/// for a generic wrapper `forward_lock_store!(impl<S: LockStore> TheStore<S>);`.
 #[macro_export]
 macro_rules! forward_lock_store {
     (impl<$($param:ident: $bound:path),+ $(,)?> $store:ty) => {
@@ -177,13 +125,13 @@ macro_rules! forward_lock_store {
                 $crate::Forward::lock(self, request)
             }
 
-            fn unlock(
+            fn release(
                 &self,
-                lock_id: &$crate::__forward::LockId,
+                what: $crate::__forward::Release<'_>,
             ) -> impl ::std::future::Future<
-                Output = $crate::__forward::Result<::std::vec::Vec<$crate::__forward::LockStatus>>,
+                Output = $crate::__forward::Result<$crate::__forward::Released>,
             > + Send {
-                $crate::Forward::unlock(self, lock_id)
+                $crate::Forward::release(self, what)
             }
 
             fn renew(
@@ -197,14 +145,16 @@ macro_rules! forward_lock_store {
                 $crate::Forward::renew(self, lock_id, ttl, margin)
             }
 
-            fn renew_one(
+            fn renew_each(
                 &self,
-                lock: &$crate::__forward::Renewal,
+                locks: &[$crate::__forward::Renewal],
                 margin: ::std::time::Duration,
             ) -> impl ::std::future::Future<
-                Output = $crate::__forward::Result<$crate::__forward::LockStatus>,
+                Output = $crate::__forward::Result<
+                    ::std::vec::Vec<$crate::__forward::Result<$crate::__forward::LockStatus>>,
+                >,
             > + Send {
-                $crate::Forward::renew_one(self, lock, margin)
+                $crate::Forward::renew_each(self, locks, margin)
             }
 
             fn set_comment(
@@ -218,62 +168,13 @@ macro_rules! forward_lock_store {
                 $crate::Forward::set_comment(self, resource, lock_id, comment)
             }
 
-            fn renew_many(
+            fn read(
                 &self,
-                locks: &[$crate::__forward::Renewal],
-                margin: ::std::time::Duration,
+                query: $crate::__forward::Query<'_>,
             ) -> impl ::std::future::Future<
-                Output = $crate::__forward::Result<
-                    ::std::vec::Vec<$crate::__forward::Result<$crate::__forward::LockStatus>>,
-                >,
+                Output = $crate::__forward::Result<$crate::__forward::Reading>,
             > + Send {
-                $crate::Forward::renew_many(self, locks, margin)
-            }
-
-            fn unlock_one(
-                &self,
-                resource: &$crate::__forward::Resource,
-                lock_id: &$crate::__forward::LockId,
-            ) -> impl ::std::future::Future<
-                Output = $crate::__forward::Result<
-                    ::std::option::Option<$crate::__forward::LockStatus>,
-                >,
-            > + Send {
-                $crate::Forward::unlock_one(self, resource, lock_id)
-            }
-
-            fn leave_queue(
-                &self,
-                resource: &$crate::__forward::Resource,
-                ticket: &$crate::__forward::LockId,
-            ) -> impl ::std::future::Future<Output = $crate::__forward::Result<bool>> + Send {
-                $crate::Forward::leave_queue(self, resource, ticket)
-            }
-
-            fn waiters(
-                &self,
-                resource: &$crate::__forward::Resource,
-            ) -> impl ::std::future::Future<
-                Output = $crate::__forward::Result<::std::vec::Vec<$crate::__forward::Waiter>>,
-            > + Send {
-                $crate::Forward::waiters(self, resource)
-            }
-
-            fn status(
-                &self,
-                filter: &$crate::__forward::Filter,
-            ) -> impl ::std::future::Future<
-                Output = $crate::__forward::Result<::std::vec::Vec<$crate::__forward::LockStatus>>,
-            > + Send {
-                $crate::Forward::status(self, filter)
-            }
-
-            fn summary(
-                &self,
-            ) -> impl ::std::future::Future<
-                Output = $crate::__forward::Result<$crate::__forward::Summary>,
-            > + Send {
-                $crate::Forward::summary(self)
+                $crate::Forward::read(self, query)
             }
 
             fn purge(
@@ -284,22 +185,8 @@ macro_rules! forward_lock_store {
                 $crate::Forward::purge(self)
             }
 
-            fn create_indexes(
-                &self,
-            ) -> impl ::std::future::Future<Output = $crate::__forward::Result<()>> + Send {
-                $crate::Forward::create_indexes(self)
-            }
-
-            fn hints(&self) -> ::std::option::Option<$crate::__forward::HintStream> {
-                $crate::Forward::hints(self)
-            }
-
-            fn announce_leaders(&self, election: &$crate::__forward::Resource) {
-                $crate::Forward::announce_leaders(self, election)
-            }
-
-            fn leaders(&self) -> ::std::option::Option<$crate::__forward::LeaderStream> {
-                $crate::Forward::leaders(self)
+            fn notices(&self) -> ::std::option::Option<&dyn $crate::__forward::Notices> {
+                $crate::Forward::notices(self)
             }
         }
     };
@@ -309,9 +196,8 @@ macro_rules! forward_lock_store {
 /// crates that reach the engine only through the facade.
 #[doc(hidden)]
 pub mod __forward {
-    pub use lockwright_engine::election::LeaderStream;
     pub use lockwright_engine::{
-        Filter, HintStream, LockId, LockRequest, LockStatus, LockStore, Renewal, Resource, Result,
-        Summary, Ttl, Waiter,
+        LockId, LockRequest, LockStatus, LockStore, Notices, Query, Reading, Release, Released,
+        Renewal, Resource, Result, Ttl,
     };
 }

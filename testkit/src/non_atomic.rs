@@ -4,8 +4,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use lockwright_engine::{
-    Access, Filter, LockId, LockRequest, LockStatus, LockStore, LockTable, ManualClock, Renewal,
-    Resource, Result, Ttl,
+    Access, LockId, LockRequest, LockStatus, LockStore, LockTable, ManualClock, Notices, Query,
+    Reading, Release, Released, Renewal, Resource, Result, Ttl,
 };
 
 /// A store whose `xlock` is a read-modify-write split in two: it decides on a copy of the
@@ -63,9 +63,21 @@ impl LockStore for NonAtomicStore {
         outcome
     }
 
-    async fn unlock(&self, lock_id: &LockId) -> Result<Vec<LockStatus>> {
+    async fn release(&self, what: Release<'_>) -> Result<Released> {
         let now = self.clock.now();
-        Ok(self.table().unlock(lock_id, now))
+        let mut table = self.table();
+        Ok(match what {
+            Release::Group(lock_id) => Released::locks(table.unlock(lock_id, now)),
+            Release::Lock { resource, lock_id } => Released::locks(
+                table
+                    .unlock_one(resource, lock_id, now)
+                    .into_iter()
+                    .collect(),
+            ),
+            Release::Place { resource, ticket } => {
+                Released::place(table.leave_queue(resource, ticket, now))
+            }
+        })
     }
 
     async fn renew(&self, lock_id: &LockId, ttl: Ttl, margin: Duration) -> Result<Vec<LockStatus>> {
@@ -73,10 +85,17 @@ impl LockStore for NonAtomicStore {
         self.table().renew(lock_id, ttl, margin, now)
     }
 
-    async fn renew_one(&self, r: &Renewal, margin: Duration) -> Result<LockStatus> {
+    async fn renew_each(
+        &self,
+        locks: &[Renewal],
+        margin: Duration,
+    ) -> Result<Vec<Result<LockStatus>>> {
         let now = self.clock.now();
-        self.table()
-            .renew_one(&r.resource, &r.lock_id, r.ttl, margin, now)
+        let mut table = self.table();
+        Ok(locks
+            .iter()
+            .map(|r| table.renew_one(&r.resource, &r.lock_id, r.ttl, margin, now))
+            .collect())
     }
 
     async fn set_comment(
@@ -90,58 +109,25 @@ impl LockStore for NonAtomicStore {
             .set_comment(resource, lock_id, comment.map(str::to_owned), now)
     }
 
-    async fn unlock_one(
-        &self,
-        resource: &Resource,
-        lock_id: &LockId,
-    ) -> Result<Option<LockStatus>> {
+    async fn read(&self, query: Query<'_>) -> Result<Reading> {
         let now = self.clock.now();
-        Ok(self.table().unlock_one(resource, lock_id, now))
-    }
-
-    async fn leave_queue(&self, resource: &Resource, ticket: &LockId) -> Result<bool> {
-        let now = self.clock.now();
-        Ok(self.table().leave_queue(resource, ticket, now))
-    }
-
-    async fn waiters(&self, resource: &Resource) -> Result<Vec<lockwright_engine::Waiter>> {
-        let now = self.clock.now();
-        Ok(self
-            .table()
-            .resource(resource)
-            .map(|s| {
-                s.waiters(now)
-                    .map(lockwright_engine::Waiter::from)
-                    .collect()
-            })
-            .unwrap_or_default())
-    }
-
-    async fn summary(&self) -> Result<lockwright_engine::Summary> {
-        let now = self.clock.now();
-        Ok(lockwright_engine::Summary::of(
-            &[self.table()],
-            now,
-            Vec::new(),
-        ))
-    }
-
-    async fn renew_many(
-        &self,
-        locks: &[Renewal],
-        margin: Duration,
-    ) -> Result<Vec<Result<LockStatus>>> {
-        let now = self.clock.now();
-        let mut table = self.table();
-        Ok(locks
-            .iter()
-            .map(|r| table.renew_one(&r.resource, &r.lock_id, r.ttl, margin, now))
-            .collect())
-    }
-
-    async fn status(&self, filter: &Filter) -> Result<Vec<LockStatus>> {
-        let now = self.clock.now();
-        Ok(self.table().status(filter, now))
+        let table = self.table();
+        Ok(match query {
+            Query::Locks(filter) => Reading::Locks(table.status(filter, now)),
+            Query::Waiters(resource) => Reading::Waiters(
+                table
+                    .resource(resource)
+                    .map(|s| {
+                        s.waiters(now)
+                            .map(lockwright_engine::Waiter::from)
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            ),
+            Query::Summary => {
+                Reading::Summary(lockwright_engine::Summary::of(&[table], now, Vec::new()))
+            }
+        })
     }
 
     async fn purge(&self) -> Result<Vec<LockStatus>> {
@@ -149,7 +135,8 @@ impl LockStore for NonAtomicStore {
         Ok(self.table().purge(now))
     }
 
-    async fn create_indexes(&self) -> Result<()> {
-        Ok(())
+    /// None: its waiters poll.
+    fn notices(&self) -> Option<&dyn Notices> {
+        None
     }
 }

@@ -70,7 +70,7 @@ impl Request {
                 Reply::from_done(store.renew_one(lock, *margin).await)
             }
             Request::RenewMany { locks, margin } => {
-                Reply::from_batch(store.renew_many(locks, *margin).await)
+                Reply::from_batch(store.renew_each(locks, *margin).await)
             }
             Request::Unlock { .. } if mutants::active(Mutant::LockerReleaseNotSent) => Reply::Done,
             Request::Unlock { resource, lock_id } => {

@@ -62,7 +62,7 @@ impl<B: Backend> StateMachineTest for Differential<B> {
                     .await
                     .map(Some))),
                 Step::RenewMany { locks } => {
-                    Some(each(store.renew_many(&renewals(locks), MARGIN).await))
+                    Some(each(store.renew_each(&renewals(locks), MARGIN).await))
                 }
                 Step::UnlockOne { resource: r, id } => {
                     Some(one(store.unlock_one(&resource(*r), &lock_id(*id)).await))

@@ -220,7 +220,7 @@ impl SequentialSpec for Spec {
 /// Applies `op` to `store` (whose clock reads [`NOW`]).
 pub(crate) async fn apply<S: LockStore>(store: &S, op: &Op) -> Ret {
     match *op {
-        Op::RenewMany { ref locks } => each(store.renew_many(&renewals(locks), MARGIN).await),
+        Op::RenewMany { ref locks } => each(store.renew_each(&renewals(locks), MARGIN).await),
         Op::Xlock {
             resource,
             lock_id,

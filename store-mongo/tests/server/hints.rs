@@ -165,7 +165,7 @@ async fn writes_that_hand_nothing_over_wake_nobody() {
         lock_id: id("a"),
         ttl: ttl(30),
     };
-    a.renew_many(&[renewal], Duration::ZERO).await.unwrap();
+    a.renew_each(&[renewal], Duration::ZERO).await.unwrap();
     b.lock(&fair("r", "wb", "tb")).await.unwrap_err();
     b.lock(&fair("r", "wb", "tb")).await.unwrap_err();
     assert!(b.leave_queue(&r, &id("tb")).await.unwrap());

@@ -125,7 +125,7 @@ async fn round_trips_per_operation() {
     batch[9].ttl = ttl(1);
     commands.take();
     let outcomes = store
-        .renew_many(&batch, Duration::from_secs(30))
+        .renew_each(&batch, Duration::from_secs(30))
         .await
         .unwrap();
     assert_eq!(
@@ -157,7 +157,7 @@ async fn round_trips_per_operation() {
     assert!(stored("b99").await > Duration::from_secs(100));
     // Within a margin longer than what is left: refused, each on its own.
     let refused = store
-        .renew_many(&batch[..3], Duration::from_secs(600))
+        .renew_each(&batch[..3], Duration::from_secs(600))
         .await
         .unwrap();
     assert!(

@@ -209,14 +209,6 @@ impl<B: Backend> Ctx<B> {
     pub async fn purge(&self) -> Result<Vec<LockStatus>, Error> {
         self.store.purge().await
     }
-
-    /// Creates the store's indexes ([`LockStore::create_indexes`]).
-    ///
-    /// # Errors
-    /// The store's error.
-    pub async fn create_indexes(&self) -> Result<(), Error> {
-        self.store.create_indexes().await
-    }
 }
 
 /// A fair request's options and its place: the ticket that names it (unchecked until the

@@ -1,17 +1,9 @@
-//! Index creation, details round trip, and concurrent clients.
+//! Details round trip, and concurrent clients.
 
 use super::super::support::*;
 
 cases! {
     __conformance_misc;
-
-    async fn create_indexes_is_idempotent(cx) {
-        cx.create_indexes().await.expect("create indexes");
-        cx.create_indexes().await.expect("create indexes again");
-        cx.xlock("r", generate_lock_id(), &forever())
-            .await
-            .expect("grant");
-    }
 
     async fn details_round_trip(cx) {
         let a = generate_lock_id();

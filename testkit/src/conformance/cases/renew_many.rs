@@ -16,7 +16,7 @@ fn renewal(lock: &LockStatus, ttl: Duration) -> Renewal {
 async fn renew_many<B: Backend>(cx: &Ctx<B>, batch: &[Renewal]) -> Vec<Result<LockStatus, Error>> {
     let each = cx
         .store
-        .renew_many(batch, cx.margin)
+        .renew_each(batch, cx.margin)
         .await
         .expect("the batch as a whole succeeds");
     assert_eq!(each.len(), batch.len(), "one outcome per renewal");
