@@ -1,9 +1,12 @@
-//! What Lockwright's benches share: the run's mode (which sizes to use), criterion's filter
-//! for the measurements a bench takes itself, and nearest-rank quantiles.
+//! What Lockwright's benches and its load harness share: the run's mode (which sizes to
+//! use), criterion's filter for the measurements a bench takes itself, and nearest-rank
+//! quantiles.
 //!
 //! The benches are the `[[bench]]` targets of this package (`engine.rs`, `store_mem.rs`,
-//! `store_mongo/`, `waiting/`); benches/README.md says what each measures and how to run
-//! it, and docs/performance.md holds the targets and one run's results.
+//! `store_mongo/`); the load harness of waiting Lockers is `harness/waiting` (the
+//! `lockwright-harness` package's example `waiting`). benches/README.md says what each
+//! measures and how to run it, and docs/performance.md holds the targets and one run's
+//! results.
 
 mod filter;
 

@@ -7,8 +7,12 @@
 //! the yardstick of the targets.
 //! Not criterion benchmarks: what they measure is a distribution over many Lockers (a
 //! handover's p99, grants per Locker, the longest wait) within one window, which
-//! criterion's samples of one timed routine do not give. Criterion's filter selects them
-//! by id, e.g. `cargo bench -p lockwright-benches --bench waiting -- fair_contended/64`.
+//! criterion's samples of one timed routine do not give; so this load harness is a program
+//! of its own, which takes the criterion benches' arguments (a filter regex on the ids,
+//! `--exact`, `--list`) and their modes: with `--bench`, every size the targets are stated
+//! for (`LOCKWRIGHT_BENCH_QUICK=1`: smaller), without it the smallest, as a smoke run
+//! (scripts/test runs it so), e.g. `cargo run -p lockwright-harness --release --example
+//! waiting -- --bench fair_contended/64`.
 //!
 //! Every Locker is a `lockwright::Locker` on a store of its own ([`fleets`]), its calls
 //! and its client's commands counted ([`tally`]). Locks have a 30 s TTL ([`TTL`]; nothing is
