@@ -24,7 +24,6 @@ mod signals;
 mod status;
 mod supervise;
 mod unlock;
-mod wakeups;
 mod watchdog;
 
 use connect::ConnArgs;

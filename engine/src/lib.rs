@@ -46,6 +46,7 @@ pub mod mutants;
 #[cfg(not(lockwright_mutants))]
 mod mutants;
 pub mod names;
+pub mod notice;
 pub mod options;
 pub mod port;
 pub mod queue;
@@ -61,10 +62,9 @@ pub use filter::Filter;
 pub use invalid::InvalidArgument;
 pub use lock::{LockRequest, StoredLock};
 pub use names::{LockId, Resource};
+pub use notice::{HandedLock, Hint, HintStream, Notices};
 pub use options::LockOptions;
-pub use port::{
-    HandedLock, Hint, HintStream, LockStore, Notices, Query, Reading, Release, Released,
-};
+pub use port::{LockStore, Query, Reading, Release, Released};
 pub use queue::{Handoff, MAX_QUEUE_TTL, MIN_QUEUE_TTL, Queue, QueueEntry, Ticket, Waiter};
 pub use resource::{
     ClusterTime, DEFAULT_TAKEOVER_GRACE, MAX_TAKEOVER_GRACE, ResourceState, check_takeover_grace,

@@ -4,7 +4,7 @@
 //! every lock operation runs first), reached through a `status` call ([`index`]); this
 //! module adds the details around it: the server's version and members, the write concern
 //! the store will use, the clocks ([`clocks`]), the wake cursors and change streams open
-//! for the collection ([`streams`]) and the wake-ups ([`crate::wakeups`]).
+//! for the collection ([`streams`]) and the wakes ([`wakes`]).
 //!
 //! Doctor only reads unless told otherwise: `--fix` creates the unique index and
 //! `--wakeups` takes and releases a probe lock (and hands it to a waiter of its own).
@@ -24,6 +24,7 @@ mod clocks;
 mod index;
 mod report;
 mod streams;
+mod wakes;
 
 use report::{Report, Verdict};
 
@@ -82,9 +83,9 @@ pub async fn doctor(conn: &ConnArgs, args: &DoctorArgs) -> Result<u8, CliError> 
     // Counted before doctor opens a cursor of its own.
     streams::streams(&mut report, &store).await;
     let wakeups = if args.wakeups {
-        crate::wakeups::probe(&store, conn).await
+        wakes::probe(&store, conn).await
     } else {
-        crate::wakeups::wakes_readable(&store).await
+        wakes::wakes_readable(&store).await
     };
     match wakeups {
         Ok(worked) => report.line(&Verdict::Ok, &worked),

@@ -42,7 +42,7 @@ use crate::access::Access;
 use crate::lease::LeaseKey;
 use crate::mutants::{self, Mutant};
 use crate::names::LockId;
-use crate::port::HandedLock;
+use crate::notice::HandedLock;
 use crate::queue::Ticket;
 use crate::status::{Holder, LockStatus, Queued};
 use crate::trust::{Wake, WakeRule, trust_wake};

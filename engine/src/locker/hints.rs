@@ -20,7 +20,7 @@ use rand_core::RngCore;
 use super::{LockerCore, Wait};
 use crate::lease::LeaseKey;
 use crate::mutants::{self, Mutant};
-use crate::port::Hint;
+use crate::notice::Hint;
 use crate::time::{LocalMs, duration_millis};
 
 impl<R: RngCore> LockerCore<R> {

@@ -7,8 +7,8 @@ use rand::rngs::StdRng;
 
 use super::*;
 use crate::lock::LockRequest;
+use crate::notice::Hint;
 use crate::options::LockOptions;
-use crate::port::Hint;
 use crate::table::LockTable;
 use crate::time::Timestamp;
 
