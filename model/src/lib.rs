@@ -85,9 +85,8 @@
 //!   which is as good as a fresh ticket. Places are judged at the store's clock, like locks.
 //!   A waiting client asks again only where [`Config::grants_per_ms`] lets the resource
 //!   grant, like any request. The queue is in [`Config::ci_fair`] only: two clients, one
-//!   resource, 0..=5 ms, 110,263 unique states (with queues, `skew` had 1,596,597 and `ci`
-//!   more than 4.2 M before the fence floor became the cluster-time rule: by command,
-//!   `--fair`).
+//!   resource, 0..=5 ms (its unique states are pinned by `tests/model_check.rs`; `skew` and
+//!   `ci` with queues are checked by command only, `--fair`).
 //! - **Wakes** ([`Config::wakes`], on in [`Config::ci_wakes`]): every lock a step hands to a
 //!   place becomes a wake in flight to the waiter whose place it names
 //!   ([`state::WakeMsg`]); the waiter hears it at any later step, once or twice

@@ -7,9 +7,10 @@
 //! waiters time (`locker_ignores_hints`, `locker_ignores_retry_in`) fail its
 //! `handover_liveness` check, in the seeds of the sweep that are calm enough to be checked
 //! for it. Half of the seeds have fair clients, whose queues `fifo` checks in every seed and
-//! `bounded_waiting` in calm ones: the queue mutants `queue_ignored` (`fifo`),
-//! `grant_leaves_entry` and `queue_dead_entry_blocks` (`bounded_waiting`, and
-//! `handover_liveness`) make the sweep fail too (`tests/liveness.rs` shows each).
+//! `bounded_waiting` in calm ones. Of the queue mutants, `queue_dead_entry_blocks` makes the
+//! sweep fail (`bounded_waiting`, and `handover_liveness`; `tests/liveness.rs` shows it);
+//! `queue_ignored` and `grant_leaves_entry` change nothing the simulator's waiters do (the
+//! model, the conformance suite and the MongoDB harnesses kill them).
 
 use lockwright_sim::{Options, ViolationKind, run_seed, sweep, timeline_svg};
 

@@ -1,6 +1,6 @@
 //! MongoDB's server-side pipelines against the engine, decision by decision.
 //!
-//! The store decides grants and purges in its own pipelines (`store-mongo/src/pipeline.rs`),
+//! The store decides grants and purges in its own pipelines (`store-mongo/src/pipeline/`),
 //! a second copy of the engine's rules. Here proptest generates resource states (an
 //! exclusive lock or shared locks of several lock ids, expired, expiring exactly now or live,
 //! around the end of a takeover grace, with and without a TTL and a fence, with a fence counter below, at or above the floor, in
