@@ -159,12 +159,33 @@ pub(crate) fn write_failed(operation: &'static str, e: &mongodb::error::Error) -
     }
 }
 
+/// The server's error codes of a write that may be sent again (the retryable writes
+/// specification's list: a primary stepping down or shutting down, a network failure
+/// between members, a timeout of an exceeded time limit on the server). The server labels
+/// them `RetryableWriteError` only on a retryable write (one with a transaction number),
+/// which the one-lock commands sent with `runCommand` are not (see `command`), so they are
+/// told by their codes.
+const RETRYABLE_WRITE_CODES: [i32; 12] = [
+    6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436,
+];
+
+/// Whether the server answered `e` with a code of [`RETRYABLE_WRITE_CODES`], as a command
+/// error or as a write concern error.
+fn retryable_code(e: &mongodb::error::Error) -> bool {
+    let code = match e.kind.as_ref() {
+        ErrorKind::Command(c) => c.code,
+        ErrorKind::Write(WriteFailure::WriteConcernError(w)) => w.code,
+        _ => return false,
+    };
+    RETRYABLE_WRITE_CODES.contains(&code)
+}
+
 /// Whether a failed write may have been applied: anything but an error the server
 /// answered for a command it did not run.
 pub(crate) fn outcome_unknown(e: &mongodb::error::Error) -> bool {
     match e.kind.as_ref() {
         ErrorKind::Command(_) | ErrorKind::Write(WriteFailure::WriteError(_)) => {
-            e.contains_label(RETRYABLE_WRITE_ERROR)
+            e.contains_label(RETRYABLE_WRITE_ERROR) || retryable_code(e)
         }
         ErrorKind::ServerSelection { .. }
         | ErrorKind::InvalidArgument { .. }
@@ -174,10 +195,12 @@ pub(crate) fn outcome_unknown(e: &mongodb::error::Error) -> bool {
     }
 }
 
-/// Whether a failed single write may be sent again: the driver says so, or the connection
-/// broke.
+/// Whether a failed single write may be sent again: the driver or the server says so (by
+/// label, or for a command sent without a transaction number, by its code), or the
+/// connection broke.
 pub(crate) fn retryable(e: &mongodb::error::Error) -> bool {
     e.contains_label(RETRYABLE_WRITE_ERROR)
+        || retryable_code(e)
         || matches!(
             e.kind.as_ref(),
             ErrorKind::Io(_) | ErrorKind::ConnectionPoolCleared { .. }

@@ -43,6 +43,7 @@
 //! seconds * 2^22 + increment)`, and purge deletes an emptied document only once its
 //! `lastFence` is below that floor, so fences keep increasing across deletion and failover.
 
+mod command;
 mod failure;
 pub mod fenced;
 mod group;
@@ -93,6 +94,10 @@ pub struct MongoStore {
     client: Client,
     coll: Collection<Document>,
     write_concern: WriteConcern,
+    /// `write_concern` as the one-lock commands send it (`None`: the server's default).
+    raw_write_concern: Option<mongodb::bson::RawDocumentBuf>,
+    /// The one-lock commands' pipelines, built once per shape.
+    templates: command::Templates,
     clock: Option<Arc<dyn Clock>>,
     purge_batch: usize,
     /// The name of the trusted unique index on `resource`, once the set-up was checked.
@@ -165,6 +170,8 @@ impl MongoStore {
             client,
             coll,
             write_concern: write_concern.clone(),
+            raw_write_concern: None,
+            templates: command::Templates::default(),
             clock: None,
             purge_batch: DEFAULT_PURGE_BATCH,
             ready: Mutex::new(None),
@@ -190,6 +197,7 @@ impl MongoStore {
             .client
             .database(&ns.db)
             .collection_with_options(&ns.coll, options);
+        self.raw_write_concern = command::write_concern(&write_concern);
         self.write_concern = write_concern;
         self
     }

@@ -4,18 +4,18 @@
 use std::time::Duration;
 
 use mongodb::bson::oid::ObjectId;
-use mongodb::bson::{Bson, Document, RawDocumentBuf};
+use mongodb::bson::{Bson, Document};
 use mongodb::error::ErrorKind;
-use mongodb::options::{Hint, ReturnDocument};
 use tokio::time::Instant;
 
 use lockwright_engine::election::Leader;
 use lockwright_engine::{
-    Access, Error, LockId, LockRequest, LockStatus, LockTable, Renewal, Resource, Timestamp,
+    Error, LockId, LockRequest, LockStatus, LockTable, Renewal, Resource, Timestamp,
 };
 
+use crate::command::FindAndModify;
 use crate::failure::{outcome_unknown, retryable};
-use crate::read::lossy;
+use crate::pipeline::bind::{self, Shape};
 use crate::retry::{RETRY_PAUSE, RETRY_WINDOW};
 use crate::setup::{DUPLICATE_KEY, NAMESPACE_NOT_FOUND, command_code};
 use crate::{MongoStore, failure, pipeline, schema, wakes};
@@ -48,12 +48,22 @@ impl MongoStore {
         &self,
         op: &'static str,
         request: &LockRequest,
-        build: impl Fn(&Bson, &pipeline::Readings) -> (Document, Vec<Document>),
+        tag: &str,
     ) -> Result<LockStatus, Error> {
         let index = self.ready(op).await?;
         let grant_id = Bson::ObjectId(ObjectId::new());
         let readings = self.readings();
-        let (filter, update) = build(&grant_id, &readings);
+        let template = self.templates.get(Shape::grant(request), readings.grace_ms);
+        let query = pipeline::grant_filter(request.resource.as_str());
+        let vars = bind::grant(request, &grant_id, tag, &readings);
+        let command = FindAndModify {
+            query: &query,
+            template: &template,
+            vars: &vars,
+            upsert: true,
+            new: true,
+            hint: Some(&index),
+        };
         let decide = |doc: &Document, unknown| {
             let granted = decide_grant(op, doc, &grant_id, request, self.grace, unknown)?;
             match granted {
@@ -70,18 +80,9 @@ impl MongoStore {
         let mut unknown: Option<mongodb::error::Error> = None;
         let mut duplicates = 0;
         loop {
-            let result = self
-                .coll
-                .clone_with_type::<RawDocumentBuf>()
-                .find_one_and_update(filter.clone(), update.clone())
-                .upsert(true)
-                .return_document(ReturnDocument::After)
-                .projection(pipeline::grant_projection(&readings.now))
-                .hint(Hint::Name(index.to_string()))
-                .await;
+            let result = self.find_and_modify(&command).await;
             let e = match result {
-                Ok(Some(raw)) => {
-                    let doc = lossy(op, &raw)?;
+                Ok(Some(doc)) => {
                     self.wake_handed(&request.resource, &doc, &readings.nonce)
                         .await;
                     return decide(&doc, unknown);
@@ -153,27 +154,29 @@ impl MongoStore {
         &self,
         op: &'static str,
         resource: &Resource,
-        filter: Document,
-        update: Vec<Document>,
-        returned: ReturnDocument,
+        query: &Document,
+        shape: Shape,
+        vars: &Document,
+        new: bool,
     ) -> Result<Modified, Error> {
         // No hint: nothing is inserted, so uniqueness is not at stake, and a lock can still
         // be renewed and released after its unique index was dropped.
         self.ready(op).await?;
-        let projection = pipeline::with_now_and_floor(&self.now_expr(), &self.floor_expr());
+        let template = self.templates.get(shape, pipeline::ms(self.grace));
+        let command = FindAndModify {
+            query,
+            template: &template,
+            vars,
+            upsert: false,
+            new,
+            hint: None,
+        };
         let started = Instant::now();
         loop {
-            let result = self
-                .coll
-                .clone_with_type::<RawDocumentBuf>()
-                .find_one_and_update(filter.clone(), update.clone())
-                .projection(projection.clone())
-                .return_document(returned.clone())
-                .await;
+            let result = self.find_and_modify(&command).await;
             // `None`: the server decided, but its reply cannot be used as it is.
             let failed = match result {
-                Ok(Some(raw)) => {
-                    let doc = lossy(op, &raw)?;
+                Ok(Some(doc)) => {
                     if doc.contains_key(pipeline::NOW_FIELD) {
                         return Ok(Modified::Reply(doc));
                     }
@@ -327,20 +330,8 @@ fn decide_grant(
 /// `lock`: the exclusive or the shared grant, as the request's access says.
 pub(crate) async fn lock(store: &MongoStore, request: &LockRequest) -> Result<LockStatus, Error> {
     let tag = crate::hints::place_tag(store.tag(), request);
-    let tag = tag.as_str();
-    let build = |grant_id: &Bson, readings: &pipeline::Readings| {
-        let ask = pipeline::Ask {
-            grant_id,
-            tag,
-            readings,
-        };
-        match request.access {
-            Access::Exclusive => pipeline::xlock(request, &ask),
-            Access::Shared(limit) => pipeline::slock(request, limit, &ask),
-        }
-    };
     let granted = store
-        .grant(request.access.operation(), request, build)
+        .grant(request.access.operation(), request, &tag)
         .await?;
     let news = lockwright_engine::election::grant_is_news(&granted)
         || (crate::mutants::active(crate::mutants::Mutant::NewsOfClaims)
@@ -373,11 +364,12 @@ async fn modify_one_lock(
     store: &MongoStore,
     op: &'static str,
     resource: &Resource,
-    filter: Document,
-    update: Vec<Document>,
+    filter: &Document,
+    shape: Shape,
+    vars: &Document,
 ) -> Result<OneLockReply, Error> {
     let (doc, reread) = match store
-        .modify_one(op, resource, filter, update, ReturnDocument::Before)
+        .modify_one(op, resource, filter, shape, vars, false)
         .await?
     {
         Modified::Reply(doc) => (doc, false),
@@ -408,14 +400,14 @@ pub(crate) async fn renew_one(
     let ttl = *ttl;
     let op = "renew";
     let margin_ms = u64::try_from(margin.as_millis()).unwrap_or(u64::MAX);
-    let update = pipeline::renew_one(lock_id, ttl.as_millis(), margin_ms, &store.readings());
+    let vars = bind::renew_one(lock_id, ttl.as_millis(), margin_ms, &store.readings());
     let filter = pipeline::one_lock_filter(resource.as_str(), lock_id);
     let OneLockReply {
         name,
         state,
         now,
         reread,
-    } = modify_one_lock(store, op, resource, filter, update).await?;
+    } = modify_one_lock(store, op, resource, &filter, Shape::RenewOne, &vars).await?;
     if reread {
         // Read back after the command, with a later `now`: a lock still renewable was
         // renewed (the pipeline renews every renewable lock), and is reported as it is.
@@ -443,14 +435,14 @@ pub(crate) async fn set_comment(
     comment: Option<&str>,
 ) -> Result<LockStatus, Error> {
     let op = "set_comment";
-    let update = pipeline::set_comment(lock_id, comment, &store.readings());
+    let vars = bind::set_comment(lock_id, comment, &store.readings());
     let filter = pipeline::set_comment_filter(resource.as_str(), lock_id);
     let OneLockReply {
         name,
         state,
         now,
         reread,
-    } = modify_one_lock(store, op, resource, filter, update).await?;
+    } = modify_one_lock(store, op, resource, &filter, Shape::SetComment, &vars).await?;
     if reread
         && let Some((mode, lock)) = state.lock_of(lock_id)
         && lock.holder.comment.as_deref() == comment
@@ -475,9 +467,9 @@ pub(crate) async fn unlock_one(
     let op = "unlock";
     let filter = pipeline::one_lock_filter(resource.as_str(), lock_id);
     let readings = store.readings();
-    let update = pipeline::unlock_one(lock_id, &readings);
+    let vars = bind::unlock_one(lock_id, &readings);
     let doc = match store
-        .modify_one(op, resource, filter, update, ReturnDocument::Before)
+        .modify_one(op, resource, &filter, Shape::UnlockOne, &vars, false)
         .await?
     {
         Modified::Reply(doc) => doc,

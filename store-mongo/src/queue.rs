@@ -4,12 +4,12 @@
 
 use mongodb::bson::oid::ObjectId;
 use mongodb::bson::{Bson, doc};
-use mongodb::options::ReturnDocument;
 
 use lockwright_engine::{Error, LockId, Resource, Waiter};
 
 use crate::one_lock::Modified;
-use crate::{MongoStore, pipeline, schema};
+use crate::pipeline::bind::{self, Shape};
+use crate::{MongoStore, schema};
 
 /// `leave_queue`: removes `ticket`'s place in `resource`'s queue, and the dead places, in
 /// one `findAndModify`; `Ok(true)` when it had a place. The update writes a fresh
@@ -27,10 +27,10 @@ pub(crate) async fn leave_queue(
     let op = "leave_queue";
     let leave_id = Bson::ObjectId(ObjectId::new());
     let readings = store.readings();
-    let update = pipeline::leave(ticket, &leave_id, &readings);
+    let vars = bind::leave(ticket, &leave_id, &readings);
     let filter = doc! { schema::RESOURCE: resource.as_str() };
     let doc = match store
-        .modify_one(op, resource, filter, update, ReturnDocument::After)
+        .modify_one(op, resource, &filter, Shape::Leave, &vars, true)
         .await?
     {
         Modified::Reply(doc) | Modified::Reread(doc) => doc,

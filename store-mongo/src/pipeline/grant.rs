@@ -3,18 +3,15 @@
 
 use mongodb::bson::{Bson, Document, doc};
 
-use lockwright_engine::{LockId, LockRequest, Mode, SharedLimit};
+use lockwright_engine::{LockId, Mode};
 
+use super::bind::{self, Shape, var};
 use super::queue;
-use super::{FLOOR_FIELD, NOW_FIELD, Readings, in_any_lock, is_held, literal, shared_locks, valid};
+use super::{FLOOR_FIELD, NOW_FIELD, Readings, in_any_lock, is_held, shared_locks, valid};
 use crate::schema::{
     ACQUIRED, COMMENT, CREATED_AT, EXCLUSIVE, EXPIRES_AT, FENCE, HOST, LAST_FENCE, LAST_GRANT,
     LAST_LEAVE, LOCK_ID, OWNER, QUEUE, RENEWED_AT, RESOURCE, SHARED, WAKE, empty_exclusive,
 };
-
-fn opt_literal(value: Option<&String>) -> Bson {
-    value.map_or(Bson::Null, |v| literal(v.as_str()))
-}
 
 fn held_exclusive(readings: &Readings) -> Bson {
     Bson::Document(doc! { "$and": [
@@ -36,32 +33,19 @@ fn next_fence(readings: &Readings) -> Bson {
     )
 }
 
-fn new_lock(request: &LockRequest, now: &Bson) -> Document {
-    let expires = request.ttl.map_or(Bson::Null, |t| {
-        Bson::Document(
-            doc! { "$add": [ now.clone(), i64::try_from(t.as_millis()).unwrap_or(i64::MAX) ] },
-        )
-    });
+/// The lock a grant installs: the request's (bound variables), created `now`.
+fn new_lock(now: &Bson) -> Document {
     doc! {
-        LOCK_ID: literal(request.lock_id.as_str()),
-        OWNER: opt_literal(request.holder.owner.as_ref()),
-        HOST: opt_literal(request.holder.host.as_ref()),
-        COMMENT: opt_literal(request.holder.comment.as_ref()),
+        LOCK_ID: bind::LOCK_ID,
+        OWNER: bind::OWNER,
+        HOST: bind::HOST,
+        COMMENT: bind::COMMENT,
         CREATED_AT: now.clone(),
         RENEWED_AT: Bson::Null,
-        EXPIRES_AT: expires,
+        EXPIRES_AT: bind::EXPIRES,
         ACQUIRED: true,
         FENCE: NEW_FENCE,
     }
-}
-
-/// What a grant pipeline is built with besides the request: the id it marks its grant
-/// with, the tag of the store asking (a fair refusal's place carries it), and the readings.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Ask<'a> {
-    pub(crate) grant_id: &'a Bson,
-    pub(crate) tag: &'a str,
-    pub(crate) readings: &'a Readings,
 }
 
 /// The variable a grant pipeline's rule and install read the held shared locks from.
@@ -79,7 +63,7 @@ const NEW_FENCE: &str = "$$fence";
 /// and only where it allows computes the fence and merges the grant into the document: the
 /// fence counter, the takeover of abandoned locks, the new lock, the queue without the
 /// winner's place and the dead ones, and
-/// `grant_id` in `lastGrant` so the caller can tell its grant from a refusal. A refusal of a request that is not fair replaces the document
+/// the grant id (`$$grantId`) in `lastGrant` so the caller can tell its grant from a refusal. A refusal of a request that is not fair replaces the document
 /// by itself, which MongoDB treats as no write at all; a fair request's refusal writes the
 /// queue alone (its place taken or refreshed, the dead places dropped), unless the
 /// document already carries this request's grant (an earlier attempt of it was applied:
@@ -90,41 +74,35 @@ const NEW_FENCE: &str = "$$fence";
 /// caller reports it as malformed at `lastFence`) before its fence could overflow, and
 /// takes no place in its queue.
 fn grant(
-    request: &LockRequest,
     mode: Mode,
+    fair: bool,
     rule: Bson,
     install: Document,
-    ask: &Ask<'_>,
-) -> (Document, Vec<Document>) {
-    let Ask {
-        grant_id,
-        tag,
-        readings,
-    } = *ask;
-    let ticket = request.fair.as_ref();
+    readings: &Readings,
+) -> Vec<Document> {
+    let grant_id = var(bind::GRANT_ID);
     let mut changes = install;
     changes.insert(LAST_FENCE, NEW_FENCE);
     changes.insert(LAST_GRANT, grant_id.clone());
-    let after = queue::after_grant(ticket.map(|t| &t.id));
+    let after = queue::after_grant(fair);
     changes.insert(QUEUE, queue::set_queue(after));
     let apply = doc! { "$let": {
         "vars": { "fence": next_fence(readings) },
         "in": { "$mergeObjects": [ "$$ROOT", changes ] },
     } };
     let room = doc! { "$lt": [ { "$ifNull": [ "$lastFence", 0_i64 ] }, i64::MAX ] };
-    let refused = match ticket {
-        None => Bson::String("$$ROOT".to_owned()),
-        Some(t) => {
-            let enqueue = doc! { "$mergeObjects": [ "$$ROOT", {
-                QUEUE: queue::enqueued(t, request, tag, readings),
-            } ] };
-            let takes_place = doc! { "$and": [
-                "$$valid",
-                room.clone(),
-                { "$ne": [ format!("${LAST_GRANT}"), grant_id.clone() ] },
-            ] };
-            Bson::Document(doc! { "$cond": [ takes_place, enqueue, "$$ROOT" ] })
-        }
+    let refused = if fair {
+        let enqueue = doc! { "$mergeObjects": [ "$$ROOT", {
+            QUEUE: queue::enqueued(mode, readings),
+        } ] };
+        let takes_place = doc! { "$and": [
+            "$$valid",
+            room.clone(),
+            { "$ne": [ format!("${LAST_GRANT}"), grant_id.clone() ] },
+        ] };
+        Bson::Document(doc! { "$cond": [ takes_place, enqueue, "$$ROOT" ] })
+    } else {
+        Bson::String("$$ROOT".to_owned())
     };
     // `$and` stops at the first false operand and `$cond` evaluates only the branch it
     // takes: nothing that could fail on a wrong type is computed on a document that is not
@@ -132,8 +110,8 @@ fn grant(
     let decided = doc! { "$and": [ "$$valid", room, rule ] };
     let mut outcome = doc! { "$cond": [ decided, apply, refused ] };
     let revive = mutated!(PipelineClaimRevivesLapsed);
-    if let Some(t) = ticket {
-        let (claimable, claimed) = claim(request, mode, &t.id, grant_id, revive, readings);
+    if fair {
+        let (claimable, claimed) = claim(mode, revive, readings);
         outcome = doc! { "$cond": [ { "$and": [ "$$valid", claimable ] }, claimed, outcome ] };
     }
     let body = doc! { "$let": {
@@ -144,7 +122,7 @@ fn grant(
                 "places": { "$cond": [ "$$valid", queue::live_places(readings), [] ] },
             },
             "in": { "$let": {
-                "vars": { "ahead": queue::ahead(ticket.map(|t| &t.id), readings) },
+                "vars": { "ahead": queue::ahead(fair, readings) },
                 "in": outcome,
             } },
         } },
@@ -152,29 +130,26 @@ fn grant(
     let decide = doc! { "$replaceWith": body };
     // The store hands the lock over before the request is decided (the write finds the
     // holder gone); under the mutant the claim comes first.
-    let stages = if revive && ticket.is_some() {
+    if revive && fair {
         vec![decide, queue::hand_over(readings)]
     } else {
         vec![queue::hand_over(readings), decide]
-    };
-    (doc! { RESOURCE: request.resource.as_str() }, stages)
+    }
+}
+
+/// The filter of a grant: the resource's document.
+pub(crate) fn grant_filter(resource: &str) -> Document {
+    doc! { RESOURCE: resource }
 }
 
 /// A fair request's claim (the engine's `ResourceState::claim`): whether its lock id holds
 /// a held lock here in the mode it asks for (`claimable`, over a valid document), and the
 /// document with that lock renewed to the request's TTL from `now` (`renewedAt = now`, the
 /// fence kept), the request's place gone with the dead ones, `lastGrant` set, so that the
-/// caller reads its grant, as after any grant. Under the mutant, a lock that is no longer held is claimed
-/// too.
-fn claim(
-    request: &LockRequest,
-    mode: Mode,
-    ticket: &LockId,
-    grant_id: &Bson,
-    revive: bool,
-    readings: &Readings,
-) -> (Bson, Bson) {
-    let id = literal(request.lock_id.as_str());
+/// caller reads its grant, as after any grant. Under the mutant, a lock that is no longer
+/// held is claimed too.
+fn claim(mode: Mode, revive: bool, readings: &Readings) -> (Bson, Bson) {
+    let id = var(bind::LOCK_ID);
     let now = readings.now.clone();
     let own = |prefix: &str| {
         let mut all = vec![held_by(prefix, &id)];
@@ -183,12 +158,7 @@ fn claim(
         }
         Bson::Document(doc! { "$and": all })
     };
-    let expires = request.ttl.map_or(Bson::Null, |t| {
-        Bson::Document(
-            doc! { "$add": [ now.clone(), i64::try_from(t.as_millis()).unwrap_or(i64::MAX) ] },
-        )
-    });
-    let fresh = doc! { EXPIRES_AT: expires, RENEWED_AT: now };
+    let fresh = doc! { EXPIRES_AT: bind::EXPIRES, RENEWED_AT: now };
     let mut changes = match mode {
         Mode::Exclusive => doc! {
             EXCLUSIVE: { "$mergeObjects": [ "$exclusive", fresh ] },
@@ -200,8 +170,8 @@ fn claim(
             } } } ] },
         },
     };
-    changes.insert(LAST_GRANT, grant_id.clone());
-    let after = queue::without(queue::PLACES, ticket);
+    changes.insert(LAST_GRANT, bind::GRANT_ID);
+    let after = queue::without(queue::PLACES, &var(bind::TICKET));
     changes.insert(QUEUE, queue::set_queue(after));
     let claimable = match mode {
         Mode::Exclusive => own("$exclusive"),
@@ -216,9 +186,25 @@ fn claim(
     )
 }
 
+/// The pipeline of a grant of `shape` (see [`bind::grant`] for its variables).
+pub(crate) fn grant_pipeline(shape: Shape, readings: &Readings) -> Vec<Document> {
+    match shape {
+        Shape::Grant {
+            mode: Mode::Exclusive,
+            fair,
+            ..
+        } => xlock(fair, readings),
+        Shape::Grant {
+            mode: Mode::Shared,
+            limited,
+            fair,
+        } => slock(limited, fair, readings),
+        other => unreachable!("not a grant's shape: {other:?}"),
+    }
+}
+
 /// The exclusive grant: no held exclusive lock and no held shared lock.
-pub(crate) fn xlock(request: &LockRequest, ask: &Ask<'_>) -> (Document, Vec<Document>) {
-    let readings = ask.readings;
+fn xlock(fair: bool, readings: &Readings) -> Vec<Document> {
     let mut rule = Vec::new();
     if !mutated!(PipelineTakeoverLive) {
         rule.push(Bson::Document(
@@ -231,53 +217,48 @@ pub(crate) fn xlock(request: &LockRequest, ask: &Ask<'_>) -> (Document, Vec<Docu
     rule.push(queue::exclusive_allows());
     let rule = Bson::Document(doc! { "$and": rule });
     let install = doc! {
-        EXCLUSIVE: new_lock(request, &readings.now),
+        EXCLUSIVE: new_lock(&readings.now),
         SHARED: { "$literal": { "count": 0, "locks": [] } },
     };
-    grant(request, Mode::Exclusive, rule, install, ask)
+    grant(Mode::Exclusive, fair, rule, install, readings)
 }
 
 /// The shared grant: no held exclusive lock, no held lock of this lock id, and (with a
-/// limit) fewer held shared locks than the limit.
-pub(crate) fn slock(
-    request: &LockRequest,
-    limit: Option<SharedLimit>,
-    ask: &Ask<'_>,
-) -> (Document, Vec<Document>) {
-    let readings = ask.readings;
+/// limit, `$$limit`) fewer held shared locks than the limit.
+fn slock(limited: bool, fair: bool, readings: &Readings) -> Vec<Document> {
     let live = LIVE;
     let mut conditions = vec![
         Bson::Document(doc! { "$not": [ held_exclusive(readings) ] }),
         Bson::Document(doc! { "$not": [ { "$in": [
-            literal(request.lock_id.as_str()),
+            bind::LOCK_ID,
             format!("{live}.{LOCK_ID}"),
         ] } ] }),
     ];
-    let limit = limit.filter(|_| !mutated!(PipelineSharedIgnoresLimit));
-    if let Some(m) = limit {
+    let limited = limited && !mutated!(PipelineSharedIgnoresLimit);
+    if limited {
         conditions.push(Bson::Document(
-            doc! { "$lt": [ { "$size": live }, i64::from(m.get()) ] },
+            doc! { "$lt": [ { "$size": live }, bind::LIMIT ] },
         ));
     }
-    conditions.push(queue::shared_allows(limit, live));
+    conditions.push(queue::shared_allows(limited, live));
     let install = doc! {
         EXCLUSIVE: { "$literal": empty_exclusive() },
         SHARED: {
-            "locks": { "$concatArrays": [ live, [ new_lock(request, &readings.now) ] ] },
+            "locks": { "$concatArrays": [ live, [ new_lock(&readings.now) ] ] },
             "count": { "$add": [ { "$size": live }, 1 ] },
         },
     };
     grant(
-        request,
         Mode::Shared,
+        fair,
         Bson::Document(doc! { "$and": conditions }),
         install,
-        ask,
+        readings,
     )
 }
 
 /// Whether the lock entry at `prefix` (`$exclusive` or `$$this`) is held by `id` (a
-/// `$literal`); an exclusive slot also has to be `acquired`.
+/// variable); an exclusive slot also has to be `acquired`.
 fn held_by(prefix: &str, id: &Bson) -> Bson {
     let own = Bson::Document(doc! { "$eq": [ format!("{prefix}.{LOCK_ID}"), id.clone() ] });
     if prefix == "$exclusive" {
@@ -310,44 +291,26 @@ fn one_lock(
     vec![doc! { "$replaceWith": body }]
 }
 
-/// Renews the one lock of `lock_id` on the document (the filter names the resource): sets
-/// its `expiresAt = now + ttl` and `renewedAt = now` if `expiresAt + grace > now + margin`
-/// (or it never expires), as the engine's `renew_one`; otherwise changes nothing.
-pub(crate) fn renew_one(
-    lock_id: &LockId,
-    ttl_ms: u64,
-    margin_ms: u64,
-    readings: &Readings,
-) -> Vec<Document> {
-    let now = &readings.now;
-    let ms = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-    let margin_ms = if mutated!(PipelineRenewOneWithoutMargin) {
-        0
-    } else {
-        margin_ms
-    };
-    let fresh = doc! {
-        EXPIRES_AT: { "$add": [ now.clone(), ms(ttl_ms) ] },
-        RENEWED_AT: now.clone(),
-    };
-    renewable_one(lock_id, margin_ms, readings, fresh)
+/// Renews the one lock of `$$lockId` on the document (the filter names the resource): sets
+/// its `expiresAt = $$expires` (`now + ttl`) and `renewedAt = now` if `expiresAt + grace >
+/// now + margin` (or it never expires), as the engine's `renew_one`; otherwise changes
+/// nothing. See [`bind::renew_one`] for its variables.
+pub(crate) fn renew_one(readings: &Readings) -> Vec<Document> {
+    let fresh = doc! { EXPIRES_AT: bind::EXPIRES, RENEWED_AT: readings.now.clone() };
+    renewable_one(fresh)
 }
 
-/// Sets the comment of the one lock of `lock_id` on the document (the filter names the
-/// resource) to `comment` (none: `null`) if it is held, `expiresAt + grace > now` (or it
-/// never expires), as the engine's `set_comment`; otherwise changes nothing.
-pub(crate) fn set_comment(
-    lock_id: &LockId,
-    comment: Option<&str>,
-    readings: &Readings,
-) -> Vec<Document> {
-    let comment = comment.map_or(Bson::Null, literal);
+/// Sets the comment of the one lock of `$$lockId` on the document (the filter names the
+/// resource) to `$$comment` (none: `null`) if it is held, `expiresAt + grace > now` (or it
+/// never expires), as the engine's `set_comment`; otherwise changes nothing. See
+/// [`bind::set_comment`] for its variables.
+pub(crate) fn set_comment() -> Vec<Document> {
     if mutated!(PipelineProclaimChangesHolder) {
         let held = doc! { "$eq": [ "$exclusive.acquired", true ] };
-        let set = doc! { "$mergeObjects": [ "$exclusive", { COMMENT: comment } ] };
+        let set = doc! { "$mergeObjects": [ "$exclusive", { COMMENT: bind::COMMENT } ] };
         return vec![doc! { "$set": { EXCLUSIVE: { "$cond": [ held, set, "$exclusive" ] } } }];
     }
-    renewable_one(lock_id, 0, readings, doc! { COMMENT: comment })
+    renewable_one(doc! { COMMENT: bind::COMMENT })
 }
 
 /// The filter of a proclaim (`set_comment`): [`one_lock_filter`].
@@ -358,24 +321,13 @@ pub(crate) fn set_comment_filter(resource: &str, lock_id: &LockId) -> Document {
     one_lock_filter(resource, lock_id)
 }
 
-/// Merges `fields` into the one lock of `lock_id` on the document if it is renewable with
-/// the margin `margin_ms`: `expiresAt + grace > now + margin` (or it never expires);
-/// otherwise changes nothing. The one renewal predicate of the engine
-/// (`StoredLock::is_renewable`), for `renew_one` and `set_comment`.
-fn renewable_one(
-    lock_id: &LockId,
-    margin_ms: u64,
-    readings: &Readings,
-    fields: Document,
-) -> Vec<Document> {
-    let now = &readings.now;
-    let id = literal(lock_id.as_str());
-    let ms = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-    // `expiresAt <= now + margin - grace`: not renewable. The grace is the store's (an hour
-    // at most) and the margin a validated one, so the difference is well inside i64.
-    let deadline = Bson::Document(
-        doc! { "$add": [ now.clone(), ms(margin_ms).saturating_sub(readings.grace_ms) ] },
-    );
+/// Merges `fields` into the one lock of `$$lockId` on the document if it is renewable with
+/// the margin the variables say: `expiresAt + grace > now + margin`, that is `expiresAt >
+/// $$deadline` (or it never expires); otherwise changes nothing. The one renewal predicate
+/// of the engine (`StoredLock::is_renewable`), for `renew_one` and `set_comment`.
+fn renewable_one(fields: Document) -> Vec<Document> {
+    let id = var(bind::LOCK_ID);
+    let deadline = var(bind::DEADLINE);
     let renewable = |prefix: &str| {
         let expires = format!("{prefix}.{EXPIRES_AT}");
         Bson::Document(doc! { "$and": [
@@ -404,12 +356,12 @@ fn renewable_one(
     )
 }
 
-/// Removes the one lock of `lock_id`, live or expired, and the places recording it, from the
-/// document (the filter names
-/// the resource and the lock id), as the engine's `unlock_one`; a document the rules cannot
-/// decide on is left as it is. It hands the lock over (`queue::hand_over`).
-pub(crate) fn unlock_one(lock_id: &LockId, readings: &Readings) -> Vec<Document> {
-    let id = literal(lock_id.as_str());
+/// Removes the one lock of `$$lockId`, live or expired, and the places recording it, from
+/// the document (the filter names the resource and the lock id), as the engine's
+/// `unlock_one`; a document the rules cannot decide on is left as it is. It hands the lock
+/// over (`queue::hand_over`).
+pub(crate) fn unlock_one(readings: &Readings) -> Vec<Document> {
+    let id = var(bind::LOCK_ID);
     let keep = doc! { "$filter": { "input": shared_locks(), "cond": { "$not": [ held_by("$$this", &id) ] } } };
     let shared = doc! { "locks": keep.clone(), "count": { "$size": keep } };
     let mut stages = one_lock(
@@ -417,7 +369,7 @@ pub(crate) fn unlock_one(lock_id: &LockId, readings: &Readings) -> Vec<Document>
         Bson::Boolean(true),
         Bson::Document(doc! { "$literal": empty_exclusive() }),
         Bson::Document(shared),
-        doc! { QUEUE: queue::without_lock_id(lock_id) },
+        doc! { QUEUE: queue::without_lock_id(&id) },
     );
     if !mutated!(PipelineResignLeavesPlace) {
         stages.push(queue::hand_over(readings));

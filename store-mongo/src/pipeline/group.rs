@@ -40,7 +40,7 @@ pub(crate) fn unlock(lock_id: &LockId, readings: &Readings) -> Vec<Document> {
         Bson::Document(doc! { "$eq": [ "$$this.lockId", id ] }),
     );
     stages.push(doc! { "$set": {
-        QUEUE: super::queue::without_lock_id(lock_id),
+        QUEUE: super::queue::without_lock_id(&super::literal(lock_id.as_str())),
     } });
     stages.push(super::queue::hand_over(readings));
     stages

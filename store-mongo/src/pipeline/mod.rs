@@ -24,6 +24,7 @@ macro_rules! mutated {
     ($name:ident) => {{ crate::mutants::active(crate::mutants::Mutant::$name) }};
 }
 
+pub(crate) mod bind;
 mod filter;
 mod grant;
 mod group;
@@ -31,8 +32,8 @@ mod queue;
 
 pub(crate) use filter::status_prefilter;
 pub(crate) use grant::{
-    Ask, grant_projection, one_lock_filter, renew_one, set_comment, set_comment_filter, slock,
-    unlock_one, with_now_and_floor, xlock,
+    grant_filter, grant_pipeline, grant_projection, one_lock_filter, renew_one, set_comment,
+    set_comment_filter, unlock_one, with_now_and_floor,
 };
 pub(crate) use group::{
     batch_filter, deletable, expired_groups, group_filter, purge_batch, renew, renew_pairs, unlock,

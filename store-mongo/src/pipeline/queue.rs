@@ -14,9 +14,10 @@
 
 use mongodb::bson::{Bson, Document, doc};
 
-use lockwright_engine::{Access, LockId, LockRequest, MAX_QUEUE_TTL, Mode, SharedLimit, Ticket};
+use lockwright_engine::{MAX_QUEUE_TTL, Mode};
 
-use super::{Readings, literal, type_in};
+use super::bind::{self, var};
+use super::{Readings, type_in};
 use crate::schema::{
     ACQUIRED, COMMENT, CREATED_AT, EXCLUSIVE, EXCLUSIVE_MODE, EXPIRES_AT, FENCE, FRESH_UNTIL, HOST,
     LAST_FENCE, LEASE, LIMIT, LOCK_ID, MODE, OWNER, QUEUE, QUEUED_AT, RENEWED_AT, SHARED,
@@ -129,13 +130,13 @@ fn fresh_of(places: Bson, readings: &Readings) -> Bson {
     Bson::Document(doc! { "$filter": { "input": places, "cond": fresh(readings) } })
 }
 
-/// The fresh places ahead of `ticket`'s own live place in `$$places`, or all of them when
-/// it has none (or the request has no ticket).
-pub(super) fn ahead(ticket: Option<&LockId>, readings: &Readings) -> Bson {
-    let Some(ticket) = ticket else {
+/// The fresh places ahead of the ticket's (`$$ticket`) own live place in `$$places`, or
+/// all of them when it has none (or the request is not `fair`).
+pub(super) fn ahead(fair: bool, readings: &Readings) -> Bson {
+    if !fair {
         return fresh_of(Bson::String(PLACES.to_owned()), readings);
-    };
-    let own = doc! { "$indexOfArray": [ format!("{PLACES}.{TICKET}"), literal(ticket.as_str()) ] };
+    }
+    let own = doc! { "$indexOfArray": [ format!("{PLACES}.{TICKET}"), bind::TICKET ] };
     let before = doc! { "$let": {
         "vars": { "own": own },
         "in": { "$cond": [
@@ -156,10 +157,10 @@ pub(super) fn exclusive_allows() -> Bson {
     Bson::Document(doc! { "$eq": [ { "$size": AHEAD }, 0 ] })
 }
 
-/// The queue's part of the shared grant rule: no live exclusive place ahead, and with a
-/// limit `m`, the held shared locks (`live`) plus the live shared places ahead fewer than
-/// `m`.
-pub(super) fn shared_allows(limit: Option<SharedLimit>, live: &str) -> Bson {
+/// The queue's part of the shared grant rule: no live exclusive place ahead, and when
+/// `limited`, the held shared locks (`live`) plus the live shared places ahead fewer than
+/// the limit (`$$limit`).
+pub(super) fn shared_allows(limited: bool, live: &str) -> Bson {
     if mutated!(PipelineQueueIgnored) {
         return Bson::Boolean(true);
     }
@@ -170,71 +171,57 @@ pub(super) fn shared_allows(limit: Option<SharedLimit>, live: &str) -> Bson {
             format!("{AHEAD}.{MODE}"),
         ] } ] }));
     }
-    if let Some(m) = limit {
+    if limited {
         let shared_ahead = doc! { "$filter": {
             "input": AHEAD,
             "cond": { "$eq": [ format!("$$this.{MODE}"), SHARED_MODE ] },
         } };
         all.push(Bson::Document(doc! { "$lt": [
             { "$add": [ { "$size": live }, { "$size": shared_ahead } ] },
-            i64::from(m.get()),
+            bind::LIMIT,
         ] }));
     }
     Bson::Document(doc! { "$and": all })
 }
 
-/// The queue after a grant: the live places, less the winner's.
-pub(super) fn after_grant(ticket: Option<&LockId>) -> Bson {
-    match ticket.filter(|_| !mutated!(PipelineGrantLeavesEntry)) {
-        None => Bson::String(PLACES.to_owned()),
-        Some(t) => without(PLACES, t),
+/// The queue after a grant: the live places, less the winner's (a `fair` request's,
+/// `$$ticket`).
+pub(super) fn after_grant(fair: bool) -> Bson {
+    if fair && !mutated!(PipelineGrantLeavesEntry) {
+        without(PLACES, &var(bind::TICKET))
+    } else {
+        Bson::String(PLACES.to_owned())
     }
 }
 
-/// The places of `places` (an expression) less `ticket`'s.
-pub(super) fn without(places: &str, ticket: &LockId) -> Bson {
+/// The places of `places` (an expression) less the place of `ticket` (an expression).
+pub(super) fn without(places: &str, ticket: &Bson) -> Bson {
     Bson::Document(doc! { "$filter": {
         "input": places,
-        "cond": { "$ne": [ format!("$$this.{TICKET}"), literal(ticket.as_str()) ] },
+        "cond": { "$ne": [ format!("$$this.{TICKET}"), ticket.clone() ] },
     } })
 }
 
-/// The queue after a fair request's refusal: the live places, with `ticket`'s refreshed in
-/// place (its `expiresAt` at `now + ttl`, `freshUntil` at `now + claim`, or the Unix epoch
-/// for a place kept far back, its `mode`, its `tag`: see `hints::place_tag`, and the handoff
-/// with the ticket's claim lease), or a new place at the back (`queuedAt = now`).
-pub(super) fn enqueued(
-    ticket: &Ticket,
-    request: &LockRequest,
-    tag: &str,
-    readings: &Readings,
-) -> Bson {
-    let ttl_ms = super::ms(ticket.ttl.as_duration());
-    let claim_ms = super::ms(ticket.handoff_lease().as_duration());
-    let fresh_until = match ticket.claim {
-        Some(_) => Bson::Document(doc! { "$add": [ readings.now.clone(), claim_ms ] }),
-        // Far back: stale however the clock moves (the engine's `Queue::join`).
-        None => Bson::DateTime(mongodb::bson::DateTime::from_millis(0)),
-    };
-    let id = literal(ticket.id.as_str());
-    let mode = mode_name(request.mode());
-    let tag = literal(tag);
-    let detail = |v: Option<&String>| v.map_or(Bson::Null, |v| literal(v.as_str()));
-    let limit = match request.access {
-        Access::Shared(Some(m)) => Bson::Int64(i64::from(m.get())),
-        _ => Bson::Null,
-    };
+/// The queue after a fair request's refusal: the live places, with the ticket's
+/// (`$$ticket`) refreshed in place (its `expiresAt` at `$$placeUntil`, `now + ttl`;
+/// `freshUntil` at `$$freshUntil`, `now + claim`, or the Unix epoch for a place kept far
+/// back; its `mode`; its `tag`: see `hints::place_tag`; and the handoff: the request's lock,
+/// with the ticket's claim lease), or a new place at the back (`queuedAt = now`). See
+/// [`bind::grant`] for the variables.
+pub(super) fn enqueued(mode: Mode, readings: &Readings) -> Bson {
+    let id = var(bind::TICKET);
+    let mode = mode_name(mode);
     // What a handoff grants the place: the request's lock.
     let handoff = doc! {
-        LOCK_ID: literal(request.lock_id.as_str()),
-        OWNER: detail(request.holder.owner.as_ref()),
-        HOST: detail(request.holder.host.as_ref()),
-        COMMENT: detail(request.holder.comment.as_ref()),
-        LIMIT: limit,
-        LEASE: claim_ms,
+        LOCK_ID: bind::LOCK_ID,
+        OWNER: bind::OWNER,
+        HOST: bind::HOST,
+        COMMENT: bind::COMMENT,
+        LIMIT: bind::LIMIT,
+        LEASE: bind::LEASE,
     };
     let mut fresh = doc! {
-        EXPIRES_AT: "$$fresh", FRESH_UNTIL: fresh_until.clone(), MODE: mode, TAG: tag.clone(),
+        EXPIRES_AT: bind::PLACE_UNTIL, FRESH_UNTIL: bind::FRESH_UNTIL, MODE: mode, TAG: bind::TAG,
     };
     fresh.extend(handoff.clone());
     let refreshed = doc! { "$map": { "input": PLACES, "in": { "$cond": [
@@ -243,19 +230,16 @@ pub(super) fn enqueued(
         "$$this",
     ] } } };
     let mut place = doc! {
-        TICKET: id.clone(), MODE: mode, QUEUED_AT: readings.now.clone(), EXPIRES_AT: "$$fresh",
-        FRESH_UNTIL: fresh_until, TAG: tag,
+        TICKET: id.clone(), MODE: mode, QUEUED_AT: readings.now.clone(),
+        EXPIRES_AT: bind::PLACE_UNTIL, FRESH_UNTIL: bind::FRESH_UNTIL, TAG: bind::TAG,
     };
     place.extend(handoff);
     let appended = doc! { "$concatArrays": [ PLACES, [ place ] ] };
-    Bson::Document(doc! { "$let": {
-        "vars": { "fresh": { "$add": [ readings.now.clone(), ttl_ms ] } },
-        "in": { "$cond": [
-            { "$in": [ id, format!("{PLACES}.{TICKET}") ] },
-            refreshed,
-            appended,
-        ] },
-    } })
+    Bson::Document(doc! { "$cond": [
+        { "$in": [ id, format!("{PLACES}.{TICKET}") ] },
+        refreshed,
+        appended,
+    ] })
 }
 
 /// `wake` after a write that handed the lock to `handed` (an expression: the places, in
@@ -275,16 +259,17 @@ fn wake(handed: Bson, readings: &Readings) -> Bson {
     } } ] })
 }
 
-/// The queue less the places that record `lock_id` for a handoff (a release of a lock id
-/// gives up its waiting on the resource: the engine's `ResourceState::drop_places_of`), on
-/// a document of any shape: a `queue` that is not an array is left as it is.
-pub(crate) fn without_lock_id(lock_id: &LockId) -> Bson {
+/// The queue less the places that record the lock id `lock_id` (an expression) for a
+/// handoff (a release of a lock id gives up its waiting on the resource: the engine's
+/// `ResourceState::drop_places_of`), on a document of any shape: a `queue` that is not an
+/// array is left as it is.
+pub(crate) fn without_lock_id(lock_id: &Bson) -> Bson {
     let queue = format!("${QUEUE}");
     Bson::Document(doc! { "$cond": [
         { "$isArray": queue.as_str() },
         { "$filter": {
             "input": queue.as_str(),
-            "cond": { "$ne": [ format!("$$this.{LOCK_ID}"), literal(lock_id.as_str()) ] },
+            "cond": { "$ne": [ format!("$$this.{LOCK_ID}"), lock_id.clone() ] },
         } },
         queue.as_str(),
     ] })
@@ -305,18 +290,17 @@ pub(super) fn set_queue(value: Bson) -> Bson {
 }
 
 /// `leave_queue`'s update of the document of a resource: on a valid document, the live
-/// places less `ticket`'s, `lastLeave = leave_id` when `ticket` had a place (live or
-/// not), and the lock handed over to the new head if it is free for it; any other
-/// document is left exactly as it is.
-pub(crate) fn leave(ticket: &LockId, leave_id: &Bson, readings: &Readings) -> Vec<Document> {
-    let id = literal(ticket.as_str());
-    let had =
-        doc! { "$in": [ id, { "$map": { "input": stored(), "in": format!("$$this.{TICKET}") } } ] };
+/// places less the ticket's (`$$ticket`), `lastLeave = $$leaveId` when the ticket had a
+/// place (live or not), and the lock handed over to the new head if it is free for it; any
+/// other document is left exactly as it is. See [`bind::leave`] for its variables.
+pub(crate) fn leave(readings: &Readings) -> Vec<Document> {
+    let id = var(bind::TICKET);
+    let had = doc! { "$in": [ id.clone(), { "$map": { "input": stored(), "in": format!("$$this.{TICKET}") } } ] };
     let changed = doc! { "$let": {
         "vars": { "places": live_places(readings) },
         "in": { "$mergeObjects": [ "$$ROOT", {
-            QUEUE: set_queue(without(PLACES, ticket)),
-            crate::schema::LAST_LEAVE: { "$cond": [ had, leave_id.clone(), "$$REMOVE" ] },
+            QUEUE: set_queue(without(PLACES, &id)),
+            crate::schema::LAST_LEAVE: { "$cond": [ had, bind::LEAVE_ID, "$$REMOVE" ] },
         } ] },
     } };
     vec![
