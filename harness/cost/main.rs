@@ -18,6 +18,9 @@
 // A harness that cannot set up has failed: panicking is how it says so.
 #![allow(clippy::unwrap_used)]
 
+#[path = "../shared/cpu.rs"]
+mod cpu;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -33,7 +36,6 @@ use mongodb::event::EventHandler;
 use mongodb::event::command::CommandEvent;
 use mongodb::options::ReturnDocument;
 use mongodb::{Client, Collection};
-use nix::time::{ClockId, clock_gettime};
 
 /// Operations of one path per block.
 const BLOCK: usize = 50;
@@ -124,27 +126,10 @@ struct Setup {
     seq: u64,
 }
 
-fn process_cpu() -> Duration {
-    let t = clock_gettime(ClockId::CLOCK_PROCESS_CPUTIME_ID).unwrap();
-    Duration::new(
-        u64::try_from(t.tv_sec()).unwrap(),
-        u32::try_from(t.tv_nsec()).unwrap(),
-    )
-}
-
 async fn server_cpu(admin: &Client) -> Duration {
-    let status = admin
-        .database("admin")
-        .run_command(doc! { "serverStatus": 1 })
+    cpu::server_cpu(admin)
         .await
-        .unwrap();
-    let info = status.get_document("extra_info").unwrap();
-    let us = |f: &str| match info.get(f) {
-        Some(mongodb::bson::Bson::Int64(n)) => u64::try_from(*n).unwrap(),
-        Some(mongodb::bson::Bson::Int32(n)) => u64::try_from(*n).unwrap(),
-        other => panic!("serverStatus extra_info.{f}: {other:?} (not Linux?)"),
-    };
-    Duration::from_micros(us("user_time_us") + us("system_time_us"))
+        .expect("serverStatus reports no CPU time (not Linux?)")
 }
 
 impl Setup {
@@ -318,13 +303,13 @@ async fn measure(args: &Args) {
             let i = (round + k) % paths.len();
             let p = paths[i];
             let server_before = server_cpu(&setup.admin).await;
-            let client_before = process_cpu();
+            let client_before = cpu::process_cpu();
             for _ in 0..BLOCK {
                 let t = Instant::now();
                 setup.run(p).await;
                 tallies[i].wall.push(t.elapsed());
             }
-            let client_after = process_cpu();
+            let client_after = cpu::process_cpu();
             let server_after = server_cpu(&setup.admin).await;
             let t = &mut tallies[i];
             t.client += client_after - client_before;

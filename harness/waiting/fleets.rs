@@ -122,22 +122,7 @@ impl Fleet for MongoFleet {
     /// `serverStatus`'s `extra_info.user_time_us` and `system_time_us` (reported on
     /// Linux).
     async fn server_cpu(&self) -> Option<Duration> {
-        let status = self
-            .admin
-            .database("admin")
-            .run_command(mongodb::bson::doc! { "serverStatus": 1 })
-            .await
-            .ok()?;
-        let info = status.get_document("extra_info").ok()?;
-        let us = |field: &str| match info.get(field)? {
-            mongodb::bson::Bson::Int64(n) => u64::try_from(*n).ok(),
-            mongodb::bson::Bson::Int32(n) => u64::try_from(*n).ok(),
-            mongodb::bson::Bson::Double(n) => Some(*n as u64),
-            _ => None,
-        };
-        Some(Duration::from_micros(
-            us("user_time_us")? + us("system_time_us")?,
-        ))
+        crate::cpu::server_cpu(&self.admin).await
     }
 
     async fn finish(self) {

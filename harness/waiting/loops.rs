@@ -167,6 +167,9 @@ pub struct Loop {
     pub longest: Duration,
     /// The CPU time the server used in the window, where it reports it.
     pub server_cpu: Option<Duration>,
+    /// The CPU time this process (every Locker, its driver and the harness) used in the
+    /// window.
+    pub client_cpu: Duration,
 }
 
 impl Loop {
@@ -181,26 +184,29 @@ impl Loop {
         format!("{}; {per_grant}", self.line())
     }
 
-    /// Grants per second, the longest wait, grants per Locker, and the server's CPU time
-    /// per grant.
+    /// Grants per second, the longest wait, grants per Locker, and the server's and the
+    /// clients' CPU time per grant.
     pub fn line(&self) -> String {
+        let grants = self.grants.max(1) as f64;
         let cpu = self.server_cpu.map_or_else(
             || "server CPU n/a".to_string(),
             |cpu| {
                 format!(
                     "server CPU {:.2} ms per grant ({:.0}% of a core)",
-                    ms(cpu) / self.grants.max(1) as f64,
+                    ms(cpu) / grants,
                     100.0 * cpu.as_secs_f64() / self.seconds
                 )
             },
         );
         format!(
-            "{:.1} grants/s over {:.1} s, longest wait {:.1} ms, grants per Locker {}..{}, {cpu}",
+            "{:.1} grants/s over {:.1} s, longest wait {:.1} ms, grants per Locker {}..{}, {cpu}, \
+             client CPU {:.2} ms per grant",
             self.grants as f64 / self.seconds,
             self.seconds,
             ms(self.longest),
             self.per_locker.iter().min().unwrap_or(&0),
             self.per_locker.iter().max().unwrap_or(&0),
+            ms(self.client_cpu) / grants,
         )
     }
 }
@@ -248,9 +254,11 @@ pub async fn worker_loop<F: Fleet, S: LockStore>(
     }
     let cpu_before = fleet.server_cpu().await;
     let before = counts.snapshot();
+    let client_before = crate::cpu::process_cpu();
     let start = Instant::now();
     window.pass(|| 0).await;
     let end = Instant::now();
+    let client_cpu = crate::cpu::process_cpu().saturating_sub(client_before);
     let after = counts.snapshot();
     let cpu_after = fleet.server_cpu().await;
     let still_waiting = queue
@@ -287,6 +295,7 @@ pub async fn worker_loop<F: Fleet, S: LockStore>(
         server_cpu: cpu_before
             .zip(cpu_after)
             .map(|(before, after)| after.saturating_sub(before)),
+        client_cpu,
     }
 }
 

@@ -50,6 +50,8 @@
 // A bench that cannot set up has failed: panicking is how it says so.
 #![allow(clippy::unwrap_used)]
 
+#[path = "../shared/cpu.rs"]
+mod cpu;
 mod election;
 mod fair;
 mod fleets;
