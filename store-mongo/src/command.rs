@@ -168,3 +168,48 @@ impl crate::MongoStore {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lockwright_engine::Mode;
+
+    /// Every template encodes, and none outgrows its budget: the server parses, serializes
+    /// again and frees the whole pipeline on every command, so its size is its cost
+    /// (docs/performance.md). Prints each size.
+    #[test]
+    fn templates_stay_within_their_size_budget() {
+        let grants = [
+            (Mode::Exclusive, false),
+            (Mode::Shared, false),
+            (Mode::Shared, true),
+        ];
+        let mut shapes: Vec<Shape> = grants
+            .into_iter()
+            .flat_map(|(mode, limited)| {
+                [false, true].map(|fair| Shape::Grant {
+                    mode,
+                    limited,
+                    fair,
+                })
+            })
+            .collect();
+        shapes.extend([
+            Shape::RenewOne,
+            Shape::SetComment,
+            Shape::UnlockOne,
+            Shape::Leave,
+        ]);
+        for shape in shapes {
+            let t = Template::build(shape, 2_000);
+            let bytes = t.update.as_bytes().len();
+            eprintln!("{shape:?}: pipeline {bytes} bytes");
+            let budget = match shape {
+                Shape::Grant { .. } => 14_500,
+                Shape::UnlockOne | Shape::Leave => 10_500,
+                Shape::RenewOne | Shape::SetComment => 6_500,
+            };
+            assert!(bytes <= budget, "{shape:?}: {bytes} bytes, over {budget}");
+        }
+    }
+}

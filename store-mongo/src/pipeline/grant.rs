@@ -96,7 +96,6 @@ fn grant(
             QUEUE: queue::enqueued(mode, readings),
         } ] };
         let takes_place = doc! { "$and": [
-            "$$valid",
             room.clone(),
             { "$ne": [ format!("${LAST_GRANT}"), grant_id.clone() ] },
         ] };
@@ -105,35 +104,32 @@ fn grant(
         Bson::String("$$ROOT".to_owned())
     };
     // `$and` stops at the first false operand and `$cond` evaluates only the branch it
-    // takes: nothing that could fail on a wrong type is computed on a document that is not
-    // valid, and no fence is computed for a refusal.
-    let decided = doc! { "$and": [ "$$valid", room, rule ] };
+    // takes: no fence is computed for a refusal. The document is a valid one
+    // ([`super::validated`]).
+    let decided = doc! { "$and": [ room, rule ] };
     let mut outcome = doc! { "$cond": [ decided, apply, refused ] };
     let revive = mutated!(PipelineClaimRevivesLapsed);
     if fair {
         let (claimable, claimed) = claim(mode, revive, readings);
-        outcome = doc! { "$cond": [ { "$and": [ "$$valid", claimable ] }, claimed, outcome ] };
+        outcome = doc! { "$cond": [ claimable, claimed, outcome ] };
     }
-    let body = doc! { "$let": {
-        "vars": { "valid": valid() },
+    let decide = Bson::Document(doc! { "$let": {
+        "vars": {
+            "live": held_shared(readings),
+            "places": queue::live_places(readings),
+        },
         "in": { "$let": {
-            "vars": {
-                "live": { "$cond": [ "$$valid", held_shared(readings), [] ] },
-                "places": { "$cond": [ "$$valid", queue::live_places(readings), [] ] },
-            },
-            "in": { "$let": {
-                "vars": { "ahead": queue::ahead(fair, readings) },
-                "in": outcome,
-            } },
+            "vars": { "ahead": queue::ahead(fair, readings) },
+            "in": outcome,
         } },
-    } };
-    let decide = doc! { "$replaceWith": body };
+    } });
     // The store hands the lock over before the request is decided (the write finds the
     // holder gone); under the mutant the claim comes first.
+    let hand_over = queue::hand_over_on_valid(readings);
     if revive && fair {
-        vec![decide, queue::hand_over(readings)]
+        super::validated(decide, hand_over, readings)
     } else {
-        vec![queue::hand_over(readings), decide]
+        super::validated(hand_over, decide, readings)
     }
 }
 
@@ -269,26 +265,22 @@ fn held_by(prefix: &str, id: &Bson) -> Bson {
 }
 
 /// Applies `change` to the lock of `id` in the exclusive slot and in the shared list (at
-/// most one of them holds it on a valid document), on a valid document for which `decided`
-/// holds; any other document is left exactly as it is.
-fn one_lock(
-    id: &Bson,
-    decided: Bson,
-    exclusive: Bson,
-    shared: Bson,
-    also: Document,
-) -> Vec<Document> {
+/// most one of them holds it on a valid document), when `decided` holds: an expression
+/// over a valid document.
+fn one_lock(id: &Bson, decided: Bson, exclusive: Bson, shared: Bson, also: Document) -> Bson {
     let mut fields = doc! {
         EXCLUSIVE: { "$cond": [ held_by("$exclusive", id), exclusive, "$exclusive" ] },
         SHARED: { "$mergeObjects": [ "$shared", shared ] },
     };
     fields.extend(also);
     let changed = doc! { "$mergeObjects": [ "$$ROOT", fields ] };
-    let body = doc! { "$let": {
-        "vars": { "valid": valid() },
-        "in": { "$cond": [ { "$and": [ "$$valid", decided ] }, changed, "$$ROOT" ] },
-    } };
-    vec![doc! { "$replaceWith": body }]
+    Bson::Document(doc! { "$cond": [ decided, changed, "$$ROOT" ] })
+}
+
+/// The one stage of a write of one step: `change` on a valid document; any other document
+/// is left exactly as it is.
+fn on_valid(change: Bson) -> Vec<Document> {
+    vec![doc! { "$replaceWith": { "$cond": [ valid(), change, "$$ROOT" ] } }]
 }
 
 /// Renews the one lock of `$$lockId` on the document (the filter names the resource): sets
@@ -347,13 +339,13 @@ fn renewable_one(fields: Document) -> Vec<Document> {
         { "$mergeObjects": [ "$$this", fields.clone() ] },
         "$$this",
     ] } } } };
-    one_lock(
+    on_valid(one_lock(
         &id,
         decided,
         Bson::Document(doc! { "$mergeObjects": [ "$exclusive", fields ] }),
         Bson::Document(shared),
         Document::new(),
-    )
+    ))
 }
 
 /// Removes the one lock of `$$lockId`, live or expired, and the places recording it, from
@@ -364,17 +356,17 @@ pub(crate) fn unlock_one(readings: &Readings) -> Vec<Document> {
     let id = var(bind::LOCK_ID);
     let keep = doc! { "$filter": { "input": shared_locks(), "cond": { "$not": [ held_by("$$this", &id) ] } } };
     let shared = doc! { "locks": keep.clone(), "count": { "$size": keep } };
-    let mut stages = one_lock(
+    let release = one_lock(
         &id,
         Bson::Boolean(true),
         Bson::Document(doc! { "$literal": empty_exclusive() }),
         Bson::Document(shared),
         doc! { QUEUE: queue::without_lock_id(&id) },
     );
-    if !mutated!(PipelineResignLeavesPlace) {
-        stages.push(queue::hand_over(readings));
+    if mutated!(PipelineResignLeavesPlace) {
+        return on_valid(release);
     }
-    stages
+    super::validated(release, queue::hand_over_on_valid(readings), readings)
 }
 
 /// The filter of a one-lock operation: the resource's document, if it holds a lock of

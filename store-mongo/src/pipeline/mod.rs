@@ -228,6 +228,25 @@ pub(crate) fn valid() -> Bson {
     ] })
 }
 
+/// The stages of a write of two steps on one document, whose validity ([`valid`]) is
+/// tested once: `first` and `second` are expressions over a valid `$$ROOT` (a change, and
+/// the hand-over after it, or the other way round). The first stage applies `first` to a
+/// valid document and wraps any other in `{_id, lw: <nonce>, d: <the document>}`; the
+/// second unwraps a wrapper and applies `second` to anything else. So a document the rules
+/// cannot decide on comes out exactly as it went in (no write), and the test the server
+/// parses, serializes and frees on every command appears once, not twice. The wrapper names
+/// the command's nonce (random per command), which no stored document can hold already; it
+/// never outlives the command.
+pub(crate) fn validated(first: Bson, second: Bson, readings: &Readings) -> Vec<Document> {
+    let nonce = Bson::String(readings.nonce.clone());
+    let wrapped = doc! { "_id": "$_id", "lw": nonce.clone(), "d": "$$ROOT" };
+    let is_wrapped = doc! { "$eq": [ "$lw", nonce ] };
+    vec![
+        doc! { "$replaceWith": { "$cond": [ valid(), first, wrapped ] } },
+        doc! { "$replaceWith": { "$cond": [ is_wrapped, "$d", second ] } },
+    ]
+}
+
 /// Documents where the exclusive lock or some shared lock has `field` matching `cond`.
 fn in_any_lock(field: &str, cond: Bson) -> Document {
     doc! { "$or": [

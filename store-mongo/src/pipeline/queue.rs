@@ -303,10 +303,11 @@ pub(crate) fn leave(readings: &Readings) -> Vec<Document> {
             crate::schema::LAST_LEAVE: { "$cond": [ had, bind::LEAVE_ID, "$$REMOVE" ] },
         } ] },
     } };
-    vec![
-        doc! { "$replaceWith": { "$cond": [ super::valid(), changed, "$$ROOT" ] } },
-        hand_over(readings),
-    ]
+    super::validated(
+        Bson::Document(changed),
+        hand_over_on_valid(readings),
+        readings,
+    )
 }
 
 /// Purge's update of the documents holding a dead place: their live places alone, on a
@@ -314,10 +315,11 @@ pub(crate) fn leave(readings: &Readings) -> Vec<Document> {
 /// other document as it is.
 pub(crate) fn drop_dead(readings: &Readings) -> Vec<Document> {
     let changed = doc! { "$mergeObjects": [ "$$ROOT", { QUEUE: live_places(readings) } ] };
-    vec![
-        doc! { "$replaceWith": { "$cond": [ super::valid(), changed, "$$ROOT" ] } },
-        hand_over(readings),
-    ]
+    super::validated(
+        Bson::Document(changed),
+        hand_over_on_valid(readings),
+        readings,
+    )
 }
 
 /// The documents with a live place at `now` (an expression): purge never deletes them.
@@ -347,6 +349,23 @@ pub(crate) fn dead_places_at(t: lockwright_engine::Timestamp) -> Document {
 /// the handed places (see [`wake`]); otherwise the document is left exactly as it is (no
 /// write).
 pub(crate) fn hand_over(readings: &Readings) -> Document {
+    let (has_places, handed) = hand_over_parts(readings);
+    doc! { "$replaceWith": { "$cond": [
+        { "$and": [ has_places, super::valid() ] },
+        handed,
+        "$$ROOT",
+    ] } }
+}
+
+/// [`hand_over`] as an expression over a valid document (see [`super::validated`]).
+pub(crate) fn hand_over_on_valid(readings: &Readings) -> Bson {
+    let (has_places, handed) = hand_over_parts(readings);
+    Bson::Document(doc! { "$cond": [ has_places, handed, "$$ROOT" ] })
+}
+
+/// The hand-over's test that the document has places (most have none, and are left at
+/// this first, cheap test), and the hand-over of a valid document that has some.
+fn hand_over_parts(readings: &Readings) -> (Document, Document) {
     let now = readings.now.clone();
     let p = |f: &str| format!("$$this.{f}");
     let v = |f: &str| format!("$$value.{f}");
@@ -450,25 +469,20 @@ pub(crate) fn hand_over(readings: &Readings) -> Document {
         QUEUE: set_queue(Bson::Document(rest)),
         WAKE: wake(Bson::String(r("handed")), readings),
     } ] };
-    // A document with no places (most of them) is left at the first, cheap test.
     let has_places = doc! { "$gt": [
         { "$size": { "$cond": [ { "$isArray": format!("${QUEUE}") }, format!("${QUEUE}"), [] ] } },
         0,
     ] };
-    let body = doc! { "$cond": [
-        { "$and": [ has_places, super::valid() ] },
-        { "$let": {
-            "vars": { "places": places },
-            "in": { "$let": {
-                "vars": { "run": run },
-                "in": { "$cond": [
-                    { "$gt": [ { "$size": r("handed") }, 0 ] },
-                    changed,
-                    "$$ROOT",
-                ] },
-            } },
+    let handed = doc! { "$let": {
+        "vars": { "places": places },
+        "in": { "$let": {
+            "vars": { "run": run },
+            "in": { "$cond": [
+                { "$gt": [ { "$size": r("handed") }, 0 ] },
+                changed,
+                "$$ROOT",
+            ] },
         } },
-        "$$ROOT",
-    ] };
-    doc! { "$replaceWith": body }
+    } };
+    (has_places, handed)
 }
