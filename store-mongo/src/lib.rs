@@ -5,7 +5,9 @@
 //!   rule with the server's clock and applies the grant only where it allows, so the server
 //!   decides atomically; the document returned says whether this request was granted.
 //!   Concurrent first grants on a new resource race on the unique index, and the server
-//!   retries the loser as an update.
+//!   retries the loser as an update. The one-lock commands' pipelines are built once per
+//!   shape and sent encoded, with the request's inputs bound by `let`, so a call costs the
+//!   client about what a bare write does.
 //! - **Server time.** Every time decision and every stored timestamp uses the server's clock
 //!   (`$$NOW` in pipelines, `hello.localTime` where a literal instant is needed). Tests may
 //!   replace it with a hand-driven clock (feature `test-util`); the pipelines stay the same.
@@ -24,7 +26,7 @@
 //! - **Failures.** What is safe to retry is retried within [`RETRY_WINDOW`]; a write whose
 //!   outcome is unknown is a `Backend` error that says so, never a refusal. Each lock
 //!   operation (`xlock`, `slock`, `unlock`, `unlock_one`, `renew`, `renew_one`,
-//!   `renew_many`) and `create_indexes` gives up after the driver's server selection
+//!   `renew_each`) and `create_indexes` gives up after the driver's server selection
 //!   timeout plus [`RETRY_WINDOW`] in all, whatever its steps wait for; `status` and `purge`,
 //!   whose work grows with the collection, are bounded per command.
 //!
