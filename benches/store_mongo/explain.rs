@@ -15,7 +15,9 @@ pub async fn explain(db: &Database, name: &str, command: &Document) -> Option<St
         "aggregate" => &["pipeline"],
         "update" => &["updates"],
         "delete" => &["deletes"],
-        "findAndModify" => &["query", "update", "upsert", "sort", "new"],
+        // `let` binds the variables of the store's one-lock commands; `hint` names the index a
+        // grant must use.
+        "findAndModify" => &["query", "update", "upsert", "sort", "new", "let", "hint"],
         _ => return None,
     };
     for key in keep {
