@@ -140,15 +140,15 @@ impl MongoStore {
         }
     }
 
-    /// One `findAndModify` of a one-lock operation on the document holding the lock (filter
-    /// and pipeline from [`pipeline`]), returning the document before or after it with the `now`
-    /// it ran at. Retried within [`RETRY_WINDOW`] when the error allows: both one-lock
-    /// operations may be applied twice with the same effect as once.
+    /// One `findAndModify` of a one-lock operation (the template of `shape`, its variables
+    /// `vars`) on the document `query` selects, returning the document before or after it
+    /// (`new`) with the `now` it ran at. Retried within [`RETRY_WINDOW`] when the error
+    /// allows: every one-lock operation may be applied twice with the same effect as once.
     ///
     /// When the driver cannot read the reply (the document holds text that is not UTF-8), or
-    /// the reply lacks the `now` it ran at (a retry the server answered from the result it
-    /// stored for the first attempt, which a failover can cause), the server has decided:
-    /// the document is read back as it is now, with the server's time, and returned as
+    /// the reply lacks the `now` it ran at (which the projection always adds: a reply
+    /// without it is not one this code can trust), the server has decided: the document is
+    /// read back as it is now, with the server's time, and returned as
     /// [`Modified::Reread`].
     pub(crate) async fn modify_one(
         &self,

@@ -102,9 +102,8 @@ async fn grant_keeps_retrying_within_the_window_after_an_unknown_outcome() {
 async fn grant_applied_but_unacknowledged_is_still_granted() {
     run("grant-applied", None, |fx| async move {
         // The server runs the findAndModify and then reports a retryable write concern
-        // error: the grant is stored but not acknowledged, twice (the driver's retry is
-        // answered from the server's record of the first), so the store retries with the
-        // same grant id and must recognise its own grant rather than report a refusal.
+        // error, twice: the grant is stored but not acknowledged, so the store retries with
+        // the same grant id and must recognise its own grant rather than report a refusal.
         fx.fail(
             times(2),
             &["findAndModify"],
